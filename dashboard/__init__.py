@@ -1,0 +1,1 @@
+"""quotaloop's user-facing layer: the CLI, the Streamlit app, chart builders and report export."""

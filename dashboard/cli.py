@@ -1,0 +1,67 @@
+"""``quotaloop`` command line: routes to one module per sub-command under ``dashboard/commands``.
+
+Errors a user can fix (bad input, unknown query) print one line to stderr and exit 2; nothing else
+prints a traceback unless ``QUOTALOOP_DEBUG`` is set.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="quotaloop", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"dashboard.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"dashboard.commands.{name}":
+                continue  # command not built yet
+            raise
+        p = mod.register(sub)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as exc:
+        print(f"quotaloop {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
+        if os.environ.get("QUOTALOOP_DEBUG"):
+            raise
+        known = _known_errors()
+        if isinstance(exc, known):
+            print(f"quotaloop {args.command}: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from queries import QueryError
+    from queries.ingest import IngestError
+
+    errs: list[type[BaseException]] = [QueryError, IngestError]
+    try:
+        from engine import ConfigError  # type: ignore[attr-defined]
+
+        errs.append(ConfigError)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``quotaloop`` sub-command; each defines ``register(subparsers)`` and ``run(args) -> int``."""

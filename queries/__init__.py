@@ -1,0 +1,145 @@
+"""Named DuckDB queries over a job-log store: the only way the UI, CLI and reports read analytics.
+
+``run("job_waste", store="DIR", start="2026-11-01")`` loads ``queries/sql/job_waste.sql``, binds the
+parameters it declares and returns a Polars frame. Each SQL file declares its parameters in header lines::
+
+    -- param: start timestamp null  window start (UTC, inclusive)
+
+(name, type, default, description). Values are always bound with DuckDB's ``$name`` placeholders, never
+formatted into SQL. An unknown query or parameter is a ``QueryError`` naming it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+from . import schema
+from .store import Store
+
+SQL_DIR = Path(__file__).parent / "sql"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
+
+_PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
+_TYPES = {
+    "timestamp": lambda v: _parse_ts(v),
+    "double": float,
+    "integer": int,
+    "varchar": str,
+    "boolean": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on"),
+}
+
+
+class QueryError(ValueError):
+    """A query name or parameter that does not exist, or a value of the wrong type."""
+
+
+def _parse_ts(v):
+    if v is None or isinstance(v, dt.datetime):
+        return v
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day, tzinfo=dt.timezone.utc)
+    ts = dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+    return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: object
+    description: str
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    sql: str
+    description: str
+    params: tuple[Param, ...]
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> Query:
+    if not re.fullmatch(r"[a-z0-9_]+", name or ""):
+        raise QueryError(f"unknown query {name!r}; known: {', '.join(names())}")
+    path = SQL_DIR / f"{name}.sql"
+    if not path.exists():
+        raise QueryError(f"unknown query {name!r}; known: {', '.join(names())}")
+    text = path.read_text()
+    params, desc = [], []
+    for line in text.splitlines():
+        m = _PARAM_RE.match(line)
+        if m:
+            pname, ptype, default, pdesc = m.groups()
+            if ptype not in _TYPES:
+                raise QueryError(f"{path}: parameter {pname} has unknown type {ptype}")
+            value = None if default == "null" else _TYPES[ptype](default)
+            params.append(Param(pname, ptype, value, pdesc.strip()))
+        elif line.startswith("-- ") and not params and not line.startswith("-- param"):
+            desc.append(line[3:].strip())
+    return Query(name, text, " ".join(desc), tuple(params))
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in SQL_DIR.glob("*.sql") if not p.stem.startswith("_"))
+
+
+def bind(query: Query, params: dict) -> dict:
+    known = {p.name: p for p in query.params}
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise QueryError(
+            f"query {query.name!r} has no parameter {', '.join(unknown)}; it takes: {', '.join(known) or 'none'}"
+        )
+    bound = {}
+    for p in query.params:
+        value = params.get(p.name, p.default)
+        if value is not None:
+            try:
+                value = _TYPES[p.type](value)
+            except (TypeError, ValueError) as exc:
+                raise QueryError(f"query {query.name!r}: parameter {p.name}={value!r} is not a {p.type}") from exc
+        bound[p.name] = value
+    return bound
+
+
+def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None):
+    """A DuckDB connection with one view per store table (empty, typed views for absent tables).
+
+    ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
+    """
+    import duckdb
+
+    st = Store(store or DEFAULT_STORE)
+    con = duckdb.connect(config={"threads": threads} if threads else {})
+    con.execute("set timezone = 'UTC'")
+    for table in schema.TABLES:
+        files = st.files(table)
+        if files:
+            con.read_parquet(files, union_by_name=True).create_view(table, replace=True)
+        else:
+            con.register(table, schema.empty(table).to_arrow())
+    for name, frame in (extra or {}).items():
+        con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
+    return con
+
+
+def run(name: str, store: str | os.PathLike | None = None, *, con=None, **params) -> pl.DataFrame:
+    """Run the named query against ``store`` (or an open connection ``con``) and return a Polars frame."""
+    query = load(name)
+    bound = bind(query, params)
+    own = con is None
+    con = con or connect(store)
+    try:
+        used = {k: v for k, v in bound.items() if re.search(rf"\${k}\b", query.sql)}
+        return con.sql(query.sql, params=used).pl()
+    finally:
+        if own:
+            con.close()

@@ -1,0 +1,133 @@
+"""The canonical job-log schema: one definition used by ingest, the store, the engine's output check and docs.
+
+Invariants:
+- Every table written to a store is cast to exactly these columns, in this order (``conform``).
+- Timestamps are UTC microseconds; durations are float seconds (``*_s``); memory is bytes (``*_bytes``);
+  utilisation is a fraction 0..1; GPU counts are floats because some sources allocate fractions of a GPU.
+- ``(cluster, job_id)`` identifies a job; a re-ingested job replaces the earlier row.
+
+This module imports only pyarrow and polars so that any layer may use it.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+UTC_TS = pl.Datetime("us", "UTC")
+
+STATES = (
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED",
+    "OUT_OF_MEMORY", "NODE_FAIL", "RUNNING", "PENDING",
+)
+
+JOB_CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
+
+# name -> (dtype, unit/description). The description feeds queries/README.md's column table.
+JOBS: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name (given at ingest, or from the source)"),
+    "job_id": (pl.String, "job id as the scheduler prints it; array tasks keep `123_4`"),
+    "array_job_id": (pl.String, "parent array id (`123` for `123_4`), null when not an array task"),
+    "job_name": (pl.String, "job name"),
+    "user": (pl.String, "user name"),
+    "account": (pl.String, "team path `org/team/project` (Slurm account)"),
+    "partition": (pl.String, "partition / queue"),
+    "qos": (pl.String, "QoS / priority class"),
+    "job_class": (pl.String, "debug | interactive | training | eval | dataprep | batch (from QoS/name/size)"),
+    "state": (pl.String, "normalised state: " + ", ".join(STATES)),
+    "exit_code": (pl.String, "`exit:signal` as reported"),
+    "submit": (UTC_TS, "submit time, UTC"),
+    "start": (UTC_TS, "start time, UTC; null if never started"),
+    "end": (UTC_TS, "end time, UTC; null while running/pending"),
+    "elapsed_s": (pl.Float64, "end - start in seconds (0 if never started)"),
+    "time_limit_s": (pl.Float64, "walltime limit in seconds; null = none/unknown"),
+    "nodes": (pl.Int32, "number of nodes allocated (or requested if never started)"),
+    "node_list": (pl.String, "Slurm hostlist expression of allocated nodes"),
+    "req_cpus": (pl.Float64, "requested CPU cores"),
+    "req_gpus": (pl.Float64, "requested GPUs (fractions allowed)"),
+    "gpu_type": (pl.String, "GPU model, e.g. a100"),
+    "req_mem_bytes": (pl.Float64, "requested memory in bytes (whole job)"),
+    "alloc_cpus": (pl.Float64, "allocated CPU cores (AllocTRES), null if the source does not distinguish"),
+    "alloc_gpus": (pl.Float64, "allocated GPUs, null if the source does not distinguish"),
+    "alloc_mem_bytes": (pl.Float64, "allocated memory bytes, null if the source does not distinguish"),
+    "cpu_seconds_used": (pl.Float64, "CPU core-seconds consumed (sacct TotalCPU); null = unknown"),
+    "max_rss_bytes": (pl.Float64, "peak resident memory of the job in bytes; null = unknown"),
+    "mean_gpu_util": (pl.Float64, "time-mean GPU utilisation over allocated GPUs, 0..1"),
+    "max_gpu_util": (pl.Float64, "peak GPU utilisation, 0..1"),
+    "max_cpu_util": (pl.Float64, "peak CPU utilisation (used cores / allocated cores), 0..1"),
+    "gpu_mem_used_bytes": (pl.Float64, "peak GPU memory used, bytes"),
+    "min_runtime_s": (pl.Float64, "declared minimum runtime (non-preemptible period), seconds"),
+    "priority": (pl.Float64, "scheduler priority"),
+    "source": (pl.String, "ingest format: sacct, sacct-json, swf, pai, openb, csv, parquet, sample, sim"),
+    "source_file": (pl.String, "file the job came from"),
+}
+
+SAMPLES: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "job_id": (pl.String, "job id (matches jobs.job_id)"),
+    "ts": (UTC_TS, "sample time, UTC: the value holds from ts for interval_s seconds"),
+    "interval_s": (pl.Float64, "length of the interval this sample represents, seconds"),
+    "cpu_used": (pl.Float64, "CPU cores in use (mean over the interval)"),
+    "mem_bytes": (pl.Float64, "resident memory, bytes"),
+    "gpu_util": (pl.Float64, "mean utilisation of the job's GPUs, 0..1"),
+    "gpu_mem_bytes": (pl.Float64, "GPU memory in use, bytes"),
+}
+
+NODES: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "node": (pl.String, "host name"),
+    "partition": (pl.String, "partition the node belongs to"),
+    "cpus": (pl.Float64, "CPU cores"),
+    "gpus": (pl.Float64, "GPUs"),
+    "gpu_type": (pl.String, "GPU model"),
+    "mem_bytes": (pl.Float64, "memory, bytes"),
+    "state": (pl.String, "node state when known (idle, alloc, drain, down)"),
+}
+
+REJECTS: dict[str, tuple[pl.DataType, str]] = {
+    "ingest_id": (pl.String, "ingest run id"),
+    "cluster": (pl.String, "cluster name"),
+    "source_file": (pl.String, "input file"),
+    "line": (pl.Int64, "1-based line number in the file (record index for JSON)"),
+    "field": (pl.String, "field that failed, if one did"),
+    "reason": (pl.String, "why the row was rejected"),
+    "raw": (pl.String, "the raw input text of the row"),
+}
+
+INGEST_LOG: dict[str, tuple[pl.DataType, str]] = {
+    "ingest_id": (pl.String, "ingest run id"),
+    "ts": (UTC_TS, "when the ingest ran, UTC"),
+    "source_file": (pl.String, "input file"),
+    "format": (pl.String, "detected or given format"),
+    "cluster": (pl.String, "cluster name"),
+    "rows_read": (pl.Int64, "data rows read (= rows_accepted + rows_rejected)"),
+    "rows_accepted": (pl.Int64, "rows that contributed to a stored job/sample/node"),
+    "rows_rejected": (pl.Int64, "rows written to rejects"),
+    "jobs": (pl.Int64, "jobs written after roll-up"),
+    "samples": (pl.Int64, "samples written"),
+    "nodes": (pl.Int64, "nodes written"),
+    "duration_s": (pl.Float64, "wall time of the ingest"),
+}
+
+TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG}
+
+
+def polars_schema(table: str) -> pl.Schema:
+    return pl.Schema({k: v[0] for k, v in TABLES[table].items()})
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=polars_schema(table))
+
+
+def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Cast ``df`` to the table's schema: missing columns become null, extra columns are dropped."""
+    schema = polars_schema(table)
+    cols = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            col = pl.col(name)
+            if df.schema[name] != dtype:
+                col = col.cast(dtype, strict=False)
+            cols.append(col.alias(name))
+        else:
+            cols.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(cols)

@@ -1,0 +1,233 @@
+"""The job-log store: partitioned Parquet tables, committed atomically through a manifest.
+
+Layout::
+
+    STORE/_manifest.json                       the only source of truth for which files are live
+    STORE/jobs/cluster=C/month=YYYY-MM/part-<uuid>.parquet
+    STORE/samples/cluster=C/month=YYYY-MM/part-<uuid>.parquet
+    STORE/nodes/cluster=C/part-<uuid>.parquet
+    STORE/rejects/cluster=C/part-<uuid>.parquet
+    STORE/ingest_log/part-<uuid>.parquet
+
+Invariants:
+- A writer only ever adds new files; the manifest is replaced with ``os.replace`` (atomic on POSIX)
+  after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
+  untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
+- ``(cluster, job_id)`` is unique in ``jobs``: an upsert rewrites the partitions it touches.
+- One writer at a time (``flock`` on ``STORE/.lock``); readers never lock.
+
+A directory without a manifest is read as a *flat* store (``DIR/jobs.parquet`` or ``DIR/jobs/**.parquet``),
+which is what ``quotaloop simulate --out DIR`` writes, so every query runs on simulated history too.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import polars as pl
+
+from . import schema
+
+MANIFEST = "_manifest.json"
+PARTITIONED = {"jobs": "submit", "samples": "ts"}  # table -> timestamp column giving the month
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_parquet(df: pl.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    df.write_parquet(tmp, compression="zstd", statistics=True, row_group_size=1_000_000)
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _partition_dir(table: str, cluster: str, month: str | None) -> str:
+    safe = cluster.replace("/", "_").replace("..", "_") or "_"
+    parts = [table, f"cluster={safe}"]
+    if month is not None:
+        parts.append(f"month={month}")
+    return "/".join(parts)
+
+
+class Store:
+    """A store directory. Read files with ``files(table)``; write with ``transaction()``."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists() or (self.root / "jobs.parquet").exists() or (self.root / "jobs").is_dir()
+
+    def manifest(self) -> dict:
+        if self.manifest_path.exists():
+            return json.loads(self.manifest_path.read_text())
+        return {"version": 0, "tables": {}}
+
+    def files(self, table: str) -> list[str]:
+        """Absolute paths of the live Parquet files of ``table`` (possibly empty)."""
+        if self.manifest_path.exists():
+            return [str(self.root / rel) for rel in self.manifest()["tables"].get(table, [])]
+        flat = self.root / f"{table}.parquet"
+        if flat.exists():
+            return [str(flat)]
+        return sorted(str(p) for p in (self.root / table).glob("**/*.parquet")) if (self.root / table).is_dir() else []
+
+    def read(self, table: str) -> pl.DataFrame:
+        files = self.files(table)
+        if not files:
+            return schema.empty(table)
+        return schema.conform(pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed"), table)
+
+    # ---------------------------------------------------------------- writing
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Transaction"]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            tx = Transaction(self)
+            try:
+                yield tx
+            except BaseException:
+                tx.abort()
+                raise
+            tx.commit()
+
+
+class Transaction:
+    """Stages new files; ``commit`` swaps the manifest. Not thread-safe; one per writer."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        base = store.manifest()
+        self.version = base.get("version", 0)
+        self.tables: dict[str, list[str]] = {k: list(v) for k, v in base.get("tables", {}).items()}
+        self.written: list[Path] = []
+
+    def _new_file(self, rel_dir: str) -> tuple[str, Path]:
+        rel = f"{rel_dir}/part-{uuid.uuid4().hex}.parquet"
+        return rel, self.store.root / rel
+
+    def _write(self, table: str, rel_dir: str, df: pl.DataFrame) -> None:
+        rel, path = self._new_file(rel_dir)
+        _write_parquet(schema.conform(df, table), path)
+        self.written.append(path)
+        self.tables.setdefault(table, []).append(rel)
+
+    def _live_in(self, table: str, rel_dir: str) -> list[str]:
+        prefix = rel_dir + "/"
+        return [r for r in self.tables.get(table, []) if r.startswith(prefix)]
+
+    def _month_groups(self, df: pl.DataFrame, table: str):
+        ts_col = PARTITIONED[table]
+        keyed = df.with_columns(
+            pl.col("cluster").fill_null("default"),
+            pl.col(ts_col).dt.strftime("%Y-%m").fill_null("unknown").alias("__month"),
+        )
+        for (cluster, month), part in keyed.group_by(["cluster", "__month"], maintain_order=True):
+            yield cluster, month, part.drop("__month")
+
+    def upsert(self, table: str, df: pl.DataFrame, key: str = "job_id") -> int:
+        """Write rows of a partitioned table; rows of existing (cluster, key) in touched partitions are replaced.
+
+        For ``samples`` the key is ``job_id``: all earlier samples of a re-ingested job in the touched
+        partitions are dropped, so re-ingesting a samples file is idempotent.
+        """
+        if df.height == 0:
+            return 0
+        df = schema.conform(df, table)
+        if table == "jobs":
+            df = df.unique(subset=["cluster", "job_id"], keep="last", maintain_order=True)
+        for cluster, month, part in self._month_groups(df, table):
+            rel_dir = _partition_dir(table, cluster, month)
+            old = self._live_in(table, rel_dir)
+            if old:
+                keys = part.select(pl.col(key).unique())
+                previous = pl.concat([pl.read_parquet(self.store.root / r) for r in old], how="diagonal_relaxed")
+                previous = schema.conform(previous, table).join(keys, on=key, how="anti")
+                part = pl.concat([previous, part])
+                self.tables[table] = [r for r in self.tables[table] if r not in old]
+            self._write(table, rel_dir, part.sort(key))
+        return df.height
+
+    def replace_nodes(self, cluster: str, df: pl.DataFrame) -> int:
+        rel_dir = _partition_dir("nodes", cluster, None)
+        self.tables["nodes"] = [r for r in self.tables.get("nodes", []) if not r.startswith(rel_dir + "/")]
+        if df.height:
+            self._write("nodes", rel_dir, df.with_columns(pl.lit(cluster).alias("cluster")))
+        return df.height
+
+    def append(self, table: str, df: pl.DataFrame, cluster: str | None = None) -> int:
+        if df.height == 0:
+            return 0
+        rel_dir = table if cluster is None else _partition_dir(table, cluster, None)
+        self._write(table, rel_dir, df)
+        return df.height
+
+    def replace_rejects(self, cluster: str, source_file: str, df: pl.DataFrame) -> int:
+        """Rejects of a re-ingested file replace that file's earlier rejects (idempotent re-ingest)."""
+        rel_dir = _partition_dir("rejects", cluster, None)
+        kept = []
+        for rel in self._live_in("rejects", rel_dir):
+            old = pl.read_parquet(self.store.root / rel)
+            rest = old.filter(pl.col("source_file") != source_file)
+            if rest.height == old.height:
+                kept.append(rel)
+            elif rest.height:
+                new_rel, path = self._new_file(rel_dir)
+                _write_parquet(rest, path)
+                self.written.append(path)
+                kept.append(new_rel)
+        others = [r for r in self.tables.get("rejects", []) if not r.startswith(rel_dir + "/")]
+        self.tables["rejects"] = others + kept
+        return self.append("rejects", df, cluster)
+
+    def commit(self) -> None:
+        root = self.store.root
+        manifest = {"version": self.version + 1, "tables": self.tables}
+        tmp = root / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        for d in {p.parent for p in self.written}:
+            _fsync_dir(d)
+        os.replace(tmp, root / MANIFEST)
+        _fsync_dir(root)
+        self._collect_garbage()
+
+    def abort(self) -> None:
+        for path in self.written:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _collect_garbage(self) -> None:
+        root = self.store.root
+        live = {str(root / r) for files in self.tables.values() for r in files}
+        for table in schema.TABLES:
+            tdir = root / table
+            if not tdir.is_dir():
+                continue
+            for path in tdir.glob("**/*.parquet*"):
+                if str(path) not in live:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+        for tmp in root.glob(f"{MANIFEST}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()

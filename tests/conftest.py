@@ -1,0 +1,23 @@
+"""Shared fixtures. Tests over ../shared/data skip with a visible reason when it is absent (fresh clone)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("QUOTALOOP_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ../shared/data; skips the test (with the reason shown by -ra) when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real traces not available: {SHARED_DATA} does not exist (set QUOTALOOP_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
