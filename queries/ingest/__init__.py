@@ -69,19 +69,32 @@ class FileSummary:
         )
 
 
-def _parser(fmt: str):
-    from . import alibaba, canonical, sacct, sacct_json, swf  # noqa: F401  (imported lazily: keeps CLI start fast)
+def _with_cluster(df: pl.DataFrame, explicit: str | None, fallback: str) -> pl.DataFrame:
+    """An explicit ``--cluster`` wins; otherwise a per-row cluster the parser found (a canonical export may hold
+    several clusters) is kept and only missing ones get ``fallback``."""
+    if explicit is None and "cluster" in df.columns:
+        return df.with_columns(pl.col("cluster").cast(pl.String).fill_null(fallback))
+    return df.with_columns(pl.lit(explicit or fallback).alias("cluster"))
 
-    return {
-        "sacct": sacct.parse,
-        "sacct-json": sacct_json.parse,
-        "swf": swf.parse,
-        "pai": alibaba.parse_pai,
-        "openb": alibaba.parse_openb,
-        "csv": canonical.parse_csv,
-        "parquet": canonical.parse_parquet,
-        "samples": canonical.parse_samples,
-    }[fmt]
+
+_PARSERS = {
+    "sacct": ("sacct", "parse"),
+    "sacct-json": ("sacct_json", "parse"),
+    "swf": ("swf", "parse"),
+    "pai": ("alibaba", "parse_pai"),
+    "openb": ("alibaba", "parse_openb"),
+    "csv": ("canonical", "parse_csv"),
+    "parquet": ("canonical", "parse_parquet"),
+    "samples": ("canonical", "parse_samples"),
+}
+
+
+def _parser(fmt: str):
+    """The parse function of ``fmt``, imported on first use (keeps CLI start fast)."""
+    import importlib
+
+    module, func = _PARSERS[fmt]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), func)
 
 
 def detect_format(path: str | Path) -> str:
@@ -154,12 +167,15 @@ def ingest(
     with Store(store).transaction() as tx:
         for p, f, cl, res, took in parsed:
             src = str(p)
-            jobs = res.jobs.with_columns(pl.lit(cl).alias("cluster"), pl.lit(f).alias("source"), pl.lit(src).alias("source_file"))
-            samples = res.samples.with_columns(pl.lit(cl).alias("cluster"))
+            jobs = _with_cluster(res.jobs, cluster, cl).with_columns(
+                pl.lit(f).alias("source"), pl.lit(src).alias("source_file"))
+            samples = _with_cluster(res.samples, cluster, cl)
             tx.upsert("jobs", jobs)
             tx.upsert("samples", samples)
             if res.nodes.height:
-                tx.replace_nodes(cl, res.nodes)
+                nodes = _with_cluster(res.nodes, cluster, cl)
+                for (node_cluster,), part in nodes.group_by(["cluster"], maintain_order=True):
+                    tx.replace_nodes(node_cluster, part)
             rej = res.rejects.with_columns(
                 pl.lit(ingest_id).alias("ingest_id"), pl.lit(cl).alias("cluster"), pl.lit(src).alias("source_file")
             )

@@ -1,0 +1,247 @@
+"""Budget attainment from a job-log store (real or simulated): the query layer's bridge to the budget tree.
+
+Dependency direction: ``queries -> engine.budget_tree`` (the pure model: parsing, account mapping,
+water-filling; it imports neither DuckDB nor queries). DuckDB does the per-account sums
+(``queries/sql/budget_usage.sql``); the tree math is Python.
+
+Definitions, per window [start, end) and per account (then summed over the tree):
+- received GPU-hours: allocated GPUs x running time inside the window (a RUNNING job with no end runs to the
+  window end).
+- demanded GPU-hours: received + requested GPUs x queued time inside the window (submit -> start, or -> end for
+  a job cancelled before it started, or -> window end while PENDING). It is what the account asked to hold.
+- capacity GPU-hours: cluster GPUs x window hours. GPUs: ``capacity_gpus=`` if given, else the store's ``nodes``
+  table (of ``cluster``), else the tree's ``cluster_gpus``.
+- entitled GPU-hours: hierarchical water-filling of capacity over demand (``engine.budget_tree.entitlements``,
+  guarantees and ``max_gpus`` applied as GPUs x hours). It never exceeds demand and sums to
+  min(capacity, total demand), so what one team leaves idle counts to its siblings first, then up the tree.
+- static GPU-hours: share x capacity with no redistribution (a manager's "we fund 35 %").
+- attainment = received / min(entitled, demanded) (the water-filled headline; ``min`` is then a no-op kept
+  for parity with the static form), ``attainment_static`` = received / min(static, demanded). Null when the
+  denominator is 0 (no demand, or an unfunded bucket with nothing left over). When demand exceeds supply
+  everywhere (DOMAIN.md section 6: 2-3x) both coincide; the water-filled one does not flatter a team because
+  its neighbours were idle nor blame it for capacity nobody could use.
+- A window crossing an effective date is cut there; each piece uses the tree in force and the sums are added.
+- Rows: ``kind`` "node" (a tree node), "direct" (demand of accounts naming an internal node but none of its
+  children) or "unbudgeted" (accounts the tree does not name). Rows of one level partition all demand.
+- Summary: over "node" rows with attainment: ``teams``, ``mean`` of attainment capped at 1 (a team receiving
+  more than its share is reported in ``over_entitled``, not used to hide another's shortfall), ``worst``
+  (uncapped min) and ``worst_node``, ``at_least_95`` (attainment >= 0.95).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from engine.budget_tree import (
+    DIRECT, UNBUDGETED, BudgetTree, bucket, entitlements, resolve, static_entitlements, static_shares,
+)
+
+from . import DEFAULT_STORE, _parse_ts, connect, run
+from .store import Store
+
+_TABLE_SCHEMA = {
+    "node": pl.String, "kind": pl.String, "depth": pl.Int32, "entitled_gpu_hours": pl.Float64,
+    "static_gpu_hours": pl.Float64, "demanded_gpu_hours": pl.Float64, "received_gpu_hours": pl.Float64,
+    "attainment": pl.Float64, "attainment_static": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class Attainment:
+    table: pl.DataFrame
+    summary: dict
+    capacity_gpu_hours: float
+    start: dt.datetime
+    end: dt.datetime
+    level: object
+    warnings: tuple[str, ...] = field(default=())
+
+
+def store_capacity_gpus(store, cluster: str | None = None) -> float | None:
+    """Sum of ``nodes.gpus`` (of ``cluster``); ``None`` when the store has no node inventory."""
+    nodes = Store(store or DEFAULT_STORE).read("nodes")
+    if cluster is not None:
+        nodes = nodes.filter(pl.col("cluster") == cluster)
+    total = nodes["gpus"].sum() if nodes.height else None
+    return float(total) if total else None
+
+
+def usage(store=None, start=None, end=None, *, cluster: str | None = None, con=None) -> pl.DataFrame:
+    """Per-account ``received_gpu_s``, ``waiting_gpu_s``, ``demanded_gpu_s`` in [start, end) (budget_usage.sql)."""
+    return run("budget_usage", store, con=con, start=start, end=end, cluster=cluster)
+
+
+def frontier(root, level) -> list[tuple[str, str, int]]:
+    """(key, kind, depth) rows that partition demand at ``level``: "leaf" or a depth (1 = top of the tree).
+
+    A node at that depth stands for its subtree; shallower leaves stand for themselves; shallower internal
+    nodes add a "direct" row for demand naming them but none of their children.
+    """
+    if level != "leaf" and (not isinstance(level, int) or level < 1):
+        raise ValueError(f"level must be 'leaf' or a depth >= 1, got {level!r}")
+    rows: list[tuple[str, str, int]] = []
+
+    def walk(node):
+        for child in node.children:
+            if child.is_leaf or (level != "leaf" and child.depth >= level):
+                rows.append((child.path, "node", child.depth))
+            else:
+                walk(child)
+                rows.append((f"{child.path}/{DIRECT}", "direct", child.depth + 1))
+
+    walk(root)
+    return rows + [(UNBUDGETED, "unbudgeted", 0)]
+
+
+def _ancestors(key: str) -> list[str]:
+    """``key`` and every node path above it (``a/b/(direct)`` -> itself, ``a/b``, ``a``)."""
+    if key == UNBUDGETED:
+        return [key]
+    parts = key.split("/")
+    return [key] + ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: str | None = None,
+               capacity_gpus: float | None = None, con=None) -> Attainment:
+    """Entitled / static / demanded / received GPU-hours and attainment per tree row at ``level`` (see module doc)."""
+    start, end = _parse_ts(start), _parse_ts(end)
+    if start is None or end is None or end <= start:
+        raise ValueError(f"attainment needs a window start < end, got {start} .. {end}")
+    gpus = capacity_gpus or store_capacity_gpus(store, cluster) or tree.cluster_gpus
+    if not gpus:
+        raise ValueError("cluster capacity unknown: pass capacity_gpus=, ingest a node inventory, or set "
+                         "cluster_gpus in budgets.toml")
+    own = con is None
+    con = con or connect(store)
+    totals: dict[str, list[float]] = {}
+    meta: dict[str, tuple[str, int]] = {}
+    capacity_total = received_total = 0.0
+    try:
+        for seg_start, seg_end, root in tree.segments(start, end):
+            hours = (seg_end - seg_start).total_seconds() / 3600.0
+            capacity = gpus * hours
+            capacity_total += capacity
+            need: dict[str, float] = {}  # per demand bucket, for the water-filling
+            demanded: dict[str, float] = {}  # per bucket and every node above it
+            received: dict[str, float] = {}
+            for account, rec_s, dem_s in usage(start=seg_start, end=seg_end, cluster=cluster, con=con).select(
+                    "account", "received_gpu_s", "demanded_gpu_s").iter_rows():
+                key = bucket(root, account)
+                need[key] = need.get(key, 0.0) + dem_s / 3600.0
+                for k in _ancestors(key):
+                    demanded[k] = demanded.get(k, 0.0) + dem_s / 3600.0
+                    received[k] = received.get(k, 0.0) + rec_s / 3600.0
+                received_total += rec_s / 3600.0
+            entitled = entitlements(root, capacity, need, window_hours=hours)
+            static = static_entitlements(root, capacity)
+            for key, kind, depth in frontier(root, level):
+                acc = totals.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+                acc[0] += entitled.get(key, 0.0)
+                acc[1] += static.get(key, 0.0)
+                acc[2] += demanded.get(key, 0.0)
+                acc[3] += received.get(key, 0.0)
+                meta[key] = (kind, depth)
+    finally:
+        if own:
+            con.close()
+    rows = []
+    for key in sorted(totals, key=lambda k: (k == UNBUDGETED, k)):
+        ent, stat, dem, rec = totals[key]
+        kind, depth = meta[key]
+        if kind == "direct" and dem == 0 and rec == 0:
+            continue
+        rows.append((key, kind, depth, ent, stat, dem, rec, _ratio(rec, min(ent, dem)), _ratio(rec, min(stat, dem))))
+    table = pl.DataFrame(rows, schema=_TABLE_SCHEMA, orient="row")
+    warnings = []
+    if received_total > capacity_total * (1 + 1e-9):
+        warnings.append(f"received {received_total:.1f} GPU-hours exceeds the capacity {capacity_total:.1f} "
+                        f"({gpus:g} GPUs): the capacity or the cluster filter is wrong")
+    return Attainment(table, summarize(table), capacity_total, start, end, level, tuple(warnings))
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 1e-12 else None
+
+
+def summarize(table: pl.DataFrame, threshold: float = 0.95) -> dict:
+    """Distribution of attainment over budgeted rows (``kind == "node"``) that have one."""
+    teams = table.filter((pl.col("kind") == "node") & pl.col("attainment").is_not_null())
+    if teams.height == 0:
+        return {"teams": 0, "mean": None, "worst": None, "worst_node": None, "at_least_95": 0, "over_entitled": 0}
+    worst = teams.sort(["attainment", "node"]).row(0, named=True)
+    return {
+        "teams": teams.height,
+        "mean": teams["attainment"].clip(upper_bound=1.0).mean(),
+        "worst": worst["attainment"],
+        "worst_node": worst["node"],
+        "at_least_95": int((teams["attainment"] >= threshold).sum()),
+        "over_entitled": int((teams["attainment"] > 1.0 + 1e-9).sum()),
+    }
+
+
+def attainment_history(store, tree: BudgetTree, start, end, *, window_hours: float = 168.0, step_hours: float = 24.0,
+                       **kwargs) -> pl.DataFrame:
+    """Summary per sliding window [t - window, t) for t = start + window, + step, ... <= end."""
+    start, end = _parse_ts(start), _parse_ts(end)
+    window, step = dt.timedelta(hours=window_hours), dt.timedelta(hours=step_hours)
+    rows, t = [], start + window
+    own = kwargs.get("con") is None
+    con = kwargs.pop("con", None) or connect(store)
+    try:
+        while t <= end:
+            s = attainment(store, tree, t - window, t, con=con, **kwargs).summary
+            rows.append({"window_start": t - window, "window_end": t, **s})
+            t += step
+    finally:
+        if own:
+            con.close()
+    schema = {"window_start": pl.Datetime("us", "UTC"), "window_end": pl.Datetime("us", "UTC"), "teams": pl.Int64,
+              "mean": pl.Float64, "worst": pl.Float64, "worst_node": pl.String, "at_least_95": pl.Int64,
+              "over_entitled": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+# ------------------------------------------------------------------------------------------ frames for SQL
+def budget_shares(tree: BudgetTree, start, end) -> pl.DataFrame:
+    """One row per tree node per effective period overlapping [start, end).
+
+    ``account`` is the node path, ``weight`` the share as written (relative to siblings), ``share`` the fraction
+    of the cluster (product of normalised weights down the path), ``valid_from``/``valid_to`` the period clipped
+    to the window. Register with ``queries.connect(store, extra=budget_frames(...))``.
+    """
+    rows = []
+    for seg_start, seg_end, root in tree.segments(_parse_ts(start), _parse_ts(end)):
+        frac = static_shares(root)
+        for node in root.walk():
+            if node.path:
+                rows.append((node.path, node.path.rpartition("/")[0] or None, node.depth, node.is_leaf, node.share,
+                             frac[node.path], node.guaranteed_gpus, node.max_gpus, seg_start, seg_end))
+    schema = {"account": pl.String, "parent": pl.String, "depth": pl.Int32, "leaf": pl.Boolean,
+              "weight": pl.Float64, "share": pl.Float64, "guaranteed_gpus": pl.Float64, "max_gpus": pl.Float64,
+              "valid_from": pl.Datetime("us", "UTC"), "valid_to": pl.Datetime("us", "UTC")}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def budget_accounts(tree: BudgetTree, accounts, start, end) -> pl.DataFrame:
+    """Log account -> tree ``node`` (or ``unbudgeted``) and demand ``bucket``, per effective period in the window."""
+    rows = []
+    for seg_start, seg_end, root in tree.segments(_parse_ts(start), _parse_ts(end)):
+        for account in sorted({a or "" for a in accounts}):
+            rows.append((account, resolve(root, account), bucket(root, account), seg_start, seg_end))
+    schema = {"account": pl.String, "node": pl.String, "bucket": pl.String,
+              "valid_from": pl.Datetime("us", "UTC"), "valid_to": pl.Datetime("us", "UTC")}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def budget_frames(tree: BudgetTree, start, end, store: str | os.PathLike | None = None, accounts=None) -> dict:
+    """``{"budget_shares": ..., "budget_accounts": ...}`` for ``queries.connect(store, extra=...)``.
+
+    Accounts default to every distinct ``jobs.account`` of ``store``.
+    """
+    if accounts is None:
+        accounts = Store(store).read("jobs")["account"].unique().to_list() if store is not None else []
+    return {"budget_shares": budget_shares(tree, start, end),
+            "budget_accounts": budget_accounts(tree, accounts, start, end)}

@@ -1,0 +1,504 @@
+"""Budget trees: parsing and validation errors, account mapping, hierarchical water-filling (hand-computed),
+attainment on a tiny real store (hand-computed), frames for SQL."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import queries
+from engine.budget_tree import (
+    JOB_CLASSES, UNBUDGETED, BudgetError, entitlements, parse, static_entitlements, validate, water_fill,
+)
+from queries import budgets, schema
+from queries.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+UTC = dt.timezone.utc
+
+
+def T(text: str):
+    return parse(textwrap.dedent(text), source="b.toml")
+
+
+def approx(d: dict) -> dict:
+    return {k: pytest.approx(v, abs=1e-9) for k, v in d.items()}
+
+
+SIMPLE = """
+    cluster_gpus = 8
+    [tree.research]
+    share = 3
+    [tree.research.vision]
+    share = 1
+    [tree.research.nlp]
+    share = 1
+    [tree.ops]
+    share = 1
+"""
+
+# ------------------------------------------------------------------------------------------ water-filling
+def test_split_by_share_when_every_team_wants_more():
+    tree = T("[tree.a]\nshare = 1\n[tree.b]\nshare = 3\n")
+    got = entitlements(tree, 100.0, {"a": 1000.0, "b": 1000.0})
+    assert got == approx({"a": 25.0, "b": 75.0, UNBUDGETED: 0.0})
+    # all demand above entitlement: water-filling equals the static share x capacity
+    assert got == approx(static_entitlements(tree, 100.0))
+
+
+def test_team_with_zero_demand_leaves_its_share_to_its_siblings():
+    tree = T("[tree.a]\nshare = 1\n[tree.b]\nshare = 1\n[tree.c]\nshare = 2\n")
+    # a wants nothing: b and c split 90 as 1:2 (lam = 30)
+    assert entitlements(tree, 90.0, {"b": 100.0, "c": 100.0}) == approx({"a": 0.0, "b": 30.0, "c": 60.0,
+                                                                        UNBUDGETED: 0.0})
+
+
+NESTED = """
+    [tree.A]
+    [tree.A.a1]
+    [tree.A.a2]
+    [tree.B]
+    [tree.B.b1]
+"""
+
+
+def test_unused_share_flows_to_siblings_first():
+    # A and B split 100 as 50/50; inside A, a1 only wants 10 so a2 gets 40 (not b1: b1 stays at B's 50)
+    got = entitlements(T(NESTED), 100.0, {"A/a1": 10.0, "A/a2": 100.0, "B/b1": 100.0})
+    assert got == approx({"A": 50.0, "A/a1": 10.0, "A/a2": 40.0, "B": 50.0, "B/b1": 50.0, UNBUDGETED: 0.0})
+
+
+def test_unused_share_flows_up_when_the_siblings_are_satisfied():
+    # A's whole subtree wants 30 < its 50: the 20 left goes up, to B
+    got = entitlements(T(NESTED), 100.0, {"A/a1": 10.0, "A/a2": 20.0, "B/b1": 100.0})
+    assert got == approx({"A": 30.0, "A/a1": 10.0, "A/a2": 20.0, "B": 70.0, "B/b1": 70.0, UNBUDGETED: 0.0})
+
+
+def test_unused_share_flows_up_two_levels():
+    tree = T("""
+        [tree.o1]
+        [tree.o1.g1]
+        [tree.o1.g1.t1]
+        [tree.o1.g1.t2]
+        [tree.o1.g2]
+        [tree.o1.g2.t3]
+        [tree.o2]
+        [tree.o2.g3]
+        [tree.o2.g3.t4]
+    """)
+    # cap 120: o1 = o2 = 60; o1's g1 (t1 5 + t2 5) and g2 (t3 10) want 20 in all, so 40 goes up to o2
+    got = entitlements(tree, 120.0, {"o1/g1/t1": 5.0, "o1/g1/t2": 5.0, "o1/g2/t3": 10.0, "o2/g3/t4": 500.0})
+    assert got["o1"] == pytest.approx(20.0) and got["o2/g3/t4"] == pytest.approx(100.0)
+    # t2 idle: t1 absorbs g1's 30 only up to its demand; g1's rest goes to g2 (t3 wants 45), then up to o2
+    got = entitlements(tree, 120.0, {"o1/g1/t1": 20.0, "o1/g2/t3": 45.0, "o2/g3/t4": 500.0})
+    assert got == approx({"o1": 60.0, "o1/g1": 20.0, "o1/g1/t1": 20.0, "o1/g1/t2": 0.0, "o1/g2": 40.0,
+                          "o1/g2/t3": 40.0, "o2": 60.0, "o2/g3": 60.0, "o2/g3/t4": 60.0, UNBUDGETED: 0.0})
+
+
+def test_shares_change_at_an_effective_date():
+    tree = T(SIMPLE + """
+        [[period]]
+        start = 2026-11-15
+        [period.tree.ops]
+        share = 3
+    """)
+    demand = {"research/vision": 100.0, "research/nlp": 100.0, "ops": 100.0}
+    before = entitlements(tree, 80.0, demand, when=dt.datetime(2026, 11, 14, 23, tzinfo=UTC))
+    after = entitlements(tree, 80.0, demand, when=dt.date(2026, 11, 15))
+    assert before == approx({"research": 60.0, "research/vision": 30.0, "research/nlp": 30.0, "ops": 20.0,
+                             UNBUDGETED: 0.0})
+    assert after == approx({"research": 40.0, "research/vision": 20.0, "research/nlp": 20.0, "ops": 40.0,
+                            UNBUDGETED: 0.0})
+    segs = tree.segments(dt.datetime(2026, 11, 14, tzinfo=UTC), dt.datetime(2026, 11, 16, tzinfo=UTC))
+    assert [(a.day, b.day) for a, b, _ in segs] == [(14, 15), (15, 16)]
+    assert [r.index["ops"].share for _, _, r in segs] == [1.0, 3.0]
+
+
+def test_guarantee_is_a_floor_and_max_gpus_a_cap():
+    tree = T("[tree.a]\nshare = 1\nguaranteed_gpus = 6\n[tree.b]\nshare = 3\n[tree.c]\nshare = 1\nmax_gpus = 1\n")
+    # 10 h: a floor 60 GPU-h, c cap 10 GPU-h. clamp(l, 60, 500) + 3l + min(l, 10) = 100 -> l = 10: b 30
+    got = entitlements(tree, 100.0, {"a": 500.0, "b": 500.0, "c": 500.0}, window_hours=10.0)
+    assert got == approx({"a": 60.0, "b": 30.0, "c": 10.0, UNBUDGETED: 0.0})
+    # without the window the GPU numbers do not apply: plain 1:3:1
+    assert entitlements(tree, 100.0, {"a": 500.0, "b": 500.0, "c": 500.0})["b"] == pytest.approx(60.0)
+
+
+def test_unfunded_buckets_get_only_leftovers():
+    tree = T("[tree.research]\n[tree.research.vision]\n[tree.ops]\n")
+    # research/x names no child of research: a zero-share direct bucket; 'zzz' is unbudgeted (zero share at root)
+    got = entitlements(tree, 100.0, {"research/vision": 30.0, "research/x": 40.0, "ops": 10.0, "zzz": 50.0})
+    # research cap 70 & ops 10 are both met (80), leaving 20 for unbudgeted; vision 30 first, then direct 40
+    assert got == approx({"research": 70.0, "research/vision": 30.0, "research/(direct)": 40.0, "ops": 10.0,
+                          UNBUDGETED: 20.0})
+    got = entitlements(tree, 100.0, {"research/vision": 80.0, "research/x": 40.0, "ops": 10.0, "zzz": 50.0})
+    # research gets 90 (ops capped at 10): vision 80, direct only the 10 vision leaves; nothing for unbudgeted
+    assert got == approx({"research": 90.0, "research/vision": 80.0, "research/(direct)": 10.0, "ops": 10.0,
+                          UNBUDGETED: 0.0})
+
+
+def test_oversold_floors_are_scaled_down_proportionally():
+    assert water_fill(60.0, [1, 1], [60.0, 30.0], [100.0, 100.0]) == pytest.approx([40.0, 20.0])
+
+
+def _bisect_fill(amount, weights, caps):
+    """Independent computation: bisection on lambda (no floors, positive weights)."""
+    if amount >= sum(caps):
+        return list(caps)
+    lo, hi = 0.0, 1.0
+    while sum(min(hi * w, c) for w, c in zip(weights, caps)) < amount:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(min(mid * w, c) for w, c in zip(weights, caps)) < amount else (lo, mid)
+    return [min(hi * w, c) for w, c in zip(weights, caps)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 100), st.floats(0, 1000)), min_size=1, max_size=12),
+       st.floats(0, 5000))
+def test_water_fill_matches_bisection(items, amount):
+    weights, caps = [w for w, _ in items], [c for _, c in items]
+    got = water_fill(amount, weights, [0.0] * len(items), caps)
+    assert got == pytest.approx(_bisect_fill(amount, weights, caps), rel=1e-6, abs=1e-6)
+    assert sum(got) == pytest.approx(min(amount, sum(caps)), rel=1e-9, abs=1e-6)
+    assert all(-1e-9 <= g <= c + 1e-9 for g, c in zip(got, caps))
+
+
+# ------------------------------------------------------------------------------------------ parsing
+FULL = """
+    cluster = "h100"
+    cluster_gpus = 64
+    [min_runtime]
+    training = "8h"
+    debug = 0
+    default = "1h30m"
+    [tree.research]
+    share = 3
+    guaranteed_gpus = 32
+    max_gpus = 60
+    [tree.research.vision]
+    share = 2
+    [tree.research.vision.min_runtime]
+    training = "4h"
+    [tree.research.nlp]
+    [[node]]
+    name = "ops"
+    [[node]]
+    name = "infra"
+    parent = "ops"
+    share = 0.5
+    [[period]]
+    start = 2026-11-15
+    [period.tree.research.vision]
+    share = 1
+    [[period.node]]
+    path = "ops"
+    share = 2
+"""
+
+
+def test_full_file_parses_into_versions():
+    tree = T(FULL)
+    assert [v.start for v in tree.versions] == [None, dt.datetime(2026, 11, 15, tzinfo=UTC)]
+    base, later = (v.root for v in tree.versions)
+    assert [n.path for n in base.walk()][1:] == ["research", "research/vision", "research/nlp", "ops", "ops/infra"]
+    assert (base.index["research/vision"].share, later.index["research/vision"].share) == (2.0, 1.0)
+    assert (base.index["ops"].share, later.index["ops"].share) == (1.0, 2.0)
+    assert later.index["research"].guaranteed_gpus == 32.0 and later.index["ops/infra"].share == 0.5
+    assert tree.cluster == "h100" and tree.cluster_gpus == 64.0
+    assert tree.min_runtime("training", "research/vision/alice") == 4 * 3600
+    assert tree.min_runtime("training", "ops") == 8 * 3600
+    assert tree.min_runtime("eval", "ops") == 5400 and tree.min_runtime("debug", "zzz") == 0
+
+
+def test_job_classes_mirror_the_schema():
+    assert JOB_CLASSES == schema.JOB_CLASSES
+
+
+def test_resolve_longest_prefix_and_unbudgeted():
+    tree = T(FULL)
+    assert tree.resolve("research/vision/alice/run1") == "research/vision"
+    assert tree.resolve("Research/NLP") == "research/nlp"
+    assert tree.resolve("research/robotics") == "research"
+    assert tree.bucket("research/robotics") == "research/(direct)"
+    assert tree.resolve("infra") == "ops/infra"  # bare Slurm account name, unique in the tree
+    assert tree.resolve("vision/bob") == "research/vision"
+    for account in ("marketing/x", "", None, "/"):
+        assert tree.resolve(account) == UNBUDGETED
+    assert T("[tree.a.x]\n[tree.b.x]\n").resolve("x") == UNBUDGETED  # a bare name found twice is ambiguous
+    assert tree.bucket("marketing") == UNBUDGETED
+
+
+def _err(text: str) -> BudgetError:
+    with pytest.raises(BudgetError) as info:
+        T(text)
+    return info.value
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, l in enumerate(textwrap.dedent(text).splitlines(), 1) if needle in l)
+
+
+BAD = [
+    ("negative share", "[tree.a]\n[tree.a.b]\nshare = -1\n", "tree.a.b.share", "share = -1"),
+    ("non-numeric share", "[tree.a]\nshare = \"high\"\n", "tree.a.share", "share ="),
+    ("boolean share", "[tree.a]\nshare = true\n", "tree.a.share", "share ="),
+    ("unknown node key", "[tree.a]\nshares = 2\n", "tree.a.shares", "shares"),
+    ("unknown top key", "clustr_gpus = 8\n[tree.a]\n", "clustr_gpus", "clustr_gpus"),
+    ("scalar node", "[tree]\na = 3\n", "tree.a", "a = 3"),
+    ("parent cycle", "[[node]]\nname = \"a\"\nparent = \"b\"\n[[node]]\nname = \"b\"\nparent = \"a\"\n",
+     "node[0].parent", None),
+    ("duplicate name", "[[node]]\nname = \"a\"\n[[node]]\nname = \"a\"\n", "node[1].name", None),
+    ("nested and flat duplicate", "[tree.ops]\n[[node]]\nname = \"OPS\"\n", "node[0]", None),
+    ("case duplicate siblings", "[tree.ops]\n[tree.Ops]\n", "tree.Ops", "[tree.Ops]"),
+    ("unknown parent", "[[node]]\nname = \"a\"\nparent = \"nope\"\n", "node[0].parent", "parent ="),
+    ("guaranteed above max", "[tree.a]\nguaranteed_gpus = 10\nmax_gpus = 5\n", "tree.a", "[tree.a]"),
+    ("children guarantees", "[tree.a]\nguaranteed_gpus = 10\n[tree.a.x]\nguaranteed_gpus = 6\n"
+                            "[tree.a.y]\nguaranteed_gpus = 6\n", "tree.a", "[tree.a]"),
+    ("unsorted periods", "[tree.a]\n[[period]]\nstart = 2026-12-01\n[[period]]\nstart = 2026-11-01\n",
+     "period[1].start", "2026-11-01"),
+    ("overlapping periods", "[tree.a]\n[[period]]\nstart = 2026-12-01\n[[period]]\nstart = 2026-12-01T00:00:00Z\n",
+     "period[1].start", "T00:00"),
+    ("period without start", "[tree.a]\n[[period]]\n[period.tree.a]\nshare = 2\n", "period[0]", "[[period]]"),
+    ("bad period start", "[tree.a]\n[[period]]\nstart = \"soon\"\n", "period[0].start", "soon"),
+    ("period adds orphan", "[tree.a]\n[[period]]\nstart = 2026-12-01\n[[period.node]]\npath = \"b/c\"\n",
+     "period[0].node[0]", "[[period.node]]"),
+    ("unknown job class", "[min_runtime]\ntrainig = \"8h\"\n[tree.a]\n", "min_runtime.trainig", "trainig"),
+    ("bad duration", "[tree.a]\n[tree.a.min_runtime]\ntraining = \"eight hours\"\n", "tree.a.min_runtime.training",
+     "eight"),
+    ("reserved name", "[tree.unbudgeted]\n", "tree.unbudgeted", "[tree.unbudgeted]"),
+    ("slash in name", "[[node]]\nname = \"a/b\"\n", "node[0].name", "name ="),
+    ("no nodes", "cluster_gpus = 8\n", None, None),
+]
+
+
+@pytest.mark.parametrize("text,key,needle", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_config_names_the_key(text, key, needle):
+    err = _err(text)
+    assert err.source == "b.toml"
+    if key is None:
+        assert "no budget nodes" in str(err)
+        return
+    assert err.key == key and f": {key}: " in str(err), str(err)
+    if needle:
+        assert err.line == _line_of(text, needle), str(err)
+
+
+def test_cycle_message_shows_the_loop():
+    err = _err("[[node]]\nname = \"a\"\nparent = \"b\"\n[[node]]\nname = \"b\"\nparent = \"c\"\n"
+               "[[node]]\nname = \"c\"\nparent = \"a\"\n")
+    assert "a -> b -> c -> a" in str(err)
+
+
+def test_unknown_key_suggests_the_right_one():
+    assert "did you mean 'share'" in str(_err("[tree.a]\nshares = 2\n"))
+
+
+def test_invalid_toml_reports_the_line():
+    err = _err("[tree.a]\nshare = = 2\n")
+    assert "not valid TOML" in str(err) and "line 2" in str(err)
+
+
+def test_guarantees_above_cluster_capacity():
+    tree = T("[tree.a]\nguaranteed_gpus = 600\n[tree.b]\nguaranteed_gpus = 500\n")
+    with pytest.raises(BudgetError, match="guaranteed_gpus sum to 1100 GPUs, above the cluster's 1000") as info:
+        validate(tree, cluster_gpus=1000)
+    assert info.value.key == "tree"
+    assert not [w for w in validate(tree, cluster_gpus=1100) if "guarantee" in w]
+    # guarantees set on groups under an org without one still claim the cluster (sample_data's shape)
+    deep = T("[tree.acme]\n[tree.acme.a]\nguaranteed_gpus = 600\n[tree.acme.b]\nguaranteed_gpus = 500\n"
+             "[tree.acme.b.x]\nguaranteed_gpus = 400\n")
+    with pytest.raises(BudgetError, match=r"sum to 1100 GPUs.*acme/a=600, acme/b=500"):
+        validate(deep, cluster_gpus=1000)
+    # the file's own cluster_gpus is used when none is given; a period that oversells is named
+    tree = T("cluster_gpus = 1000\n[tree.a]\nguaranteed_gpus = 600\n[[period]]\nstart = 2026-12-01\n"
+             "[period.tree.a]\nguaranteed_gpus = 1200\n")
+    with pytest.raises(BudgetError) as info:
+        validate(tree)
+    assert info.value.key == "period[0].tree"
+
+
+def test_validate_warns_about_nodes_without_accounts_and_unbudgeted_accounts():
+    tree = T(SIMPLE)
+    warnings = validate(tree, accounts=["research/vision/alice", "mystery/x", None])
+    assert "tree node research/nlp has no account in the logs" in warnings
+    assert "tree node ops has no account in the logs" in warnings
+    assert any("2 account(s)" in w and "'mystery/x'" in w for w in warnings)  # '' (null account) too
+    assert not any("research/vision" in w for w in warnings)
+
+
+# ------------------------------------------------------------------------------------------ attainment
+def ts(day: int, hour: int) -> dt.datetime:
+    return dt.datetime(2026, 11, day, hour, tzinfo=UTC)
+
+
+JOBS = [  # job_id, account, state, gpus, submit, start, end
+    ("j1", "research/vision/alice", "COMPLETED", 4.0, ts(9, 19), ts(9, 20), ts(10, 5)),
+    ("j2", "research/nlp", "COMPLETED", 2.0, ts(10, 1), ts(10, 3), ts(10, 13)),
+    ("j3", "ops", "COMPLETED", 2.0, ts(10, 0), ts(10, 0), ts(10, 3)),
+    ("j4", "research/vision", "PENDING", 8.0, ts(10, 0), None, None),
+    ("j5", "mystery/x", "RUNNING", 1.0, ts(10, 2), ts(10, 2), None),
+    ("j6", "ops", "CANCELLED", 2.0, ts(10, 5), None, ts(10, 6)),
+    ("j7", "research/nlp", "COMPLETED", 2.0, ts(9, 10), ts(9, 11), ts(9, 12)),
+    ("j8", "research/nlp", "COMPLETED", 1.0, ts(9, 23), ts(10, 1), ts(10, 2)),
+]
+W0, W1 = ts(10, 0), ts(10, 10)
+
+
+@pytest.fixture
+def store(tmp_path):
+    jobs = pl.DataFrame(
+        [{"cluster": "c1", "job_id": j, "account": a, "state": s, "req_gpus": g,
+          "alloc_gpus": None if st_ is None else g, "submit": sub, "start": st_, "end": en}
+         for j, a, s, g, sub, st_, en in JOBS],
+        schema_overrides={"submit": schema.UTC_TS, "start": schema.UTC_TS, "end": schema.UTC_TS},
+    )
+    nodes = pl.DataFrame({"node": ["n1", "n2"], "gpus": [4.0, 4.0]})
+    with Store(tmp_path).transaction() as tx:
+        tx.upsert("jobs", jobs)
+        tx.replace_nodes("c1", nodes)
+    return tmp_path
+
+
+def test_budget_usage_sql(store):
+    got = {r["account"]: r for r in budgets.usage(store, W0, W1).iter_rows(named=True)}
+    # hand-computed GPU-hours inside [00:00, 10:00); j7 ran before the window and is absent
+    expected = {  # account: (received, waiting)
+        "mystery/x": (8, 0),                 # j5 RUNNING 02:00 -> window end, 1 GPU
+        "ops": (6, 2),                       # j3 3 h x 2; j6 cancelled while queued 05:00-06:00 x 2
+        "research/nlp": (14 + 1, 4 + 1),     # j2 03-10 x 2, queued 01-03 x 2; j8 01-02 x 1, queued 00-01 x 1
+        "research/vision": (0, 80),          # j4 PENDING 8 GPUs the whole window
+        "research/vision/alice": (20, 0),    # j1 00-05 x 4 (started before the window)
+    }
+    assert sorted(got) == sorted(expected)
+    for account, (rec, wait) in expected.items():
+        row = got[account]
+        assert row["received_gpu_s"] == pytest.approx(rec * 3600), account
+        assert row["waiting_gpu_s"] == pytest.approx(wait * 3600), account
+        assert row["demanded_gpu_s"] == pytest.approx((rec + wait) * 3600), account
+    assert got["research/nlp"]["running_jobs"] == 2 and got["research/vision"]["waiting_jobs"] == 1
+    assert budgets.usage(store, W0, W1, cluster="other").height == 0
+
+
+def _rows(result) -> dict:
+    return {r["node"]: r for r in result.table.iter_rows(named=True)}
+
+
+def test_attainment_by_leaf(store):
+    result = budgets.attainment(store, T(SIMPLE), W0, W1)
+    assert result.capacity_gpu_hours == pytest.approx(80.0)  # 8 GPUs from the node inventory x 10 h
+    rows = _rows(result)
+    assert list(rows) == ["ops", "research/nlp", "research/vision", UNBUDGETED]
+    # demand: vision 100, nlp 20, ops 8, unbudgeted 8. Root: ops capped at 8, research 3*24 = 72 (lam 24), nothing
+    # left for unbudgeted. Research 72: nlp capped at 20, vision 52. Static: research 60 -> 30/30, ops 20.
+    expected = {  # entitled, static, demanded, received
+        "research/vision": (52, 30, 100, 20), "research/nlp": (20, 30, 20, 15), "ops": (8, 20, 8, 6),
+        UNBUDGETED: (0, 0, 8, 8),
+    }
+    for node, (ent, stat, dem, rec) in expected.items():
+        r = rows[node]
+        got = (r["entitled_gpu_hours"], r["static_gpu_hours"], r["demanded_gpu_hours"], r["received_gpu_hours"])
+        assert got == pytest.approx((ent, stat, dem, rec)), node
+    assert rows["research/vision"]["attainment"] == pytest.approx(20 / 52)
+    assert rows["research/vision"]["attainment_static"] == pytest.approx(20 / 30)
+    assert rows["research/nlp"]["attainment"] == pytest.approx(0.75)
+    assert rows["ops"]["attainment"] == pytest.approx(0.75)
+    assert rows[UNBUDGETED]["attainment"] is None  # entitled 0: undefined, never hidden
+    assert rows[UNBUDGETED]["kind"] == "unbudgeted" and rows["ops"]["kind"] == "node"
+    s = result.summary
+    assert (s["teams"], s["worst_node"], s["at_least_95"], s["over_entitled"]) == (3, "research/vision", 0, 0)
+    assert s["mean"] == pytest.approx((20 / 52 + 0.75 + 0.75) / 3) and s["worst"] == pytest.approx(20 / 52)
+    assert result.warnings == ()
+
+
+def test_attainment_by_level_and_direct_bucket(store):
+    result = budgets.attainment(store, T(SIMPLE), W0, W1, level=1)
+    rows = _rows(result)
+    assert list(rows) == ["ops", "research", UNBUDGETED]
+    r = rows["research"]
+    assert (r["entitled_gpu_hours"], r["demanded_gpu_hours"], r["received_gpu_hours"]) == pytest.approx((72, 120, 35))
+    assert r["attainment"] == pytest.approx(35 / 72)
+    # a tree without nlp: research/nlp's demand is research's direct bucket, a row of its own (never lost)
+    tree = T("[tree.research]\nshare = 3\n[tree.research.vision]\n[tree.ops]\n")
+    rows = _rows(budgets.attainment(store, tree, W0, W1))
+    d = rows["research/(direct)"]
+    assert d["kind"] == "direct" and (d["demanded_gpu_hours"], d["received_gpu_hours"]) == pytest.approx((20, 15))
+    # research gets 72: vision (share 1) takes it all up to its 100 demand; the zero-share direct bucket gets 0
+    assert (rows["research/vision"]["entitled_gpu_hours"], d["entitled_gpu_hours"]) == pytest.approx((72, 0))
+    total = sum(r["demanded_gpu_hours"] for r in rows.values())
+    assert total == pytest.approx(136)  # 100 + 20 + 8 + 8: every account counted exactly once
+
+
+def test_attainment_across_an_effective_date(store):
+    tree = T(SIMPLE + """
+        [[period]]
+        start = 2026-11-10T05:00:00Z
+        [period.tree.research.nlp]
+        share = 0
+    """)
+    rows = _rows(budgets.attainment(store, tree, W0, W1))
+    # 00-05 (cap 40): demand vision 60, nlp 10, ops 6, unb 3 -> research 34 (lam 11.33), ops 6; vision 24, nlp 10.
+    # 05-10 (cap 40): vision 40, nlp 10, ops 2, unb 5 -> research 38, ops 2; nlp has share 0: vision 38, nlp 0.
+    expected = {"research/vision": (62, 15 + 30, 100, 20), "research/nlp": (10, 15 + 0, 20, 15),
+                "ops": (8, 10 + 10, 8, 6), UNBUDGETED: (0, 0, 8, 8)}
+    for node, want in expected.items():
+        r = rows[node]
+        got = (r["entitled_gpu_hours"], r["static_gpu_hours"], r["demanded_gpu_hours"], r["received_gpu_hours"])
+        assert got == pytest.approx(want), node
+    assert rows["research/nlp"]["attainment"] == pytest.approx(1.5)  # got more than its (defunded) entitlement
+    assert rows["research/nlp"]["attainment_static"] == pytest.approx(1.0)
+    s = budgets.summarize(pl.DataFrame(list(rows.values())))
+    assert s["mean"] == pytest.approx((20 / 62 + 1.0 + 0.75) / 3) and (s["at_least_95"], s["over_entitled"]) == (1, 1)
+
+
+def test_attainment_capacity_sources(store, tmp_path):
+    tree = T(SIMPLE)
+    assert budgets.attainment(store, tree, W0, W1, capacity_gpus=16).capacity_gpu_hours == pytest.approx(160)
+    with Store(store).transaction() as tx:  # without a node inventory the tree's cluster_gpus (8) is used
+        tx.replace_nodes("c1", pl.DataFrame({"node": [], "gpus": []}, schema={"node": pl.String, "gpus": pl.Float64}))
+    assert budgets.attainment(store, tree, W0, W1).capacity_gpu_hours == pytest.approx(80)
+    with pytest.raises(ValueError, match="capacity unknown"):
+        budgets.attainment(store, T("[tree.a]\n"), W0, W1)
+    # a capacity too small for what ran is reported, not silently accepted
+    assert budgets.attainment(store, tree, W0, W1, capacity_gpus=2).warnings
+
+
+def test_attainment_history_slides(store):
+    hist = budgets.attainment_history(store, T(SIMPLE), W0, W1, window_hours=5, step_hours=5)
+    assert hist["window_end"].to_list() == [ts(10, 5), ts(10, 10)]
+    first = budgets.attainment(store, T(SIMPLE), W0, ts(10, 5)).summary
+    assert hist.row(0, named=True)["mean"] == pytest.approx(first["mean"])
+
+
+def test_budget_frames_join_in_sql(store):
+    tree = T(SIMPLE)
+    frames = budgets.budget_frames(tree, W0, W1, store=store)
+    shares = frames["budget_shares"]
+    assert shares.filter(pl.col("leaf"))["share"].sum() == pytest.approx(1.0)
+    assert dict(shares.select("account", "share").iter_rows())["research/vision"] == pytest.approx(0.375)
+    con = queries.connect(store, extra=frames)
+    try:
+        per_node = dict(con.sql(
+            "select a.node, count(*) as n from jobs as j join budget_accounts as a using (account) "
+            "group by a.node").pl().iter_rows())
+    finally:
+        con.close()
+    assert per_node == {"research/vision": 2, "research/nlp": 3, "ops": 2, UNBUDGETED: 1}
+
+
+def test_sample_budgets_file_parses():
+    path = REPO / "sample_data" / "budgets.toml"
+    if not path.exists():
+        pytest.skip("sample_data/budgets.toml not written yet")
+    from engine.budget_tree import load
+
+    tree = load(path)
+    assert tree.versions and all(v.root.children for v in tree.versions)
+    validate(tree)  # raises on oversold guarantees
+    assert not math.isnan(sum(static_entitlements(tree, 1.0).values()))
