@@ -10,7 +10,8 @@ Layout::
     STORE/ingest_log/part-<uuid>.parquet
 
 Invariants:
-- A writer only ever adds new files; the manifest is replaced with ``os.replace`` (atomic on POSIX)
+- A writer only ever adds new files; files a commit replaces are deleted one commit later (readers of the
+  previous manifest never see a file vanish); the manifest is replaced with ``os.replace`` (atomic on POSIX)
   after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
 - ``(cluster, job_id)`` is unique in ``jobs``: an upsert rewrites the partitions it touches.
@@ -119,6 +120,7 @@ class Transaction:
         base = store.manifest()
         self.version = base.get("version", 0)
         self.tables: dict[str, list[str]] = {k: list(v) for k, v in base.get("tables", {}).items()}
+        self.base_files = {r for files in self.tables.values() for r in files}
         self.written: list[Path] = []
 
     def _new_file(self, rel_dir: str) -> tuple[str, Path]:
@@ -145,7 +147,8 @@ class Transaction:
             yield cluster, month, part.drop("__month")
 
     def upsert(self, table: str, df: pl.DataFrame, key: str = "job_id") -> int:
-        """Write rows of a partitioned table; rows of existing (cluster, key) in touched partitions are replaced.
+        """Write rows of a partitioned table; rows of existing (cluster, key) in touched partitions are replaced
+        (for ``jobs`` in every partition of the cluster, so a job whose submit month changed is not kept twice).
 
         For ``samples`` the key is ``job_id``: all earlier samples of a re-ingested job in the touched
         partitions are dropped, so re-ingesting a samples file is idempotent.
@@ -155,6 +158,7 @@ class Transaction:
         df = schema.conform(df, table)
         if table == "jobs":
             df = df.unique(subset=["cluster", "job_id"], keep="last", maintain_order=True)
+            self._drop_moved(table, df, key)
         for cluster, month, part in self._month_groups(df, table):
             rel_dir = _partition_dir(table, cluster, month)
             old = self._live_in(table, rel_dir)
@@ -166,6 +170,23 @@ class Transaction:
                 self.tables[table] = [r for r in self.tables[table] if r not in old]
             self._write(table, rel_dir, part.sort(key))
         return df.height
+
+    def _drop_moved(self, table: str, df: pl.DataFrame, key: str) -> None:
+        """Remove incoming keys from the cluster's *untouched* partitions: a corrected submit time can move a
+        job to another month, and its old row must not survive there. Only the key column is read to look."""
+        keyed = df.select(pl.col("cluster").fill_null("default"), key,
+                          pl.col(PARTITIONED[table]).dt.strftime("%Y-%m").fill_null("unknown").alias("__month"))
+        for (cluster,), part in keyed.group_by(["cluster"], maintain_order=True):
+            prefix = _partition_dir(table, cluster, None) + "/"
+            touched = tuple(_partition_dir(table, cluster, m) + "/" for m in part["__month"].unique())
+            keys = part.select(pl.col(key).unique())
+            for rel in [r for r in self.tables.get(table, []) if r.startswith(prefix) and not r.startswith(touched)]:
+                path = self.store.root / rel
+                if pl.read_parquet(path, columns=[key]).join(keys, on=key, how="semi").height:
+                    rest = schema.conform(pl.read_parquet(path), table).join(keys, on=key, how="anti")
+                    self.tables[table].remove(rel)
+                    if rest.height:
+                        self._write(table, rel.rsplit("/", 1)[0], rest)
 
     def replace_nodes(self, cluster: str, df: pl.DataFrame) -> int:
         rel_dir = _partition_dir("nodes", cluster, None)
@@ -201,7 +222,10 @@ class Transaction:
 
     def commit(self) -> None:
         root = self.store.root
-        manifest = {"version": self.version + 1, "tables": self.tables}
+        live = {r for files in self.tables.values() for r in files}
+        # Files this commit replaces stay on disk until the next commit: a reader that opened the old
+        # manifest a moment ago can still read them.
+        manifest = {"version": self.version + 1, "tables": self.tables, "retired": sorted(self.base_files - live)}
         tmp = root / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         with open(tmp, "rb+") as fh:
@@ -219,7 +243,8 @@ class Transaction:
 
     def _collect_garbage(self) -> None:
         root = self.store.root
-        live = {str(root / r) for files in self.tables.values() for r in files}
+        keep = {r for files in self.tables.values() for r in files} | self.base_files
+        live = {str(root / r) for r in keep}
         for table in schema.TABLES:
             tdir = root / table
             if not tdir.is_dir():
