@@ -10,6 +10,8 @@ import importlib
 import os
 import sys
 
+from dashboard.errors import UserError  # noqa: F401  (re-exported for command modules)
+
 COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario")
 
 
@@ -43,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"quotaloop {args.command}: {exc}", file=sys.stderr)
             return 2
         raise
-
-
-class UserError(Exception):
-    """An error the user can fix; printed as one line."""
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
