@@ -168,7 +168,7 @@ class Transaction:
                 previous = schema.conform(previous, table).join(keys, on=key, how="anti")
                 part = pl.concat([previous, part])
                 self.tables[table] = [r for r in self.tables[table] if r not in old]
-            self._write(table, rel_dir, part.sort(key))
+            self._write(table, rel_dir, part.sort([key, "ts"] if table == "samples" else key))
         return df.height
 
     def _drop_moved(self, table: str, df: pl.DataFrame, key: str) -> None:
