@@ -7,6 +7,11 @@ parameters it declares and returns a Polars frame. Each SQL file declares its pa
 
 (name, type, default, description). Values are always bound with DuckDB's ``$name`` placeholders, never
 formatted into SQL. An unknown query or parameter is a ``QueryError`` naming it.
+
+A line ``-- include: _NAME`` is replaced by the text of ``queries/sql/_NAME.sql`` (a fragment of named CTEs,
+dbt's "ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
+starting with ``_`` are fragments, not queries. Optional relations (``budget_shares``) are registered empty
+unless ``connect(extra=...)`` provides them, so a query may always reference them.
 """
 from __future__ import annotations
 
@@ -27,6 +32,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
 
 _PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
+_INCLUDE_RE = re.compile(r"^--\s*include:\s*(_[a-z0-9_]+)\s*$")
+# Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
+OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
 _TYPES = {
     "timestamp": lambda v: _parse_ts(v),
     "double": float,
@@ -75,16 +83,41 @@ def load(name: str) -> Query:
     text = path.read_text()
     params, desc = [], []
     for line in text.splitlines():
+        if line.startswith("-- ") and not line.startswith(("-- param", "-- include")) and not params:
+            desc.append(line[3:].strip())
+        elif _PARAM_RE.match(line):
+            params.append(line)
+    text = _expand(text, (name,))
+    declared: dict[str, Param] = {}
+    for line in text.splitlines():
         m = _PARAM_RE.match(line)
         if m:
             pname, ptype, default, pdesc = m.groups()
             if ptype not in _TYPES:
                 raise QueryError(f"{path}: parameter {pname} has unknown type {ptype}")
+            if pname in declared:  # the query's own header comes first and wins over an include's default
+                if declared[pname].type != ptype:
+                    raise QueryError(f"{path}: parameter {pname} declared as {declared[pname].type} and {ptype}")
+                continue
             value = None if default == "null" else _TYPES[ptype](default)
-            params.append(Param(pname, ptype, value, pdesc.strip()))
-        elif line.startswith("-- ") and not params and not line.startswith("-- param"):
-            desc.append(line[3:].strip())
-    return Query(name, text, " ".join(desc), tuple(params))
+            declared[pname] = Param(pname, ptype, value, pdesc.strip())
+    return Query(name, text, " ".join(desc), tuple(declared.values()))
+
+
+def _expand(text: str, stack: tuple[str, ...]) -> str:
+    """Replace ``-- include: _NAME`` lines by the fragment's text (recursively; a cycle is an error)."""
+    out = []
+    for line in text.splitlines():
+        m = _INCLUDE_RE.match(line.strip())
+        if not m:
+            out.append(line)
+            continue
+        inc = m.group(1)
+        path = SQL_DIR / f"{inc}.sql"
+        if inc in stack or not path.exists():
+            raise QueryError(f"query {stack[0]!r}: include {inc!r} " + ("is cyclic" if inc in stack else "not found"))
+        out.append(_expand(path.read_text().rstrip(), stack + (inc,)))
+    return "\n".join(out)
 
 
 def names() -> list[str]:
@@ -128,6 +161,9 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
             con.register(table, schema.empty(table).to_arrow())
     for name, frame in (extra or {}).items():
         con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
+    for name, rel_schema in OPTIONAL_RELATIONS.items():
+        if name not in (extra or {}):
+            con.register(name, pl.DataFrame(schema=rel_schema).to_arrow())
     return con
 
 

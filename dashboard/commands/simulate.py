@@ -1,0 +1,160 @@
+"""``quotaloop simulate``: replay a job history under another scheduling policy (see ``engine``).
+
+    quotaloop simulate --store DIR | --workload FILE [--format swf|sacct|csv]
+        [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
+        --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
+        [--backfill-order queue|area|smallest] [--budgets budgets.toml] [--min-runtime DURATION]
+        [--checkpoint-interval DURATION] [--walltime-margin FRACTION] [--seed N] --out DIR [--json]
+
+``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
+preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
+a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
+store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budget_tree``
+(shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub):
+    p = sub.add_parser("simulate", help="re-simulate a job history under another scheduling policy",
+                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--store", help="store directory whose jobs (and nodes) to replay")
+    src.add_argument("--workload", metavar="FILE", help="a scheduler export to replay (SWF, sacct, canonical CSV)")
+    p.add_argument("--format", choices=["swf", "sacct", "csv", "sacct-json", "parquet"],
+                   help="format of --workload (default: detected)")
+    p.add_argument("--store-cluster", metavar="NAME", help="with --store: the cluster to replay (needed when the "
+                                                          "store holds several)")
+    p.add_argument("--cluster", metavar="NODES_CSV", help="node layout: canonical nodes CSV or an openb node list")
+    p.add_argument("--nodes", type=int, help="uniform layout: number of nodes")
+    p.add_argument("--gpus-per-node", type=float, default=0.0)
+    p.add_argument("--cpus-per-node", type=float, default=None)
+    p.add_argument("--mem-per-node", help="uniform layout: memory per node in GiB (default: not a constraint)",
+                   type=float, default=None)
+    p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors (SWF traces)")
+    p.add_argument("--policy", default="fcfs", choices=["fcfs", "priority", "fairshare", "drf"])
+    p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
+    p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
+    p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
+    p.add_argument("--budgets", metavar="TOML", help="budget tree: shares, guarantees, min runtimes per class")
+    p.add_argument("--quota", default="none", choices=["none", "guarantee"],
+                   help="guarantee: guaranteed GPUs protected, work beyond them reclaimable (needs --budgets)")
+    p.add_argument("--min-runtime", metavar="DURATION", help="min runtime for jobs without one (default: none = "
+                                                             "never preempted); 0 = unallocated occupancy")
+    p.add_argument("--checkpoint-interval", metavar="DURATION", help="work since the last checkpoint is lost on "
+                                                                     "preemption (default: no checkpoints)")
+    p.add_argument("--walltime-margin", type=float, default=0.0, metavar="FRACTION",
+                   help="a backfilled job must fit its limit / (1 - FRACTION) in the hole (e.g. 0.2)")
+    p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output directory (created if missing)")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    return p
+
+
+def _user_error(msg):
+    # engine.ConfigError is one of the CLI's one-line errors however the CLI was started (python -m included)
+    from engine import ConfigError
+
+    return ConfigError(msg)
+
+
+def _load_workload(args):
+    import polars as pl
+
+    if args.store:
+        from queries.store import Store
+
+        store = Store(args.store)
+        if not store.exists():
+            raise _user_error(f"--store {args.store}: not a store (no manifest, no jobs.parquet)")
+        jobs, nodes = store.read("jobs"), store.read("nodes")
+        clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
+        if args.store_cluster:
+            jobs = jobs.filter(pl.col("cluster") == args.store_cluster)
+            nodes = nodes.filter(pl.col("cluster") == args.store_cluster)
+            if jobs.height == 0:
+                raise _user_error(f"--store-cluster {args.store_cluster}: no jobs; clusters: {', '.join(clusters)}")
+        elif len(clusters) > 1:
+            raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --store-cluster")
+        return jobs, nodes
+    import importlib
+
+    from queries.ingest import detect_format
+
+    fmt = args.format or detect_format(args.workload)
+    module, func = {"swf": ("swf", "parse"), "sacct": ("sacct", "parse"), "csv": ("canonical", "parse_csv"),
+                    "sacct-json": ("sacct_json", "parse"), "parquet": ("canonical", "parse_parquet")}.get(fmt, (None, None))
+    if module is None:
+        raise _user_error(f"--workload: format {fmt} is not a job log (use swf, sacct or csv)")
+    parsed = getattr(importlib.import_module(f"queries.ingest.{module}"), func)(args.workload)
+    return parsed.jobs, parsed.nodes
+
+
+def _cluster(args, nodes):
+    from engine import Cluster
+
+    chosen = [x for x in ("cluster", "nodes", "procs") if getattr(args, x) is not None]
+    if len(chosen) > 1:
+        raise _user_error("give one of --cluster, --nodes (with --gpus-per-node/--cpus-per-node) or --procs")
+    if args.cluster:
+        return Cluster.from_csv(args.cluster)
+    if args.nodes is not None:
+        if args.cpus_per_node is None and not args.gpus_per_node:
+            raise _user_error("--nodes needs --gpus-per-node and/or --cpus-per-node")
+        mem = None if args.mem_per_node is None else args.mem_per_node * 2**30
+        return Cluster.uniform(args.nodes, args.gpus_per_node, args.cpus_per_node or 0.0, mem)
+    if args.procs is not None:
+        return Cluster.procs(args.procs)
+    if nodes is not None and nodes.height:
+        return Cluster.from_frame(nodes)
+    raise _user_error("no cluster layout: the input has no nodes table; give --cluster NODES_CSV, "
+                      "--nodes N --gpus-per-node G --cpus-per-node C, or --procs P")
+
+
+def run(args) -> int:
+    from engine import SimConfig, parse_duration, simulate
+    from engine.budget_tree import BudgetError, load
+
+    budgets = None
+    if args.budgets:
+        try:
+            budgets = load(args.budgets)
+        except BudgetError as exc:
+            raise _user_error(str(exc)) from exc
+    jobs, nodes = _load_workload(args)
+    cluster = _cluster(args, nodes)
+    cfg = SimConfig(
+        policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
+        backfill_order=args.backfill_order, walltime_margin=args.walltime_margin, budgets=budgets,
+        quota=args.quota,
+        min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
+        checkpoint_interval_s=(None if args.checkpoint_interval is None
+                               else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
+        lookback_s=parse_duration(args.lookback, "--lookback"), seed=args.seed)
+    res = simulate(jobs, cluster, cfg)
+    out = res.write(args.out)
+    m = res.metrics
+    if args.json:
+        from engine.result import metrics_json
+
+        sys.stdout.write(metrics_json(m))
+    else:
+        w = m["wait_s"]
+        print(f"{out}: {m['jobs_simulated']} jobs simulated ({m['jobs_skipped']} skipped); "
+              f"occupancy {_pct(m['occupancy'])}, utilisation {_pct(m['utilisation'])}; "
+              f"wait mean {_num(w['mean'])} s, p90 {_num(w['p90'])} s; "
+              f"bounded slowdown {_num(m['bounded_slowdown_mean'])}; preemptions {m['preemptions']}, "
+              f"lost GPU-hours {_num(m['lost_gpu_hours'])}")
+    return 0
+
+
+def _pct(x):
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def _num(x):
+    return "n/a" if x is None else f"{x:,.1f}"
+

@@ -1,0 +1,183 @@
+"""Pure shaping of query and engine results for the pages (no Streamlit, no queries, no I/O).
+
+Everything here is a function of its arguments, so it is unit-tested on hand-made frames; ``dashboard.data``
+owns the caches and calls these after the queries.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+
+class ShapeError(ValueError):
+    """A result does not have the columns this view needs (the query changed under the page)."""
+
+
+def sign_changes(values: list) -> int:
+    """How often the period-over-period change flips sign (0 = monotone; the oscillation count)."""
+    deltas = [b - a for a, b in zip(values, values[1:]) if a is not None and b is not None and b != a]
+    return sum(1 for a, b in zip(deltas, deltas[1:]) if (a > 0) != (b > 0))
+
+
+def backtest_shape(bt: pl.DataFrame) -> dict:
+    """Column names of the back-test frame: user, period, raw and applied coefficient."""
+    cols = bt.columns
+
+    def pick(*names, required=True):
+        found = next((c for c in names if c in cols), None)
+        if found is None and required:
+            raise ShapeError(f"the quota_backtest result has none of the columns {', '.join(names)}")
+        return found
+
+    return {
+        "user": pick("user", "entity"),
+        "period": pick("period_start", "period", "period_k"),
+        "raw": pick("raw_coefficient", "coefficient_raw", "rec_coefficient", "target_coefficient", required=False),
+        "applied": pick("applied_coefficient", "coefficient", "smoothed_coefficient", "coefficient_applied"),
+    }
+
+
+def backtest_view(bt: pl.DataFrame, shape: dict, users: list[str]) -> pl.DataFrame:
+    return bt.filter(pl.col(shape["user"]).is_in(users)).sort(shape["user"], shape["period"])
+
+
+def backtest_default_users(bt: pl.DataFrame, shape: dict, n: int = 5) -> list[str]:
+    """The ``n`` users whose applied coefficient moved most over the back-test (the interesting ones)."""
+    moved = (bt.group_by(shape["user"]).agg((pl.col(shape["applied"]).max() - pl.col(shape["applied"]).min())
+                                            .alias("span"))
+             .sort(["span", shape["user"]], descending=[True, False]))
+    return moved[shape["user"]].head(n).to_list()
+
+
+def backtest_oscillation(bt: pl.DataFrame, shape: dict) -> dict:
+    """Sign changes of the applied coefficient's period-over-period delta, per user and in total."""
+    per_user = {}
+    for (user,), g in bt.sort(shape["period"]).group_by([shape["user"]], maintain_order=True):
+        per_user[user] = sign_changes(g[shape["applied"]].to_list())
+    return {"total": sum(per_user.values()), "per_user": per_user}
+
+
+LOW_COLUMNS = ["job_name", "suggestion", "wasted_hours", "efficiency", "requested", "peak", "suggested_request",
+               "job_class", "state", "run_hours", "job_id"]
+
+
+def low_efficiency_view(low: pl.DataFrame, resource: str) -> pl.DataFrame:
+    """One resource's rows of ``user_low_efficiency_jobs`` with the columns a researcher acts on."""
+    df = low.filter(pl.col("resource") == resource)
+    if "rank" in df.columns:
+        df = df.sort("rank")
+    return df.select([c for c in LOW_COLUMNS if c in df.columns] + [c for c in ("unit",) if c in df.columns])
+
+
+def zip_bytes(files: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            zf.writestr(name, files[name])
+    return buf.getvalue()
+
+
+def expand_hostlist(expr: str | None) -> list[str]:
+    """Slurm hostlist -> host names: ``gpu-[001-003,005],cpu-07`` -> gpu-001, gpu-002, gpu-003, gpu-005, cpu-07."""
+    if not expr:
+        return []
+    hosts, depth, token = [], 0, ""
+    for ch in str(expr) + ",":
+        if ch == "," and depth == 0:
+            hosts.extend(_expand_one(token.strip()))
+            token = ""
+            continue
+        depth += (ch == "[") - (ch == "]")
+        token += ch
+    return [h for h in hosts if h]
+
+
+def _expand_one(token: str) -> list[str]:
+    if "[" not in token:
+        return [token]
+    head, rest = token.split("[", 1)
+    body, tail = rest.split("]", 1)
+    out = []
+    for part in body.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            width = len(lo)
+            out += [f"{head}{i:0{width}d}" for i in range(int(lo), int(hi) + 1)]
+        else:
+            out.append(f"{head}{part}")
+    return [o + t for o in out for t in _expand_one(tail)] if tail else out
+
+
+DOWN_STATES = ("down", "drain", "drained", "draining", "fail", "failed", "maint", "unknown*")
+BUSY_LABEL, IDLE_LABEL = "busy", "allocated, idle"
+
+
+def node_slots(occ: pl.DataFrame, gpu_efficiency: dict) -> pl.DataFrame:
+    """One row per (node, GPU slot) with a state in ``charts.SLOT_STATES``.
+
+    Per node, jobs fill slots in job-id order; of a job's g GPUs, round(efficiency x g) are drawn busy and the
+    rest allocated-but-idle (efficiency = the job's GPU-seconds used / held; unknown -> all busy). A fractional
+    GPU occupies a whole slot. Free slots on a node that runs something are "stranded free" (a whole-node job
+    cannot use them), on an empty node "free"; a node in a down/drain state is "down" throughout."""
+    rows = []
+    for (node,), g in occ.sort("node", "job_id", nulls_last=True).group_by(["node"], maintain_order=True):
+        n_slots = int(round(g["node_gpus"].max() or 0))
+        state = str(g["node_state"][0] or "").lower()
+        if n_slots <= 0:
+            continue
+        if state in DOWN_STATES:
+            rows += [(node, s, "down", f"node {state}") for s in range(n_slots)]
+            continue
+        slot = 0
+        for job in g.filter(pl.col("job_id").is_not_null()).iter_rows(named=True):
+            gpus = job["gpus_on_node"] or 0.0
+            take = min(n_slots - slot, int(-(-gpus // 1)))  # ceil: a fraction of a GPU still holds the slot
+            eff = gpu_efficiency.get(job["job_id"])
+            busy = take if eff is None else min(take, int(round(eff * gpus)))
+            who = f"{job['job_id']} · {job['user']} · {job['job_class']}"
+            rows += [(node, slot + k, BUSY_LABEL if k < busy else IDLE_LABEL, who) for k in range(take)]
+            slot += take
+        free = "stranded free" if slot > 0 else "free"
+        rows += [(node, s, free, None) for s in range(slot, n_slots)]
+    return pl.DataFrame(rows, schema={"node": pl.String, "slot": pl.Int64, "state": pl.String, "job": pl.String},
+                        orient="row")
+
+
+def slot_counts(slots: pl.DataFrame) -> dict:
+    counts = dict(zip(*slots.group_by("state").len().select("state", "len").to_dict(as_series=False).values()))
+    return {s: int(counts.get(s, 0)) for s in ("busy", "allocated, idle", "free", "stranded free", "down")}
+
+
+def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFrame:
+    """Bring the gap_area result to t / group / requested / used (levels), whatever its exact column names."""
+    cols = set(df.columns)
+    t = next(c for c in ("bucket_start", "t", "bucket", "ts") if c in cols)
+    group = next((c for c in ("group", "group_key", by or "", "team", "user") if c and c in cols), None)
+    if "resource" in cols:
+        df = df.filter(pl.col("resource") == resource)
+        req = next(c for c in ("requested_level", "requested", "requested_avg") if c in cols)
+        used = next(c for c in ("used_level", "used", "used_avg") if c in cols)
+    else:
+        req = next(c for c in (f"{resource}_requested_level", f"{resource}_requested") if c in cols)
+        used = next(c for c in (f"{resource}_used_level", f"{resource}_used") if c in cols)
+    amounts = []
+    if {"requested_seconds", "used_seconds"} <= cols:
+        amounts = [pl.col("requested_seconds").cast(pl.Float64).alias("requested_s"),
+                   pl.col("used_seconds").cast(pl.Float64).alias("used_s")]
+    out = df.select(pl.col(t).alias("t"),
+                    (pl.col(group).cast(pl.String) if group else pl.lit("all jobs")).alias("group"),
+                    pl.col(req).cast(pl.Float64).fill_null(0.0).alias("requested"),
+                    pl.col(used).cast(pl.Float64).fill_null(0.0).alias("used"), *amounts)
+    return out.sort("t", "group")
+
+
+def prefixes(accounts) -> list[str]:
+    out = set()
+    for acc in accounts:
+        if not acc:
+            continue
+        parts = str(acc).split("/")
+        out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(out)

@@ -1,0 +1,269 @@
+"""Shared page furniture: the sidebar with the global filters, chart + caption, CSV download, empty and
+"not available yet" messages. Layout only; data comes from ``dashboard.data``.
+
+Global filter values live in ``st.session_state`` under ``flt_*`` keys; the sidebar is drawn by ``app.py`` on
+every run, so they survive page switches. URL query parameters are never read.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+
+from . import auth, charts, data, safe_csv
+
+ALL = "All"
+UTC = dt.timezone.utc
+FILTER_KEYS = ("flt_window", "flt_cluster", "flt_partition", "flt_account", "flt_state", "flt_class")
+
+
+def favicon():
+    """A 32 px icon (a 2 x 2 grid of GPU slots: busy, idle, busy, stranded) built in memory, no network."""
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGBA", (32, 32), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(img)
+    for (x, y), color in zip([(1, 1), (17, 1), (1, 17), (17, 17)],
+                             [charts.USED, charts.SLOT_COLORS["allocated, idle"], charts.USED, charts.WASTED]):
+        draw.rounded_rectangle([x, y, x + 13, y + 13], radius=3, fill=color)
+    return img
+
+
+def compact(value: float | None, digits: int = 3) -> str:
+    """Numbers that fit a metric card: 950, 12,400, 261 k, 4.07 M."""
+    if value is None:
+        return "–"
+    a = abs(value)
+    if a >= 1e9:
+        return f"{value / 1e9:.{digits - 1}g} G" if a < 1e10 else f"{value / 1e9:,.0f} G"
+    if a >= 1e6:
+        return f"{value / 1e6:.3g} M"
+    if a >= 1e4:
+        return f"{value / 1e3:.3g} k"
+    return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}"
+
+
+def _default_window(opts: data.Options) -> tuple[dt.date, dt.date]:
+    last = opts.last.date() if opts.last else dt.datetime.now(UTC).date()
+    first = opts.first.date() if opts.first else last - dt.timedelta(days=6)
+    return max(first, last - dt.timedelta(days=30)), last
+
+
+def _reset_filters() -> None:
+    for key in FILTER_KEYS:
+        st.session_state.pop(key, None)
+
+
+def _select(label: str, key: str, values: list[str], help: str | None = None, fmt=None) -> None:
+    choices = [ALL] + list(values)
+    if st.session_state.get(key) not in choices:
+        st.session_state[key] = ALL  # stale value (another store, or a value from an old run)
+    st.selectbox(label, choices, key=key, help=help, format_func=fmt or str)
+
+
+def sidebar() -> None:
+    cfg = data.config()
+    opts = data.options()
+    sb = st.sidebar
+    with sb:
+        st.markdown("### :material/memory: quotaloop")
+        st.caption(f"Store `{cfg.store.name}` · {opts.jobs:,} jobs"
+                   + (f" · {opts.first:%Y-%m-%d} → {opts.last:%Y-%m-%d}" if opts.first and opts.last else ""))
+        if cfg.effective_auth == "demo":
+            st.warning("**Demo mode** — sample data, no sign-in. Anyone can view any user's jobs here.",
+                       icon=":material/science:")
+        if not opts.jobs:
+            return
+        st.markdown("**Filters**")
+        lo = opts.first.date() if opts.first else None
+        hi = opts.last.date() if opts.last else None
+        window = st.session_state.get("flt_window")
+        if not (isinstance(window, (tuple, list)) and window and all(lo <= d <= hi for d in window)):
+            st.session_state["flt_window"] = _default_window(opts)
+        st.date_input("Window (UTC days)", key="flt_window", min_value=lo, max_value=hi,
+                      help="Jobs running or waiting in these days; both ends inclusive.")
+        if len(opts.clusters) > 1:
+            _select("Cluster", "flt_cluster", opts.clusters)
+        _select("Partition", "flt_partition", opts.partitions)
+        _select("Account subtree", "flt_account", opts.accounts,
+                help="An org, group or team path: selects it and everything below it.")
+        _select("Job state", "flt_state", opts.states)
+        _select("Job class", "flt_class", opts.job_classes)
+        st.button("Reset filters", on_click=_reset_filters, width="stretch", type="tertiary")
+        st.divider()
+        ident = viewer()
+        if ident.mode in ("oidc",):
+            if ident.user:
+                st.caption(f"Signed in as **{ident.label}**" + (" · admin" if ident.is_admin else ""))
+                if st.button("Log out", type="tertiary"):
+                    st.logout()
+            else:
+                st.caption("Not signed in.")
+        elif ident.mode == "open":
+            st.caption("Open access: no sign-in, everyone is an admin.")
+        elif ident.mode == "header":
+            st.caption(f"Signed in as **{ident.label or 'nobody'}** (proxy)" + (" · admin" if ident.is_admin else ""))
+
+
+def viewer() -> auth.Identity:
+    """Who is looking (``st.user`` / trusted header / demo picker), per ``dashboard.config``."""
+    return auth.current(data.config(), st.session_state.get("view_user"))
+
+
+def hours_columns(unit: str) -> dict:
+    """Column formats for the waste tables (numbers with units, efficiency as a bar)."""
+    num = st.column_config.NumberColumn
+    cfg = {
+        "requested_hours": num(f"requested ({unit})", format="%.1f"),
+        "used_hours": num(f"used ({unit})", format="%.1f"),
+        "wasted_hours": num(f"wasted ({unit})", format="%.1f"),
+        "efficiency": st.column_config.ProgressColumn("efficiency", format="percent", min_value=0, max_value=1),
+        "jobs": num("jobs", format="%d"),
+        "start": st.column_config.DatetimeColumn("start (UTC)", format="YYYY-MM-DD HH:mm"),
+        "run_end": st.column_config.DatetimeColumn("end (UTC)", format="YYYY-MM-DD HH:mm"),
+    }
+    for r in ("gpu", "cpu", "mem"):
+        for k in ("requested", "used", "wasted"):
+            cfg[f"{r}_hours_{k}"] = num(f"{r} {k} (h)", format="%.1f")
+        cfg[f"{r}_efficiency"] = st.column_config.ProgressColumn(f"{r} efficiency", format="percent",
+                                                                 min_value=0, max_value=1)
+    return cfg
+
+
+def low_efficiency_columns(view) -> dict:
+    unit = view["unit"][0] if "unit" in view.columns and view.height else "resource-hours"
+    num = st.column_config.NumberColumn
+    return {
+        "job_name": st.column_config.TextColumn("job"), "job_id": "id", "job_class": "class",
+        "run_hours": num("ran (h)", format="%.1f"), "requested": num("requested", format="%.1f"),
+        "peak": num("peak used", format="%.2f"),
+        "efficiency": st.column_config.ProgressColumn("efficiency", format="percent", min_value=0, max_value=1),
+        "wasted_hours": num(f"wasted ({unit})", format="%.1f"),
+        "suggested_request": num("request instead", format="%.1f"),
+        "suggestion": st.column_config.TextColumn("suggestion", width="large"), "unit": None,
+        "state": "state",
+    }
+
+
+def driver_columns() -> dict:
+    prog = st.column_config.ProgressColumn
+    return {
+        "job_name": "job", "job_id": "id",
+        "wasted_gpu_equiv_hours": st.column_config.NumberColumn("wasted (GPU-eq. h)", format="%.1f"),
+        "share_of_user_waste": prog("share of your waste", format="percent", min_value=0, max_value=1),
+        "rec_efficiency_without_job": prog("efficiency without it", format="percent", min_value=0, max_value=1),
+    }
+
+
+def ranking_columns(unit: str) -> dict:
+    """Column formats for the ranking tables."""
+    num, prog = st.column_config.NumberColumn, st.column_config.ProgressColumn
+    cfg = {c: num(c.replace("_", " "), format="%.1f") for c in (
+        "gpu_hours_wasted", "cpu_hours_wasted", "mem_tb_hours_wasted", "wasted_gpu_equiv_hours",
+        "footprint_gpu_equiv_hours", "gpu_hours_requested", "gpu_hours_used", "cpu_hours_requested",
+        "cpu_hours_used", "mem_tb_hours_requested", "mem_tb_hours_used", "run_hours")}
+    for c in ("gpu_efficiency", "cpu_efficiency", "mem_efficiency", "rec_efficiency"):
+        cfg[c] = prog(c.replace("_", " "), format="percent", min_value=0, max_value=1)
+    for c in ("legacy_coefficient", "rec_coefficient", "rec_confidence", "rec_demand", "legacy_score"):
+        cfg[c] = num(c.replace("_", " ").replace("rec ", "recommended "), format="%.2f")
+    return cfg
+
+
+def filters() -> data.Filters:
+    """The current global filters (window end exclusive, 'All' -> None)."""
+    ss = st.session_state
+    window = ss.get("flt_window")
+    start = end = None
+    if isinstance(window, (tuple, list)) and window:
+        first, last = window[0], window[-1]
+        start = dt.datetime(first.year, first.month, first.day, tzinfo=UTC)
+        end = dt.datetime(last.year, last.month, last.day, tzinfo=UTC) + dt.timedelta(days=1)
+
+    def val(key):
+        v = ss.get(key)
+        return None if v in (None, ALL) else v
+
+    return data.Filters(start, end, val("flt_cluster"), val("flt_partition"), val("flt_account"),
+                        val("flt_state"), val("flt_class"))
+
+
+def page_header(title: str, subtitle: str, flt: data.Filters | None = None) -> None:
+    st.title(title)
+    st.caption(subtitle + (f"  \n**Filters:** {flt.describe()}" if flt is not None else ""))
+
+
+def require_store() -> bool:
+    """False (with instructions shown) when the store has no jobs; pages then stop."""
+    opts = data.options()
+    if opts.jobs:
+        return True
+    store = data.store_dir()
+    st.info(f"The store `{store}` has no jobs yet. Load some with `quotaloop ingest FILE --store {store}` or "
+            "build the sample with `quotaloop sample --store DIR`, then reload this page.",
+            icon=":material/inbox:")
+    return False
+
+
+def chart(fig, name: str, key: str | None = None) -> None:
+    """A figure with its one-line caption from ``charts.CAPTIONS``."""
+    st.plotly_chart(fig, key=key, config={"displaylogo": False})
+    if name in charts.CAPTIONS:
+        st.caption(charts.CAPTIONS[name])
+
+
+def not_available(exc: Exception | str) -> None:
+    st.info(f"{str(exc)[:1].upper()}{str(exc)[1:]}: this part of the page appears once it is built.",
+            icon=":material/construction:")
+
+
+def empty(message: str) -> None:
+    st.info(message, icon=":material/filter_alt_off:")
+
+
+def ignored(names: list[str]) -> None:
+    if names:
+        st.caption(f":material/info: This view ignores the filter(s): {', '.join(names)}.")
+
+
+def download(frame, file_name: str, label: str = "Download CSV", key: str | None = None) -> None:
+    """CSV download with spreadsheet formulas neutralised (``safe_csv``)."""
+    st.download_button(label, data=safe_csv.to_csv_bytes(frame), file_name=file_name, mime="text/csv",
+                       key=key or f"dl_{file_name}", icon=":material/download:", on_click="ignore")
+
+
+def hours(seconds: float | None, unit: str = "h") -> str:
+    if seconds is None:
+        return "–"
+    h = seconds / 3600.0
+    return f"{h:,.0f} {unit}" if abs(h) >= 100 else f"{h:,.1f} {unit}"
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def fmt_kind(value, kind: str) -> str:
+    """A metric value by kind: pct (fraction), dur (seconds), int, num."""
+    if value is None:
+        return "–"
+    if kind == "pct":
+        return f"{100 * value:.1f} %"
+    if kind == "dur":
+        from .scenario import fmt_duration
+
+        return fmt_duration(value)
+    if kind == "int":
+        return f"{value:,.0f}"
+    return f"{value:,.1f}"
+
+
+def fmt_delta(delta, kind: str) -> str | None:
+    """The change for ``st.metric`` (None hides it; 0 shows as no change)."""
+    if delta is None:
+        return None
+    if abs(delta) < 1e-12:
+        return "no change"
+    sign = "+" if delta > 0 else "−"
+    if kind == "pct":
+        return f"{sign}{abs(100 * delta):.1f} pts"
+    return sign + fmt_kind(abs(delta), kind)

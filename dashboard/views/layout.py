@@ -1,0 +1,89 @@
+"""Cluster layout: the node x GPU grid at a chosen time and a Gantt of jobs on nodes, real or simulated."""
+import datetime as dt
+
+import streamlit as st
+
+from dashboard import charts, data, shaping, ui
+
+flt = ui.filters()
+ui.page_header("Cluster layout",
+               "Where jobs sat on the machine: which GPUs were held, busy, idle or stranded at one instant, and the "
+               "jobs on each node over time. Fragmentation shows up as red cells.", flt)
+if not ui.require_store():
+    st.stop()
+
+ident = ui.viewer()
+see_all = ident.may_pick_any_user
+if not see_all:
+    st.caption(":material/lock: Other users' jobs are shown by team only.")
+real_tab, sim_tab = st.tabs(["Real history", "Simulated scenario"])
+
+with real_tab:
+    if flt.start is None or flt.end is None:
+        ui.empty("Pick a window in the sidebar.")
+        st.stop()
+    lo = flt.start.replace(tzinfo=None)
+    hi = (min(flt.end, data.options().last or flt.end)).replace(tzinfo=None, minute=0, second=0, microsecond=0)
+    hi = max(hi, lo + dt.timedelta(hours=1))
+    default = lo + (hi - lo) / 2
+    default = default.replace(minute=0, second=0, microsecond=0)
+    if not (isinstance(st.session_state.get("lay_at"), dt.datetime) and lo <= st.session_state["lay_at"] <= hi):
+        st.session_state["lay_at"] = default
+    c1, c2 = st.columns([3, 1])
+    at = c1.slider("Time (UTC)", min_value=lo, max_value=hi, step=dt.timedelta(hours=1), key="lay_at",
+                   format="YYYY-MM-DD HH:mm")
+    span_h = c2.select_slider("Gantt span around it", [6, 24, 72, 168], value=24, key="lay_span",
+                              format_func=lambda h: f"{h} h" if h < 48 else f"{h // 24} days")
+    at_utc = at.replace(tzinfo=dt.timezone.utc)
+    try:
+        slots = data.layout_at(flt, at_utc, see_all, ident.user)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        slots = None
+    if slots is not None:
+        if slots.is_empty():
+            ui.empty("The store has no node list for this cluster (nodes table), so there is no GPU grid to draw.")
+        else:
+            n = shaping.slot_counts(slots)
+            total = sum(n.values())
+            m = st.columns(5)
+            m[0].metric("GPUs busy", f"{n['busy']:,}", border=True)
+            m[1].metric("Allocated, idle", f"{n['allocated, idle']:,}", border=True,
+                        help="Held by a job but not used (the job's measured GPU efficiency).")
+            m[2].metric("Stranded free", f"{n['stranded free']:,}", border=True,
+                        help="Free GPUs on partly used nodes: a whole-node job cannot use them.")
+            m[3].metric("Free (whole nodes)", f"{n['free']:,}", border=True)
+            m[4].metric("Occupancy at this time", ui.pct((n["busy"] + n["allocated, idle"]) / total if total else None),
+                        border=True)
+            ui.chart(charts.node_heatmap(slots, node="node", slot="slot", state="state", hover="job",
+                                         title=f"GPU slots per node at {at:%Y-%m-%d %H:%M} UTC"),
+                     "node_heatmap", key="lay_heat")
+    g_start = max(flt.start, at_utc - dt.timedelta(hours=span_h / 2))
+    g_end = min(flt.end, at_utc + dt.timedelta(hours=span_h / 2))
+    try:
+        rows = data.gantt_rows(flt, g_start, g_end, viewer_may_see_all=see_all, viewer=ident.user)
+        ui.chart(charts.gantt(rows, node="node", start="start", end="end", color_by="team", hover="label",
+                              title=f"Jobs on nodes, {g_start:%Y-%m-%d %H:%M} – {g_end:%Y-%m-%d %H:%M} UTC"),
+                 "gantt", key="lay_gantt")
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+
+with sim_tab:
+    try:
+        scenario = data.last_scenario()
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        scenario = None
+    if scenario is None:
+        st.info("No simulation yet: run one on the Fair share & budgets page, then come back here.",
+                icon=":material/play_circle:")
+        st.page_link("views/fairshare.py", label="Go to Fair share & budgets", icon=":material/arrow_forward:")
+    else:
+        result, label = scenario
+        st.caption(f"Scenario: {label}")
+        try:
+            sim_rows = data.sim_gantt_rows(result, see_all, ident.user)
+            ui.chart(charts.gantt(sim_rows, node="node", start="start", end="end", color_by="team", hover="label",
+                                  title="Simulated jobs on nodes (scenario)"), "gantt", key="lay_sim_gantt")
+        except data.NotAvailable as exc:
+            ui.not_available(exc)

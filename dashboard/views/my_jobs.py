@@ -1,0 +1,114 @@
+"""My jobs (researchers): my least efficient jobs, their waste, a right-size suggestion, and why my coefficient moved.
+
+Access: the viewer sees only their own jobs; admins (config) and the demo mode may pick a user. Nothing here reads
+URL query parameters, and ``auth.visible_user`` ignores a picked user for everyone else.
+"""
+import streamlit as st
+
+from dashboard import auth, charts, data, shaping, ui
+
+flt = ui.filters()
+ui.page_header("My jobs",
+               "Your least efficient jobs, what they wasted, what to request instead, and what moved your quota "
+               "coefficient.", flt)
+if not ui.require_store():
+    st.stop()
+
+ident = ui.viewer()
+if ident.may_pick_any_user:
+    users = data.options().users
+    if st.session_state.get("view_user") not in users:
+        st.session_state["view_user"] = ident.user if ident.user in users else (users[0] if users else None)
+    label = "Demo mode — view the page as" if ident.mode == "demo" else "Admin — view the page of"
+    st.columns([1, 2])[0].selectbox(label, users, key="view_user")
+    ident = ui.viewer()
+user = auth.visible_user(ident, st.session_state.get("view_user"))
+if user is None:
+    if ident.mode == "oidc":
+        st.info("Sign in to see your jobs.", icon=":material/login:")
+        if st.button("Sign in", type="primary"):
+            st.login()
+    elif ident.mode == "header":
+        st.warning(f"No user in the `{data.config().auth_header}` header: the reverse proxy did not identify you.",
+                   icon=":material/lock:")
+    else:
+        st.info("Sign-in is not configured. Set up Streamlit's OIDC login (`[auth]` in secrets.toml), a trusted "
+                "proxy header (`auth = \"header\"`), or `--auth open` for a single operator.", icon=":material/lock:")
+    st.stop()
+if ident.mode == "demo":
+    st.caption(f":material/science: Demo mode: showing **{user}**'s page on sample data.")
+elif ident.is_admin and user != ident.user:
+    st.caption(f":material/admin_panel_settings: Admin view of **{user}**'s jobs.")
+
+try:
+    mine = data.job_waste(flt, user=user)
+except data.NotAvailable as exc:
+    ui.not_available(exc)
+    st.stop()
+if mine.is_empty():
+    ui.empty(f"No jobs of {user} ran in this window with these filters. Widen the window in the sidebar.")
+    st.stop()
+
+try:
+    me = data.user_row(flt, user)
+except data.NotAvailable:
+    me = None
+req_h, wasted_h = mine["gpu_hours_requested"].sum(), mine["gpu_hours_wasted"].sum()
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Jobs in window", f"{mine.height:,}", border=True)
+m2.metric("GPU-hours held", ui.compact(req_h), border=True)
+m3.metric("GPU-hours wasted", ui.compact(wasted_h), border=True)
+if me is not None:
+    m4.metric("Quota coefficient", f"{me['rec_coefficient']:.2f} ×",
+              help=f"Legacy score would give {me['legacy_coefficient']:.2f} × (rank {me['legacy_rank']}).",
+              border=True)
+
+st.subheader("Your least efficient jobs, and what to request instead")
+try:
+    low = data.low_efficiency_jobs(flt, user)
+except data.NotAvailable as exc:
+    ui.not_available(exc)
+    low = None
+if low is not None:
+    if low.is_empty():
+        ui.empty("No job qualifies (tiny control jobs and jobs that failed early are left out).")
+    else:
+        names = {"gpu": "GPU", "cpu": "CPU", "mem": "Memory"}
+        present = [r for r in ("gpu", "cpu", "mem") if r in set(low["resource"].to_list())]
+        for tab, r in zip(st.tabs([names[r] for r in present]), present):
+            with tab:
+                view = shaping.low_efficiency_view(low, r)
+                st.dataframe(view, hide_index=True, column_config=ui.low_efficiency_columns(view))
+        ui.download(low, f"{user}_low_efficiency_jobs.csv", key="dl_low")
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**Why your coefficient is what it is**")
+    try:
+        why = data.coefficient_explanation(flt, user)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        why = None
+    for line in why or []:
+        st.markdown(f"- {line}")
+with right:
+    st.markdown("**The few jobs that drove your score**")
+    try:
+        drivers = data.score_drivers(flt, user)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        drivers = None
+    if drivers is not None and drivers.height:
+        st.dataframe(drivers, hide_index=True, column_config=ui.driver_columns())
+        st.caption("Share of your wasted GPU-equivalent hours, and the efficiency term your score would have "
+                   "without that job.")
+ui.chart(charts.waste_scatter(mine, requested="gpu_hours_requested", wasted="gpu_hours_wasted", hover="job_name",
+                              unit="GPU-hours", title=f"{user}'s jobs: GPU-hours requested vs wasted"),
+         "waste_scatter", key="my_scatter")
+
+st.markdown(f"**All of {user}'s jobs in the window** ({mine.height:,})")
+cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", "gpus", "gpu_hours_requested",
+        "gpu_hours_wasted", "gpu_efficiency", "cpu_efficiency", "mem_efficiency", "usage_source"]
+st.dataframe(mine.select([c for c in cols if c in mine.columns]), hide_index=True,
+             column_config=ui.hours_columns("h"), key="my_all_jobs")
+ui.download(mine, f"{user}_jobs.csv", key="dl_mine")

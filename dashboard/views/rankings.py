@@ -1,0 +1,117 @@
+"""Rankings and the quota loop: legacy vs recommended scores, the coefficient back-test, the gaming check."""
+import streamlit as st
+
+from dashboard import charts, data, shaping, ui
+
+flt = ui.filters()
+ui.page_header("Rankings & quota loop",
+               "Who wastes the most in absolute terms, what quota coefficient each score would give, and whether "
+               "the loop that applies it is stable and hard to game.", flt)
+if not ui.require_store():
+    st.stop()
+
+c1, c2 = st.columns([1.4, 3])
+rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default="gpu", required=True,
+                               format_func=lambda r: {"gpu": "GPU", "cpu": "CPU", "mem": "Memory",
+                                                      "equiv": "GPU-equiv."}[r])
+unit = data.RANK_BY[rank_by]
+wasted, eff = data.wasted_column(rank_by), data.efficiency_column(rank_by)
+users_tab, teams_tab, loop_tab, gaming_tab = st.tabs(["Users", "Teams", "Quota loop back-test", "Gaming check"])
+
+with users_tab:
+    try:
+        users = data.user_ranking(flt, order_by=rank_by)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        users = None
+    if users is not None:
+        ui.ignored(data.ignored_filters("user_ranking", flt))
+        if users.is_empty():
+            ui.empty("No user ran jobs in this window with these filters.")
+        else:
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Users ranked", f"{users.height:,}", border=True)
+            m2.metric(f"Wasted {unit}", f"{users[wasted].sum():,.0f}", border=True)
+            top = users.row(0, named=True)
+            m3.metric("Largest waster", str(top["user"]), f"{top[wasted]:,.0f} {unit}", delta_color="off",
+                      border=True)
+            left, right = st.columns(2)
+            with left:
+                ui.chart(charts.ranked_bars(users, name="user", value=wasted, unit=f"wasted {unit}", efficiency=eff,
+                                            title=f"Users by wasted {unit}"), "ranked_bars", key="r_users_bars")
+            with right:
+                ui.chart(charts.score_scatter(users, name="user", legacy="legacy_coefficient",
+                                              recommended="rec_coefficient"), "score_scatter", key="r_scatter")
+            cols = ["user", "main_team", "job_count", wasted, eff, "footprint_gpu_equiv_hours", "legacy_score",
+                    "legacy_rank", "legacy_coefficient", "rec_efficiency", "rec_confidence", "rec_demand",
+                    "rec_coefficient"]
+            shown = users.select([c for c in dict.fromkeys(cols) if c in users.columns])
+            st.markdown(f"**Per-user ranking** — legacy (peak-based, relative) beside recommended "
+                        f"(efficiency × confidence × demand, absolute)")
+            st.dataframe(shown, hide_index=True, column_config=ui.ranking_columns(unit))
+            ui.download(users, f"user_ranking_{rank_by}.csv", key="dl_user_ranking")
+
+with teams_tab:
+    depth = max((a.count("/") + 1 for a in data.options().accounts), default=1)
+    level = st.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="r_level",
+                         format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})")
+    try:
+        teams = data.team_ranking(flt, order_by=rank_by, team_level=level)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        teams = None
+    if teams is not None:
+        if teams.is_empty():
+            ui.empty("No team ran jobs in this window with these filters.")
+        else:
+            name = next(c for c in ("team", "entity", "account") if c in teams.columns)
+            ui.chart(charts.ranked_bars(teams, name=name, value=wasted, unit=f"wasted {unit}", efficiency=eff,
+                                        title=f"Teams by wasted {unit}"), "ranked_bars", key="r_team_bars")
+            st.dataframe(teams, hide_index=True, column_config=ui.ranking_columns(unit))
+            ui.download(teams, f"team_ranking_{rank_by}.csv", key="dl_team_ranking")
+
+with loop_tab:
+    st.caption("Each period's behaviour sets the next period's coefficient. The back-test replays the history "
+               "period by period with EWMA smoothing, a dead band, a minimum sample size and a cap on the change.")
+    period_days = st.segmented_control("Period", [1, 7, 14], key="r_period", default=7, required=True,
+                                       format_func=lambda d: {1: "daily", 7: "weekly", 14: "fortnightly"}[d])
+    try:
+        bt = data.quota_backtest(flt, period_s=period_days * 86400.0)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        bt = None
+    if bt is not None:
+        if bt.is_empty():
+            ui.empty("No periods with jobs in this window.")
+        else:
+            shape = shaping.backtest_shape(bt)
+            all_users = sorted(set(bt[shape["user"]].to_list()))
+            default = shaping.backtest_default_users(bt, shape, 5)
+            picked = st.multiselect("Users", all_users, default=default, key="r_bt_users")
+            view = shaping.backtest_view(bt, shape, picked)
+            osc = shaping.backtest_oscillation(bt, shape)
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Users in back-test", f"{len(all_users):,}", border=True)
+            m2.metric("Periods", f"{bt[shape['period']].n_unique():,}", border=True)
+            m3.metric("Sign changes of the applied coefficient", f"{osc['total']:,}",
+                      help="Summed over users: how often the period-over-period change flips direction. "
+                           "Few = stable.", border=True)
+            ui.chart(charts.coefficient_series(view, period=shape["period"], user=shape["user"], raw=shape["raw"],
+                                               smoothed=shape["applied"]), "coefficient_series", key="r_bt_chart")
+            st.dataframe(view, hide_index=True)
+            ui.download(bt, "quota_backtest.csv", key="dl_backtest")
+
+with gaming_tab:
+    st.caption("Split one job into N equal jobs and re-score the user: a sound score does not improve. "
+               "The legacy score divides by ln(job_count/10 + 1), so it does.")
+    try:
+        gaming = data.gaming_check(flt)
+    except data.NotAvailable as exc:
+        ui.not_available(exc)
+        gaming = None
+    if gaming is not None:
+        if gaming.is_empty():
+            ui.empty("No user to test in this window.")
+        else:
+            st.dataframe(gaming, hide_index=True)
+            ui.download(gaming, "gaming_check.csv", key="dl_gaming")

@@ -1,0 +1,82 @@
+"""Reports: the exported waste and fair-share report (``quotaloop report``) for the sidebar's window."""
+import streamlit as st
+
+from dashboard import auth, data, shaping, ui
+
+flt = ui.filters()
+ui.page_header("Reports",
+               "The same self-contained report `quotaloop report` writes for cron, for the window in the sidebar: "
+               "one HTML file that opens offline, plus the tables as CSV/Parquet.", flt)
+if not ui.require_store():
+    st.stop()
+if not data.report_available():
+    ui.not_available("the report export (`dashboard/report.py`) is not available yet")
+    st.stop()
+
+ident = ui.viewer()
+audiences = ["platform", "manager", "user"] if ident.may_pick_any_user else ["user"]
+c1, c2, c3 = st.columns([1.2, 1.5, 1.5])
+audience = c1.radio("Audience", audiences, key="rep_audience", horizontal=True,
+                    format_func={"platform": "Platform team", "manager": "Manager", "user": "Researcher"}.get,
+                    help=None if ident.may_pick_any_user else "Researchers can export their own report only.")
+team = user = None
+opts = data.options()
+if audience == "manager":
+    default = flt.account if flt.account in opts.accounts else None
+    team = c2.selectbox("Team (account subtree)", opts.accounts, key="rep_team", placeholder="Pick a team",
+                        index=opts.accounts.index(default) if default else None)
+elif audience == "user":
+    if ident.may_pick_any_user:
+        if st.session_state.get("rep_user") not in opts.users:
+            st.session_state["rep_user"] = ident.user if ident.user in opts.users else None
+        picked = c2.selectbox("User", opts.users, key="rep_user", placeholder="Pick a user")
+    else:
+        picked = None
+    user = auth.visible_user(ident, picked)
+    if user is None:
+        st.info("Sign in to export your own report.", icon=":material/lock:")
+        st.stop()
+    c2.markdown(f"Report for **{user}**")
+formats = c3.multiselect("Formats", list(data.REPORT_FORMATS), default=["html", "csv"], key="rep_formats")
+if audience == "manager" and not team:
+    st.caption("Pick the team the manager report is about.")
+    st.stop()
+if not formats:
+    st.caption("Pick at least one format.")
+    st.stop()
+
+if st.button("Build report", type="primary", icon=":material/description:", key="rep_build"):
+    st.session_state["rep_params"] = (audience, team, user, tuple(formats), flt)
+params = st.session_state.get("rep_params")
+if params and params != (audience, team, user, tuple(formats), flt):
+    st.caption("Settings changed since the last build: press **Build report** again.")
+    st.stop()
+if not params:
+    st.stop()
+
+from dashboard.report_files import ReportError  # noqa: E402 - only once a build is requested
+
+try:
+    with st.spinner("Building the report ..."):
+        files = data.report_files(flt, audience, team=team, user=user, formats=tuple(formats))
+except ReportError as exc:
+    st.error(f"The report could not be built: {exc}", icon=":material/error:")
+    st.stop()
+except data.NotAvailable as exc:
+    ui.not_available(exc)
+    st.stop()
+if not files:
+    ui.empty("The report produced no files for this window.")
+    st.stop()
+
+st.success(f"Report built: {len(files)} file(s).", icon=":material/check_circle:")
+html = {n: b for n, b in files.items() if n.endswith(".html")}
+cols = st.columns(2)
+for name, body in html.items():
+    cols[0].download_button(f"Download {name}", body, file_name=name, mime="text/html", key=f"rep_dl_{name}",
+                            icon=":material/download:", on_click="ignore", type="primary")
+stem = next(iter(html), next(iter(files))).rsplit(".", 1)[0]
+cols[1].download_button("Download all files (.zip)", shaping.zip_bytes(files), file_name=f"{stem}.zip",
+                        mime="application/zip", key="rep_dl_zip", icon=":material/folder_zip:", on_click="ignore")
+st.dataframe([{"file": n, "size (KiB)": round(len(b) / 1024, 1)} for n, b in sorted(files.items())],
+             hide_index=True)

@@ -1,0 +1,88 @@
+"""Waste explorer (platform team): request-vs-usage gap areas and a team -> user -> job drill-down."""
+import streamlit as st
+
+from dashboard import auth, charts, data, ui
+
+flt = ui.filters()
+ui.page_header("Waste explorer",
+               "What jobs held versus what they used. Waste is an area — resource × time — so the biggest "
+               "wasters are the big long jobs, not the ugliest percentages.", flt)
+if not ui.require_store():
+    st.stop()
+
+opts = data.options()
+depth = max((a.count("/") + 1 for a in opts.accounts), default=1)
+c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1.6])
+resource = c1.segmented_control("Resource", list(data.RESOURCES), key="w_resource", default="gpu", required=True,
+                                format_func=lambda r: data.RESOURCES[r][0])
+by = c2.segmented_control("Group by", ["team", "user"], key="w_by", default="team", required=True,
+                          format_func=str.capitalize)
+level = c3.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="w_level",
+                     format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})",
+                     help="A team is the first N parts of the account path org/group/team.")
+BUCKETS = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
+bucket_s = c4.select_slider("Bucket size", list(BUCKETS), value=3600, key="w_bucket", format_func=BUCKETS.get)
+label, level_unit, amount_unit = data.RESOURCES[resource]
+
+try:
+    groups = data.waste_by(flt, by, resource, team_level=level)
+except data.NotAvailable as exc:
+    ui.not_available(exc)
+    st.stop()
+ui.ignored(data.ignored_filters("job_waste", flt))
+if groups.is_empty():
+    ui.empty("No jobs ran in this window with these filters. Widen the window or clear a filter in the sidebar.")
+    st.stop()
+
+req, used, wasted = (groups[c].sum() for c in ("requested_hours", "used_hours", "wasted_hours"))
+m1, m2, m3, m4 = st.columns(4)
+m1.metric(f"Requested {amount_unit}", ui.compact(req), border=True, help=f"{req:,.1f} {amount_unit}.")
+m2.metric(f"Used {amount_unit}", ui.compact(used), border=True, help=f"{used:,.1f} {amount_unit}.")
+m3.metric(f"Wasted {amount_unit}", ui.compact(wasted), border=True,
+          help=f"{wasted:,.1f} {amount_unit}: requested minus used, integrated over the window.")
+m4.metric("Efficiency", ui.pct(used / req if req else None), border=True, help="Used / requested, as areas.")
+
+try:
+    series = data.gap_series(flt, resource, by=by, team_level=level, bucket_s=bucket_s)
+    ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", group="group", unit=level_unit,
+                             title=f"{label} requested vs used over time, by {by} (hatched gap = waste)"),
+             "gap_area", key="gap_chart")
+except data.NotAvailable as exc:
+    ui.not_available(exc)
+
+left, right = st.columns([1, 1])
+with left:
+    ui.chart(charts.ranked_bars(groups, name=by, value="wasted_hours", unit=f"wasted {amount_unit}",
+                                efficiency="efficiency", title=f"Largest {label} wasters by {by}"),
+             "ranked_bars", key="rank_chart")
+with right:
+    st.markdown(f"**{by.capitalize()}s by wasted {amount_unit}**")
+    st.dataframe(groups, hide_index=True, height=360, column_config=ui.hours_columns(amount_unit))
+    ui.download(groups, f"waste_by_{by}_{resource}.csv", key="dl_groups")
+
+st.subheader("Drill down: team → users → jobs")
+teams = data.waste_by(flt, "team", resource, team_level=level)
+d1, d2 = st.columns(2)
+team = d1.selectbox("Team", teams["team"].to_list(), index=None, key="w_team", placeholder="Pick a team")
+if team is None:
+    st.caption("Pick a team to see its users, then a user to see their jobs.")
+    st.stop()
+users = data.waste_by(flt, "user", resource, team_level=level, team=team)
+user = d2.selectbox("User", users["user"].to_list(), index=None, key="w_user", placeholder="Pick a user")
+st.markdown(f"**Users of `{team}` by wasted {amount_unit}**")
+st.dataframe(users, hide_index=True, column_config=ui.hours_columns(amount_unit))
+ui.download(users, f"waste_{team.replace('/', '_')}_users_{resource}.csv", key="dl_users")
+if user is None or user not in users["user"].to_list():
+    st.stop()
+if not auth.can_view(ui.viewer(), user):
+    st.info("Job lists of other users are visible to admins only; the tables above show aggregates.",
+            icon=":material/lock:")
+    st.stop()
+jobs = data.job_waste(flt, user=user, team_level=level, team=team)
+jobs = jobs.sort(f"{resource}_hours_wasted", descending=True, nulls_last=True)
+st.markdown(f"**Jobs of `{user}` in `{team}`, most {label} waste first** ({jobs.height:,} jobs)")
+cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", f"{resource}_hours_requested",
+        f"{resource}_hours_used", f"{resource}_hours_wasted", f"{resource}_efficiency", "usage_source"]
+st.dataframe(jobs.select([c for c in cols if c in jobs.columns]), hide_index=True,
+             column_config=ui.hours_columns(amount_unit))
+ui.download(jobs, f"waste_{user}_jobs.csv", key="dl_jobs")

@@ -1,0 +1,170 @@
+"""Simulation configuration: one dataclass, validated once, plus duration parsing.
+
+Invariants:
+- ``SimConfig.validated()`` either returns a config whose every field has a legal value or raises
+  ``ConfigError`` with a one-line message naming the field; the engine never sees an invalid config.
+- Times in the config are seconds on the simulation clock: 0 is the workload's origin (the earliest submit
+  of a datetime workload; 0 itself for a numeric-seconds workload).
+- Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
+  the optional random node drains (``node_mtbf_s``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+POLICIES = ("fcfs", "priority", "fairshare", "drf")
+BACKFILLS = ("none", "easy", "conservative")
+BACKFILL_ORDERS = ("queue", "area", "smallest")
+QUOTA_MODES = ("none", "guarantee")
+NODE_EVENT_KINDS = ("fail", "drain")
+DEFAULT_QOS_PRIORITY = {"urgent": 4.0, "high": 3.0, "normal": 2.0, "standard": 2.0, "low": 1.0,
+                        "preemptible": 0.0, "scavenger": 0.0}
+WEEK_S = 7 * 86400.0
+
+_DUR = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])")
+_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+class ConfigError(ValueError):
+    """A configuration the engine cannot run: ``str`` is one line naming the field."""
+
+
+def parse_duration(value, field_name: str = "duration") -> float:
+    """Seconds from ``3600``, ``"3600"``, ``"8h"``, ``"30m"``, ``"1h30m"``, ``"2d"``, ``"1.5h"``; >= 0."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{field_name}: not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DUR.findall(text)
+            if not parts or _DUR.sub("", text).strip():
+                raise ConfigError(f"{field_name}: not a duration: {value!r} (use e.g. 3600, 90s, 30m, 8h, 1h30m, 2d)")
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    else:
+        raise ConfigError(f"{field_name}: not a duration: {value!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"{field_name}: must be a finite duration >= 0, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node failure (``fail``: running jobs are killed and requeued now) or drain (``drain``: running
+    jobs are requeued as each reaches its min runtime; the node takes no new work). Either way the node is
+    down for ``repair_time_s`` once empty."""
+
+    time_s: float
+    node: str
+    kind: str = "fail"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    policy: str = "fcfs"
+    backfill: str = "easy"
+    reservation_depth: int | None = None      # None: 1 for easy, every queued job for conservative
+    backfill_order: str = "queue"
+    walltime_margin: float = 0.0              # a backfilled job must fit time_limit / (1 - margin) in its hole
+    budgets: object = None                    # BudgetTree | BudgetNode | {path: share | {share, guaranteed_gpus, max_gpus}}
+    min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
+    min_runtime_by_class: dict = field(default_factory=dict)   # job_class -> seconds (beats the budget file)
+    checkpoint_interval_s: float | None = None  # None/0: no checkpoints, a requeue loses the whole attempt
+    preemption: bool = True                   # fairshare/drf/guarantee may preempt jobs past their min runtime
+    preemption_threshold: float = 0.1         # fair-share preemption: preemptor served < 1 - t, victim > 1 + t
+    preemption_cost_factor: float = 1.0       # preempt only if waiting saved >= factor x funded work lost (0: always)
+    quota: str = "none"                       # "guarantee": guaranteed_gpus protected, beyond = burst (reclaimable)
+    lookback_s: float = WEEK_S                # fair-share usage window
+    node_events: tuple = ()                   # NodeEvent items (or (time_s, node[, kind]) tuples)
+    repair_time_s: float = 4 * 3600.0
+    node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
+    qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
+    seed: int = 0
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+    @property
+    def depth(self) -> int:
+        """Reservations per pass: 0 = no backfill, 1 = EASY, a large number = conservative."""
+        if self.backfill == "none":
+            return 0
+        if self.reservation_depth is not None:
+            return self.reservation_depth
+        return 1 if self.backfill == "easy" else 1 << 60
+
+    def params(self) -> dict:
+        """The parameters that produced a run (for metrics.json); budgets are summarised, not dumped."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "budgets":
+                v = None if v is None else type(v).__name__
+            elif f.name == "node_events":
+                v = [[e.time_s, e.node, e.kind] for e in v]
+            elif isinstance(v, dict):
+                v = {str(k): v[k] for k in sorted(v)}
+            out[f.name] = v
+        return out
+
+    def validated(self) -> "SimConfig":
+        def bad(name, msg):
+            raise ConfigError(f"{name}: {msg}")
+
+        for name, allowed in (("policy", POLICIES), ("backfill", BACKFILLS),
+                              ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES)):
+            if getattr(self, name) not in allowed:
+                bad(name, f"{getattr(self, name)!r} is not one of {'|'.join(allowed)}")
+        if self.reservation_depth is not None:
+            if isinstance(self.reservation_depth, bool) or not isinstance(self.reservation_depth, int) \
+                    or self.reservation_depth < 1:
+                bad("reservation_depth", f"must be an integer >= 1, got {self.reservation_depth!r}")
+            if self.backfill == "none":
+                bad("reservation_depth", "needs backfill easy or conservative")
+        t = self.preemption_threshold
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0.0 <= t < 1.0):
+            bad("preemption_threshold", f"must be a fraction in [0, 1), got {t!r}")
+        f = self.preemption_cost_factor
+        if not isinstance(f, (int, float)) or isinstance(f, bool) or not (0.0 <= f < math.inf):
+            bad("preemption_cost_factor", f"must be a number >= 0, got {f!r}")
+        m = self.walltime_margin
+        if not isinstance(m, (int, float)) or not (0.0 <= m < 1.0):
+            bad("walltime_margin", f"must be a fraction in [0, 1), got {m!r}")
+        changes: dict = {}
+        for name in ("min_runtime_s", "checkpoint_interval_s", "node_mtbf_s"):
+            v = getattr(self, name)
+            if v is not None:
+                changes[name] = parse_duration(v, name)
+        changes["lookback_s"] = parse_duration(self.lookback_s, "lookback_s")
+        if changes["lookback_s"] <= 0:
+            bad("lookback_s", "must be > 0")
+        changes["repair_time_s"] = parse_duration(self.repair_time_s, "repair_time_s")
+        if not isinstance(self.min_runtime_by_class, dict):
+            bad("min_runtime_by_class", "must map job class -> duration")
+        changes["min_runtime_by_class"] = {str(k): parse_duration(v, f"min_runtime_by_class.{k}")
+                                           for k, v in self.min_runtime_by_class.items()}
+        if not isinstance(self.qos_priority, dict):
+            bad("qos_priority", "must map QoS name -> number")
+        events = []
+        for i, e in enumerate(self.node_events or ()):
+            if not isinstance(e, NodeEvent):
+                try:
+                    e = NodeEvent(*e)
+                except TypeError:
+                    bad(f"node_events[{i}]", f"expected (time_s, node[, kind]), got {e!r}")
+            if e.kind not in NODE_EVENT_KINDS:
+                bad(f"node_events[{i}].kind", f"{e.kind!r} is not one of fail|drain")
+            if not isinstance(e.time_s, (int, float)) or not math.isfinite(e.time_s):
+                bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
+            events.append(NodeEvent(float(e.time_s), str(e.node), e.kind))
+        changes["node_events"] = tuple(events)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            bad("seed", f"must be an integer >= 0, got {self.seed!r}")
+        return replace(self, **changes)

@@ -1,0 +1,380 @@
+"""The discrete-event core: one heap of ``(time, priority, seq, payload)`` events and the job lifecycle.
+
+At each timestamp every event is applied first, in priority order (job ends, node repairs, node failures and
+drains, min-runtime expiries, submissions; ``seq`` keeps insertion order within a priority), then one
+scheduling pass runs. A pass is *incremental* (only the new submissions are examined, continuing the last
+pass's state) when the order is FCFS and nothing but submissions happened: the earlier jobs' outcome cannot
+have changed (free resources only shrank, reservations stayed). Any other event makes the next pass full.
+
+Invariants:
+- A job is in exactly one state: waiting (``NEW``), queued, running or done; a running job holds ``alloc``
+  on the pool and one entry in ``running_by_end`` keyed by its estimated end (start + remaining time limit).
+- An end event carries the attempt number; a stale one (the job was requeued since) is ignored.
+- Simulated time only moves forward; no wall clock, no randomness here (node drains drawn from the config's
+  seeded generator are turned into events up front).
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+
+import numpy as np
+
+from . import fastpath, health, passes, preempt
+from .intervals import Intervals
+from .policy import make_queue
+from .pool import Pool
+from .tenants import Budgeting, Ledger
+
+INF = math.inf
+NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
+REASONS = ("resources", "fragmentation", "reservation", "quota", "priority")
+P_END, P_REPAIR, P_NODE, P_MINRT, P_SUBMIT = 0, 1, 2, 3, 4
+
+
+class Simulator:
+    def __init__(self, wl, pool: Pool, cfg):
+        self.wl, self.pool, self.cfg = wl, pool, cfg
+        n = wl.n
+        self.n = n
+        self.submit, self.limit = wl.submit, wl.limit
+        self.req_g, self.req_c, self.req_m = wl.req_g, wl.req_c, wl.req_m
+        self.group, self.gang = wl.group, wl.gang
+        self.acct, self.accounts = wl.acct, wl.accounts
+        self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
+        self.min_rt = self._min_runtimes()
+        qp = cfg.qos_priority
+        self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
+        res = pool.cluster.charge_resource
+        src = self.req_g if res == "gpus" else self.req_c
+        # charge per second in resource units; unallocated occupancy (min runtime 0) is free of charge
+        self.charge = [0.0 if mr == 0 else x / 1000.0 for mr, x in zip(self.min_rt, src)]
+        self.capacity = (sum(pool.cap_g), sum(pool.cap_c), sum(min(m, 1 << 60) for m in pool.cap_m))
+        # per-job mutable state
+        self.status = [NEW] * n
+        self.rem = list(wl.run)          # actual run time still to do
+        self.limit_left = list(wl.limit)  # time limit still available (the estimate passes use)
+        self.first_start = [None] * n
+        self.att_start = [0.0] * n
+        self.attempt = [0] * n
+        self.alloc = [()] * n
+        self.end_time = [None] * n
+        self.start_seq = [None] * n
+        self.reserved = [None] * n
+        self.burst = [False] * n
+        self.preemptions = [0] * n
+        self.failures = [0] * n
+        self.lost_s = [0.0] * n
+        self.lost_g = [0.0] * n           # milli-GPU-seconds
+        self.lost_c = [0.0] * n
+        self.run_s = [0.0] * n
+        self.killed = [False] * n         # ended without requeue by a node failure (no-requeue mode unused)
+        self.reason = [None] * n          # current wait reason (see ``note``)
+        self.reason_since = [0.0] * n
+        self.reason_acc: dict[int, dict] = {}
+        self.intervals = Intervals()
+        self.running_by_end: list[tuple] = []
+        self.held = [[0, 0, 0] for _ in wl.accounts]  # account -> running (g, c, m)
+        self.gheld = [0] * len(wl.accounts)             # account -> running guaranteed milli-GPUs
+        self.ledger = Ledger(len(wl.accounts), cfg.lookback_s)
+        self.track_usage = cfg.policy == "fairshare"
+        self.queue = make_queue(self, cfg.policy)
+        self.depth = cfg.depth
+        self.default_reason = "priority" if self.depth == 0 else "resources"
+        self.preemptible: set[int] = set()
+        self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
+        self.version = 0                  # bumps on every change of running jobs or node availability
+        self.seq_counter = 0
+        self.now = 0.0
+        self.heap: list[tuple] = []
+        self.pstate = None
+        self.shape_count: dict = {}
+        self.frag_g_seconds = 0.0
+        self.whole_waiting = 0
+        self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0}
+        self._elig: dict = {}
+        self._why_cache: dict = {}
+        self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
+        self._resv_key, self._resv = None, None
+        self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
+        self.health = health.Health(self)
+        self.pass_fn = passes.choose(self)
+
+    # ------------------------------------------------------------------ setup helpers
+    def _min_runtimes(self) -> list:
+        """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else
+        the config default; none at all = no contract (never preempted)."""
+        wl, cfg = self.wl, self.cfg
+        cache: dict = {}
+        out = []
+        for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
+            if v is not None and v == v and v >= 0:
+                out.append(float(v))
+                continue
+            key = (cls, a)
+            r = cache.get(key)
+            if r is None:
+                r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
+                if r is None:
+                    r = self.budgeting.min_runtime(cls, wl.accounts[a])
+                if r is None:
+                    r = cfg.min_runtime_s
+                r = cache[key] = INF if r is None else float(r)
+            out.append(r)
+        return out
+
+    def push(self, t, prio, payload) -> None:
+        self.seq_counter += 1
+        heapq.heappush(self.heap, (t, prio, self.seq_counter, payload))
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> None:
+        if fastpath.applies(self):
+            fastpath.run(self)
+            return
+        wl, pool = self.wl, self.pool
+        # the request shape decides fit (passes cache failures per shape); "whole" jobs count for fragmentation
+        self.shape = list(zip([g[0] for g in wl.group], wl.gang, self.req_g, self.req_c, self.req_m))
+        if pool.cluster.procs_mode:
+            self.whole = [False] * self.n
+        else:
+            top = {key: max((pool.cap_g[k] for k in nodes), default=0) for key, nodes, _, _ in pool._groups.values()}
+            self.whole = [gg or (g > 0 and g >= top[grp[0]]) for gg, g, grp in zip(wl.gang, self.req_g, wl.group)]
+        heap = [(self.submit[i], P_SUBMIT, i, i) for i in range(self.n)]
+        self.seq_counter = self.n
+        self.heap = heap
+        heapq.heapify(heap)
+        self.health.schedule_events()
+        pop = heapq.heappop
+        queue = self.queue
+        while heap:
+            t = heap[0][0]
+            if self.whole_waiting and self.pool.stranded_g:
+                self.frag_g_seconds += (t - self.now) * self.pool.stranded_g
+            self.now = t
+            full = False
+            new = []
+            while heap and heap[0][0] == t:
+                _, prio, _, p = pop(heap)
+                if prio == P_SUBMIT:
+                    self.enqueue(p)
+                    new.append(p)
+                elif prio == P_END:
+                    j, att = p
+                    if self.status[j] == RUNNING and self.attempt[j] == att:
+                        self.finish(j, t)
+                        full = True
+                else:
+                    full = self.health.on_event(prio, p, t) or full
+            if full:
+                self.pstate = None  # even with an empty queue: the saved pass state describes the past
+            if len(queue):
+                if not full and self.cfg.policy != "fcfs":
+                    full = not self._same_head(t, new)
+                self.schedule(t, full, new)
+
+    def _same_head(self, now, new) -> bool:
+        """A non-FCFS order allows an incremental pass when at most one job arrived behind the same blocked
+        head: the jobs between them all failed on the very same free resources and reservation (EASY / none)."""
+        st = self.pstate
+        if st is None or len(new) > 1 or self.depth > 1 or st.blocked is None or self.status[st.blocked] != QUEUED:
+            return False
+        return next(iter(self.queue.order(now)), None) == st.blocked
+
+    def schedule(self, now, full, new) -> None:
+        self.counters["passes"] += 1
+        if full or self.pstate is None:
+            self.counters["full_passes"] += 1
+            self.pstate = passes.PassState()
+            jobs = self.queue.order(now)
+        else:
+            jobs = new
+        started = self.pass_fn(self, now, jobs, self.pstate)
+        for j in started:
+            self.dequeue(j)
+        if self.preempt_on and len(self.queue):
+            preempt.rounds(self, now)
+
+    # ------------------------------------------------------------------ queue bookkeeping
+    def enqueue(self, j) -> None:
+        self.status[j] = QUEUED
+        self.queue.add(j)
+        if self.first_start[j] is None:
+            self.reason[j] = self.default_reason
+            self.reason_since[j] = self.now
+        s = self.shape[j]
+        self.shape_count[s] = self.shape_count.get(s, 0) + 1
+        if self.whole[j]:
+            self.whole_waiting += 1
+
+    def dequeue(self, j) -> None:
+        self.queue.remove(j)
+        s = self.shape[j]
+        k = self.shape_count[s] - 1
+        if k:
+            self.shape_count[s] = k
+        else:
+            del self.shape_count[s]
+        if self.whole[j]:
+            self.whole_waiting -= 1
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, j, now, alloc) -> None:
+        """Start (or restart) job j on ``alloc``; the caller removes it from the queue after its pass."""
+        self.pool.allocate(alloc)
+        self.status[j] = RUNNING
+        self.alloc[j] = alloc
+        self.att_start[j] = now
+        if self.first_start[j] is None:
+            self.first_start[j] = now
+            self._close_reason(j, now)
+        self.seq_counter += 1
+        self.start_seq[j] = self.seq_counter
+        dur = min(self.rem[j], self.limit_left[j])
+        heapq.heappush(self.heap, (now + dur, P_END, self.seq_counter, (j, self.attempt[j])))
+        bisect.insort(self.running_by_end, (now + self.limit_left[j], self.seq_counter, j))
+        a = self.acct[j]
+        h = self.held[a]
+        g, c, m = self.req_g[j], self.req_c[j], self.req_m[j]
+        h[0] += g
+        h[1] += c
+        h[2] += m
+        if self._caps:
+            self._hold_caps(j, g)
+        if self.track_usage and self.charge[j]:
+            self.ledger.change(a, now, self.charge[j])
+        if self.preempt_on:
+            preempt.on_start(self, j, now, dur)
+        self.version += 1
+
+    def _stop(self, j, now, how, useful=None) -> None:
+        self.pool.release(self.alloc[j])
+        k = bisect.bisect_left(self.running_by_end, (self.att_start[j] + self.limit_left[j], self.start_seq[j], j))
+        del self.running_by_end[k]
+        a = self.acct[j]
+        h = self.held[a]
+        h[0] -= self.req_g[j]
+        h[1] -= self.req_c[j]
+        h[2] -= self.req_m[j]
+        if self._caps:
+            self._hold_caps(j, -self.req_g[j])
+        if self.track_usage and self.charge[j]:
+            self.ledger.change(a, now, -self.charge[j])
+        self.preemptible.discard(j)
+        preempt.on_stop(self, j)
+        self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful)
+        self.run_s[j] += now - self.att_start[j]
+        self.version += 1
+
+    def finish(self, j, now) -> None:
+        self._stop(j, now, "end")
+        self.status[j] = DONE
+        self.end_time[j] = now
+        self.health.after_release(self.alloc[j], now)
+
+    def requeue(self, j, now, cause: str) -> None:
+        """Stop a running job and queue it again; work since its last checkpoint is lost."""
+        elapsed = now - self.att_start[j]
+        ci = self.cfg.checkpoint_interval_s
+        saved = math.floor(elapsed / ci) * ci if ci else 0.0
+        saved = min(saved, elapsed)
+        lost = elapsed - saved
+        self._stop(j, now, cause, saved)
+        self.rem[j] -= saved
+        self.limit_left[j] -= saved
+        self.lost_s[j] += lost
+        self.lost_g[j] += lost * sum(a[1] for a in self.alloc[j])
+        self.lost_c[j] += lost * sum(a[2] for a in self.alloc[j])
+        if cause == "fail":
+            self.failures[j] += 1
+        else:
+            self.preemptions[j] += 1
+        self.attempt[j] += 1
+        released, self.alloc[j] = self.alloc[j], ()
+        self.enqueue(j)
+        self.health.after_release(released, now)
+
+    def array(self, name, dtype=float):
+        """numpy copy of a per-job list attribute, made once (metrics and result share them)."""
+        cache = self.__dict__.setdefault("_arrays", {})
+        a = cache.get(name)
+        if a is None:
+            a = cache[name] = np.asarray(getattr(self, name), dtype=dtype)
+        return a
+
+    # ------------------------------------------------------------------ wait reasons
+    def note(self, j, r) -> None:
+        """Job j, examined now, cannot start because of ``r``. Until its first start the time spent under each
+        reason is summed; the reason held longest is the job's ``wait_reason``."""
+        old = self.reason[j]
+        if old == r:
+            return
+        if self.first_start[j] is None:
+            d = self.now - self.reason_since[j]
+            if d > 0:
+                acc = self.reason_acc.setdefault(j, {})
+                acc[old] = acc.get(old, 0.0) + d
+            self.reason_since[j] = self.now
+        self.reason[j] = r
+
+    def _close_reason(self, j, now) -> None:
+        d = now - self.reason_since[j]
+        if d > 0:
+            acc = self.reason_acc.setdefault(j, {})
+            acc[self.reason[j]] = acc.get(self.reason[j], 0.0) + d
+
+    def wait_reasons(self) -> list:
+        """Per job: the reason it waited longest for its first start (ties: ``REASONS`` order); None if no wait."""
+        out = [None] * self.n
+        rank = {r: k for k, r in enumerate(REASONS)}
+        for j, acc in self.reason_acc.items():
+            out[j] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
+        return out
+
+    # ------------------------------------------------------------------ queries used by passes
+    def eligible(self, j) -> frozenset:
+        grp = self.group[j]
+        e = self._elig.get(grp[0])
+        if e is None:
+            e = self._elig[grp[0]] = frozenset(grp[1])
+        return e
+
+    def cached_reservation(self, j, compute):
+        key = (j, self.version)
+        if self._resv_key != key:
+            self._resv_key, self._resv = key, compute(self, j)
+        T, limit = self._resv
+        return T, (dict(limit) if limit else limit)
+
+    def budgeting_caps(self) -> bool:
+        return self._caps
+
+    def _hold_caps(self, j, g) -> None:
+        name = self.accounts[self.acct[j]]
+        for ten in self.budgeting.versions:
+            held = ten.held_g
+            for i in ten.capped_chain[ten.bucket[name]]:
+                held[i] += g
+
+    def over_cap(self, j) -> bool:
+        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?"""
+        ten = self.budgeting.at(self.now)
+        g = self.req_g[j]
+        held, cap = ten.held_g, ten.cap
+        for i in ten.capped_chain[ten.bucket[self.accounts[self.acct[j]]]]:
+            if held[i] + g > cap[i]:
+                return True
+        return False
+
+    def held_by_bucket(self, ten) -> dict:
+        out: dict[int, list] = {}
+        for a, name in enumerate(self.accounts):
+            h = self.held[a]
+            if h[0] or h[1] or h[2]:
+                b = ten.bucket[name]
+                x = out.setdefault(b, [0, 0, 0])
+                x[0] += h[0]
+                x[1] += h[1]
+                x[2] += h[2]
+        return out

@@ -1,0 +1,111 @@
+"""Node health: failures, drains and repairs (DOMAIN.md section 6's automatic draining).
+
+- ``fail``: the node goes down at once; its running jobs are requeued (counted as failures, work since the
+  last checkpoint lost); it returns ``repair_time_s`` later.
+- ``drain``: the node takes no new work; each running job leaves (requeued, counted as a preemption) when it
+  reaches its min runtime - at once if already past it; jobs without a contract run to their end. When the
+  node is empty it goes down and returns ``repair_time_s`` later.
+- Random drains: with ``node_mtbf_s``, each node draws exponential inter-drain gaps from the config's seeded
+  generator (nodes in index order) up to the last submit time.
+
+Invariants: a node is ``up``, ``draining`` or ``down``; only ``up`` nodes are available for placement; a
+failure or drain of a node that is not up is ignored; every down node gets exactly one repair event.
+"""
+from __future__ import annotations
+
+import math
+
+from .config import ConfigError
+
+P_REPAIR, P_NODE, P_MINRT = 1, 2, 3
+UP, DRAINING, DOWN = "up", "draining", "down"
+
+
+class Health:
+    def __init__(self, sim):
+        self.sim = sim
+        self.state = [UP] * sim.pool.n
+        self.down_intervals: list[tuple] = []  # (node, down_at, up_at)
+        self._down_at = {}
+        self.counts = {"fail": 0, "drain": 0, "ignored": 0}
+        cfg = sim.cfg
+        self.events = []
+        index = {name: k for k, name in enumerate(sim.pool.names)}
+        if (cfg.node_events or cfg.node_mtbf_s) and sim.pool.cluster.procs_mode:
+            raise ConfigError("node_events: processor-count mode has no nodes to fail; use a node layout")
+        for i, e in enumerate(cfg.node_events):
+            if e.node not in index:
+                raise ConfigError(f"node_events[{i}].node: unknown node {e.node!r}")
+            self.events.append((e.time_s, index[e.node], e.kind))
+        if cfg.node_mtbf_s:
+            rng = cfg.rng()
+            horizon = max(sim.submit) if sim.n else 0.0
+            for n in range(sim.pool.n):
+                t = 0.0
+                while True:
+                    t += float(rng.exponential(cfg.node_mtbf_s))
+                    if t > horizon:
+                        break
+                    self.events.append((t, n, "drain"))
+
+    def schedule_events(self) -> None:
+        for t, n, kind in sorted(self.events):
+            self.sim.push(t, P_NODE, (kind, n))
+
+    def on_event(self, prio, payload, t) -> bool:
+        """Apply one health or min-runtime event; True when the next pass must be a full one."""
+        sim = self.sim
+        if prio == P_MINRT:
+            from .preempt import on_minrt
+
+            j, att = payload
+            return on_minrt(sim, j, att, t)
+        if prio == P_REPAIR:
+            n = payload
+            self.state[n] = UP
+            sim.pool.set_avail(n, True)
+            self.down_intervals.append((n, self._down_at.pop(n), t))
+            sim.version += 1
+            return True
+        kind, n = payload
+        if self.state[n] != UP:
+            self.counts["ignored"] += 1
+            return False
+        self.counts[kind] += 1
+        sim.pool.set_avail(n, False)
+        sim.version += 1
+        on_node = [j for _, _, j in list(sim.running_by_end) if any(x[0] == n for x in sim.alloc[j])]
+        if kind == "fail":
+            self._go_down(n, t)
+            for j in on_node:
+                sim.requeue(j, t, "fail")
+            return True
+        self.state[n] = DRAINING
+        for j in on_node:
+            mrt = sim.min_rt[j]
+            if mrt < math.inf and t - sim.att_start[j] >= mrt:
+                sim.requeue(j, t, "drain")
+            elif mrt < math.inf and not sim.preempt_on:
+                sim.push(sim.att_start[j] + mrt, P_MINRT, (j, sim.attempt[j]))
+        if sim.pool.idle(n) and self.state[n] == DRAINING:
+            self._go_down(n, t)
+        return True
+
+    def _go_down(self, n, t) -> None:
+        self.state[n] = DOWN
+        self._down_at[n] = t
+        self.sim.push(t + self.sim.cfg.repair_time_s, P_REPAIR, n)
+
+    def on_draining_node(self, j) -> bool:
+        return any(self.state[x[0]] == DRAINING for x in self.sim.alloc[j])
+
+    def after_release(self, alloc, now) -> None:
+        for n, *_ in alloc:
+            if self.state[n] == DRAINING and self.sim.pool.idle(n):
+                self._go_down(n, now)
+
+    def finish(self, end_time) -> None:
+        """Close the down intervals still open at the end of the simulation."""
+        for n, t in sorted(self._down_at.items()):
+            self.down_intervals.append((n, t, max(t, end_time)))
+        self._down_at.clear()

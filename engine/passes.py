@@ -1,0 +1,401 @@
+"""Scheduling passes: start queue heads in order while they fit, then backfill.
+
+Three implementations with one meaning (tests check they agree):
+- ``scalar_pass``: processor-count mode, no backfill or EASY, plain integers (the fast path);
+- ``node_pass``: node placement, no backfill or EASY: the reservation is the earliest time the first blocked
+  job fits once running jobs release their resources at their estimated ends (all ends at that instant
+  count), on specific nodes; a later job may start now if it fits the free resources and either ends, by its
+  limit stretched by the walltime margin, no later than the reservation, or fits on what the reserved job
+  leaves unused on its nodes (EASY's "extra" resources, per node);
+- ``profile_pass``: reservation depth K >= 2 (conservative = every job): each blocked job, in queue order,
+  up to K of them, reserves its earliest fit on the free-resource profile; a job starts now only if it fits
+  for its whole (margin-stretched) limit without touching any reservation.
+
+Invariants: a pass examines jobs in policy order (backfill candidates in ``backfill_order`` after the first
+blocked job), never starts a job that does not fit its placement, and leaves ``state`` such that an
+incremental pass over newly submitted FCFS jobs gives what a full pass would.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+from .profile import Profile, ScalarProfile
+
+INF = math.inf
+
+
+class PassState:
+    __slots__ = ("blocked", "stopped", "T", "extra", "limit", "failed", "n_failed_short", "profile", "nres",
+                 "now")
+
+    def __init__(self):
+        self.blocked = None
+        self.stopped = False
+        self.T = INF
+        self.extra = 0
+        self.limit = None
+        self.failed = {}
+        self.n_failed_short = 0
+        self.profile = None
+        self.nres = 0
+        self.now = None
+
+
+def choose(sim):
+    procs = sim.pool.cluster.procs_mode
+    if sim.depth >= 2:
+        return profile_pass
+    if procs and not sim.budgeting_caps():
+        return scalar_pass
+    return node_pass
+
+
+def _sort_backfill(sim, jobs):
+    order = sim.cfg.backfill_order
+    if order == "queue":
+        return jobs
+    jobs = list(jobs)
+    lim = sim.limit_left
+    size = sim.req_g if sim.capacity[0] > 0 else sim.req_c
+    if order == "area":
+        names = sim.wl.job_names
+        return sorted(jobs, key=lambda j: (-size[j] * lim[j], names[j] or "", j))
+    return sorted(jobs, key=lambda j: (size[j], j))
+
+
+# ---------------------------------------------------------------------- processor-count fast path
+def scalar_pass(sim, now, jobs, st):
+    pool = sim.pool
+    res = pool.free_c if pool.cluster.resource == "cpus" else pool.free_g
+    use_c = pool.cluster.resource == "cpus"
+    size = sim.req_c if use_c else sim.req_g
+    est = sim.limit_left
+    note = sim.note
+    start = sim.start
+    started = []
+    if st.stopped:
+        return started
+    it = iter(jobs)
+    if st.blocked is None:
+        for j in it:
+            s = size[j]
+            if s <= res[0]:
+                start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+                started.append(j)
+                continue
+            note(j, "resources")
+            st.blocked = j
+            if sim.depth == 0:
+                st.stopped = True
+                return started
+            avail = res[0]
+            T = INF
+            run = sim.running_by_end
+            k, nr = 0, len(run)
+            while k < nr:
+                t = run[k][0]
+                while k < nr and run[k][0] == t:
+                    avail += size[run[k][2]]
+                    k += 1
+                if avail >= s:
+                    T = t
+                    break
+            st.T, st.extra = T, avail - s
+            if T < INF and sim.reserved[j] is None:
+                sim.reserved[j] = T
+            break
+        else:
+            return started
+    T, extra = st.T, st.extra
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    free = res[0]
+    for j in _sort_backfill(sim, it):
+        if free <= 0:
+            break
+        s = size[j]
+        if s > free:
+            note(j, "resources")
+            continue
+        if now + est[j] * inv <= T:
+            start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+            free -= s
+        elif s <= extra:
+            start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+            free -= s
+            extra -= s
+        else:
+            note(j, "reservation")
+    st.extra = extra
+    return started
+
+
+# ---------------------------------------------------------------------- node placement, EASY
+def _reservation(sim, j):
+    """(T, limit) for the blocked job j: earliest fit as running jobs release at their estimated ends."""
+    pool = sim.pool
+    _, nodes, gang_order, _ = sim.group[j]
+    gang = sim.gang[j]
+    g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    elig = sim.eligible(j)
+    avail = pool.avail
+    run = sim.running_by_end
+    alloc = sim.alloc
+    k, nr = 0, len(run)
+    while k < nr:
+        t = run[k][0]
+        touched = set()
+        while k < nr and run[k][0] == t:
+            for n, a, b, d in alloc[run[k][2]]:
+                if avail[n]:
+                    fg[n] += a
+                    fc[n] += b
+                    fm[n] += d
+                    if n in elig:
+                        touched.add(n)
+            k += 1
+        if not touched:
+            continue
+        if gang:
+            if not any(pool.cap_g[n] == fg[n] and pool.cap_c[n] == fc[n] and pool.cap_m[n] == fm[n] for n in touched):
+                continue
+            pl = pool.place(gang_order, True, g, c, m, free=(fg, fc, fm))
+        else:
+            pl = pool.place(sorted(touched), False, g, c, m, free=(fg, fc, fm))
+        if pl is not None:
+            return t, {n: (fg[n] - a, fc[n] - b, fm[n] - d) for n, a, b, d in pl}
+    return INF, None
+
+
+def node_pass(sim, now, jobs, st):
+    pool = sim.pool
+    est, note, shape = sim.limit_left, sim.note, sim.shape
+    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
+    started = []
+    if st.stopped:
+        return started
+    capped = sim.budgeting_caps()
+    it = iter(jobs)
+    if st.blocked is None:
+        for j in it:
+            if capped and sim.over_cap(j):
+                note(j, "quota")
+                continue
+            grp = group[j]
+            pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None)
+            if pl is not None:
+                sim.start(j, now, pl)
+                started.append(j)
+                continue
+            note(j, _why(sim, j))
+            st.blocked = j
+            if sim.depth == 0:
+                st.stopped = True
+                return started
+            st.T, st.limit = sim.cached_reservation(j, _reservation)
+            if st.T < INF and sim.reserved[j] is None:
+                sim.reserved[j] = st.T
+            break
+        else:
+            return started
+    T = st.T
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    failed = st.failed
+    n_shapes = len(sim.shape_count)
+    for j in _sort_backfill(sim, it):
+        if st.n_failed_short >= n_shapes:
+            break
+        sh = shape[j]
+        short = now + est[j] * inv <= T
+        f = failed.get(sh)
+        if f is not None and (f == "short" or not short):
+            note(j, "resources" if f == "short" else "reservation")
+            continue
+        if capped and sim.over_cap(j):
+            note(j, "quota")
+            continue
+        grp = group[j]
+        pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None if short else st.limit)
+        if pl is not None:
+            sim.start(j, now, pl)
+            started.append(j)
+            if not short and st.limit:
+                for n, a, b, d in pl:
+                    if n in st.limit:
+                        x = st.limit[n]
+                        st.limit[n] = (x[0] - a, x[1] - b, x[2] - d)
+            continue
+        if short or _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None) is None:
+            failed[sh] = "short"
+            st.n_failed_short += 1
+            note(j, _why(sim, j))
+        else:
+            failed[sh] = "long"
+            note(j, "reservation")
+    return started
+
+
+def _place(pool, grp, gang, g, c, m, limit):
+    """``Pool.place`` behind a constant-time rejection by the group's bounds (most requests in a busy pass)."""
+    b = pool.bounds(grp)
+    if gang:
+        if g > b[3] or c > b[4] or m > b[5]:
+            return None
+        return pool.place(grp[2], True, g, c, m, limit=limit)
+    if g > b[0] or c > b[1] or m > b[2]:
+        return None
+    return pool.place(grp[1], False, g, c, m, limit=limit)
+
+
+def _why(sim, j) -> str:
+    """'fragmentation' when the free resources of the job's nodes add up to its request, else 'resources'."""
+    if sim.pool.cluster.procs_mode:
+        return "resources"
+    _, _, _, _, _, _, fg, fc, fm = sim.pool.bounds(sim.group[j])
+    if fg >= sim.req_g[j] and fc >= sim.req_c[j] and fm >= sim.req_m[j]:
+        return "fragmentation"
+    return "resources"
+
+
+# ---------------------------------------------------------------------- depth-K / conservative
+def profile_pass(sim, now, jobs, st):
+    pool = sim.pool
+    if st.stopped:
+        return []
+    procs = pool.cluster.procs_mode
+    if st.profile is None:
+        alloc = sim.alloc
+        cls = ScalarProfile if procs else Profile
+        st.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end))
+    else:
+        st.profile.advance(now)
+    prof = st.profile
+    est, note = sim.limit_left, sim.note
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    capped = sim.budgeting_caps()
+    started = []
+    jobs = iter(jobs)
+    if st.blocked is None:
+        head = []
+        for j in jobs:
+            head.append(j)
+            break
+        rest = _sort_backfill(sim, jobs)
+        order = head + list(rest) if sim.cfg.backfill_order != "queue" else _chain(head, rest)
+    else:
+        order = _sort_backfill(sim, jobs)
+    if procs and not capped:
+        return _scalar_profile_loop(sim, now, order, st, prof, inv)
+    for j in order:
+        if capped and sim.over_cap(j):
+            note(j, "quota")
+            continue
+        grp = sim.group[j]
+        nodes = grp[1] if not sim.gang[j] else grp[2]
+        g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
+        dur = est[j] * inv if st.nres else est[j]
+        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur)
+        if t == now:
+            if dur != est[j]:  # place on the real limit; the stretched one only gated the start
+                t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+            prof.reserve(pl, now, now + est[j])
+            sim.start(j, now, pl)
+            started.append(j)
+            continue
+        if st.blocked is None:
+            st.blocked = j
+            st.T = t if st.nres < sim.depth else INF
+        if procs:
+            fg, fc, _ = prof.free_now(nodes)
+            note(j, "reservation" if fg >= g and fc >= c else "resources")
+        elif pool.place(nodes, sim.gang[j], g, c, m) is not None:
+            note(j, "reservation")
+        else:
+            note(j, _why(sim, j))
+        if st.nres >= sim.depth:
+            continue
+        if dur != est[j]:
+            t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+        st.nres += 1
+        if t < INF:
+            prof.reserve(pl, t, t + est[j])
+            if sim.reserved[j] is None:
+                sim.reserved[j] = t
+    return started
+
+
+def _scalar_profile_loop(sim, now, order, st, prof, inv):
+    """``profile_pass`` for processor-count mode with the profile scan and update inlined."""
+    use_c = prof.k == 2
+    size = sim.req_c if use_c else sim.req_g
+    est, note, reserved = sim.limit_left, sim.note, sim.reserved
+    ts, fs = prof.times, prof.free
+    depth = sim.depth
+    started = []
+    bisect_right = bisect.bisect_right
+    for j in order:
+        s = size[j]
+        e_j = est[j]
+        dur = e_j * inv if st.nres else e_j
+        # earliest start: first run of slots with free >= s covering dur
+        k, last = 0, len(ts) - 1
+        t0 = INF
+        while k <= last:
+            if fs[k] < s:
+                k += 1
+                continue
+            t0 = ts[k]
+            e = k
+            end = t0 + dur
+            while e < last and ts[e + 1] < end:
+                e += 1
+                if fs[e] < s:
+                    break
+            else:
+                break
+            k = e + 1
+            t0 = INF
+        if t0 == now:
+            t = now
+        else:
+            if st.blocked is None:
+                st.blocked = j
+                st.T = t0 if st.nres < depth else INF
+            note(j, "reservation" if fs[0] >= s else "resources")
+            if st.nres >= depth:
+                continue
+            st.nres += 1
+            if dur != e_j:
+                t, _ = prof.earliest(None, False, s, s, 0, e_j)
+            else:
+                t = t0
+            if t == INF:
+                continue
+            if reserved[j] is None:
+                reserved[j] = t
+        # reserve [t, t + est): split the slots, subtract
+        t1 = t + e_j
+        k0 = bisect_right(ts, t) - 1
+        if ts[k0] != t:
+            k0 += 1
+            ts.insert(k0, t)
+            fs.insert(k0, fs[k0 - 1])
+        k1 = bisect_right(ts, t1) - 1
+        if ts[k1] != t1:
+            k1 += 1
+            ts.insert(k1, t1)
+            fs.insert(k1, fs[k1 - 1])
+        for k in range(k0, k1):
+            fs[k] -= s
+        if t == now:
+            sim.start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+    return started
+
+
+def _chain(head, rest):
+    yield from head
+    yield from rest

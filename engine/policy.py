@@ -1,0 +1,237 @@
+"""Queue orders: FCFS, priority, hierarchical fair share and DRF.
+
+A queue holds waiting job indices; job index order is (submit, job id) order. ``order(now)`` yields the
+queued jobs in policy order. A scheduling pass may stop consuming the iterator at any point (so the
+fair-share and DRF orders are generated lazily) and must not add or remove jobs while it iterates; it
+removes the jobs it started afterwards (``remove``).
+
+Invariants:
+- FCFS: index order, i.e. submit time then job id; a requeued job goes back to its original place.
+- priority: higher ``priority`` first (the log's priority column, else the QoS rank), then FCFS.
+- fairshare: jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order.
+  Funded jobs are merged progressively: from the root, descend into the child with pending jobs whose
+  ``(window usage + usage projected for the jobs already emitted this pass) / fraction`` is lowest
+  (zero-fraction children last; ties by path), emit that bucket's oldest job and add its projected charge
+  (charge rate x min(time limit, lookback)). Under-served teams therefore come first, interleaved in
+  proportion to their shares rather than one whole queue after another.
+- drf: the same merge, flat over buckets, by weighted dominant share max(gpu, cpu, mem share of the
+  cluster held by the bucket's running + already-emitted jobs) / fraction.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+
+INF = float("inf")
+
+
+class FCFSQueue:
+    def __init__(self):
+        self.d: dict[int, None] = {}
+        self._last = -1
+
+    def __len__(self):
+        return len(self.d)
+
+    def __contains__(self, j):
+        return j in self.d
+
+    def add(self, j: int) -> None:
+        if j < self._last:  # a requeued job: restore index order
+            keys = sorted([*self.d, j])
+            self.d = dict.fromkeys(keys)
+            return
+        self.d[j] = None
+        self._last = j
+
+    def remove(self, j: int) -> None:
+        del self.d[j]
+        if not self.d:
+            self._last = -1
+
+    def order(self, now):
+        return iter(self.d)
+
+    def jobs(self):
+        return self.d.keys()
+
+
+class PriorityQueue:
+    def __init__(self, prio):
+        self.prio = prio
+        self.keys: list[tuple] = []
+        self.members: set[int] = set()
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __contains__(self, j):
+        return j in self.members
+
+    def add(self, j):
+        bisect.insort(self.keys, (-self.prio[j], j))
+        self.members.add(j)
+
+    def remove(self, j):
+        k = (-self.prio[j], j)
+        i = bisect.bisect_left(self.keys, k)
+        del self.keys[i]
+        self.members.discard(j)
+
+    def order(self, now):
+        return (j for _, j in self.keys)
+
+    def jobs(self):
+        return self.members
+
+
+class TenantQueue:
+    """Per-bucket FIFOs merged by fair share (``drf=False``) or weighted DRF (``drf=True``)."""
+
+    def __init__(self, sim, drf: bool):
+        self.sim = sim
+        self.drf = drf
+        self.funded: dict[int, dict[int, None]] = {}   # account -> FIFO of funded jobs
+        self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
+        self.members: set[int] = set()
+
+    def __len__(self):
+        return len(self.members)
+
+    def __contains__(self, j):
+        return j in self.members
+
+    def jobs(self):
+        return self.members
+
+    def add(self, j):
+        self.members.add(j)
+        if self.sim.min_rt[j] == 0:
+            self.free.add(j)
+            return
+        q = self.funded.setdefault(self.sim.acct[j], {})
+        if q and j < next(reversed(q)):
+            items = sorted([*q, j])
+            q.clear()
+            q.update(dict.fromkeys(items))
+        else:
+            q[j] = None
+
+    def remove(self, j):
+        self.members.discard(j)
+        if j in self.free:
+            self.free.remove(j)
+            return
+        q = self.funded[self.sim.acct[j]]
+        del q[j]
+
+    def order(self, now):
+        yield from (self._drf(now) if self.drf else self._fairshare(now))
+        yield from self.free.order(now)
+
+    # ------------------------------------------------------------------ fair share
+    def _fairshare(self, now):
+        sim = self.sim
+        ten = sim.budgeting.at(now)
+        n = len(ten.paths)
+        usage = [0.0] * n
+        for a in range(len(sim.accounts)):
+            u = sim.ledger.window(a, now)
+            if u:
+                for i in ten.depth_chain[ten.bucket[sim.accounts[a]]]:
+                    usage[i] += u
+        # per-bucket iterators over the accounts that map to it
+        per_bucket: dict[int, list] = {}
+        rem = [0] * n
+        for a, q in self.funded.items():
+            if q:
+                b = ten.bucket[sim.accounts[a]]
+                per_bucket.setdefault(b, []).append(a)
+                for i in ten.depth_chain[b]:
+                    rem[i] += len(q)
+        if not per_bucket:
+            return
+        heads = {b: _Merge([self.funded[a] for a in accts]) for b, accts in per_bucket.items()}
+        frac, children, paths = ten.frac, ten.children, ten.paths
+        inv = [1.0 / f if f > 0 else 0.0 for f in frac]
+        horizon = sim.cfg.lookback_s
+        charge, est = sim.charge, sim.limit_left
+        chains = ten.depth_chain
+        total = sum(rem[c] for c in children[0])
+        while total > 0:
+            node = 0
+            kids = children[0]
+            while kids:
+                best, bz, bv = -1, 2, 0.0
+                for c in kids:
+                    if rem[c] <= 0:
+                        continue
+                    z = 0 if inv[c] else 1
+                    v = usage[c] / frac[c] if z == 0 else usage[c]
+                    if z < bz or (z == bz and (v < bv or (v == bv and paths[c] < paths[best]))):
+                        best, bz, bv = c, z, v
+                node = best
+                kids = children[node]
+            j = heads[node].pop()
+            proj = charge[j] * (est[j] if est[j] < horizon else horizon)
+            for i in chains[node]:
+                rem[i] -= 1
+                usage[i] += proj
+            total -= 1
+            yield j
+
+    # ------------------------------------------------------------------ DRF
+    def _drf(self, now):
+        sim = self.sim
+        ten = sim.budgeting.at(now)
+        held = sim.held_by_bucket(ten)  # bucket -> [g, c, m] of running jobs
+        tot = sim.capacity
+        buckets: dict[int, list] = {}
+        for a, q in self.funded.items():
+            if q:
+                buckets.setdefault(ten.bucket[sim.accounts[a]], []).append(a)
+        heap = []
+        heads = {}
+        for b, accts in buckets.items():
+            heads[b] = _Merge([self.funded[a] for a in accts])
+            h = list(held.get(b, (0, 0, 0)))
+            heap.append((_dominant(h, tot, ten.frac[b]), ten.paths[b], b, h))
+        heapq.heapify(heap)
+        while heap:
+            _, path, b, h = heapq.heappop(heap)
+            m = heads[b]
+            j = m.pop()
+            yield j
+            h[0] += sim.req_g[j]
+            h[1] += sim.req_c[j]
+            h[2] += sim.req_m[j]
+            if m.left:
+                heapq.heappush(heap, (_dominant(h, tot, ten.frac[b]), path, b, h))
+
+
+def _dominant(h, tot, frac) -> float:
+    s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
+    return s / frac if frac > 0 else INF if s > 0 else 1e300
+
+
+class _Merge:
+    """Index-ordered merge of several FIFO dicts (accounts sharing one bucket)."""
+
+    def __init__(self, queues):
+        self.left = sum(len(q) for q in queues)
+        if len(queues) == 1:
+            self._it = iter(queues[0])
+        else:
+            self._it = heapq.merge(*queues)
+
+    def pop(self) -> int:
+        self.left -= 1
+        return next(self._it)
+
+
+def make_queue(sim, policy: str):
+    if policy == "fcfs":
+        return FCFSQueue()
+    if policy == "priority":
+        return PriorityQueue(sim.prio)
+    return TenantQueue(sim, drf=(policy == "drf"))

@@ -1,0 +1,174 @@
+"""Free resources per node and job placement (best fit on one node, gangs of whole nodes).
+
+Units are integers so that sums never drift: milli-GPUs, milli-CPUs and MiB of memory (``UNLIMITED`` when a
+node's memory is unknown). An allocation is a tuple of ``(node, g, c, m)`` rows.
+
+Invariants:
+- ``0 <= free[n] <= cap[n]`` in every resource, always (``allocate`` asserts it); a node that is down or
+  draining (``avail[n]`` false) takes no new work but keeps its running jobs' allocations until they leave.
+- A job of up to one node's size (in every resource, on a node it may use) is placed on exactly one node:
+  the feasible node with the least GPUs left, then CPUs, then memory, then the lowest index (best fit).
+  Larger jobs take whole idle nodes, largest first (then lowest index), until every resource is covered;
+  each such node is allocated entirely (exclusive gang).
+- ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
+  DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
+"""
+from __future__ import annotations
+
+import math
+
+UNLIMITED = 1 << 60
+
+
+def milli(x) -> int:
+    return 0 if x is None or x != x else int(round(float(x) * 1000))
+
+
+def mib_up(x) -> int:
+    return 0 if x is None or x != x or x <= 0 else int(math.ceil(float(x) / (1 << 20) - 1e-9))
+
+
+class Pool:
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.n = cluster.size
+        self.names = list(cluster.names)
+        self.cap_g = [milli(v) for v in cluster.gpus]
+        self.cap_c = [milli(v) for v in cluster.cpus]
+        self.cap_m = [UNLIMITED if v is None else int(float(v) // (1 << 20)) for v in cluster.mem_bytes]
+        self.free_g, self.free_c, self.free_m = list(self.cap_g), list(self.cap_c), list(self.cap_m)
+        self.avail = [True] * self.n
+        self.stranded_g = 0
+        self._stranded = [0] * self.n
+        self.track_stranded = not cluster.procs_mode and any(self.cap_g)
+        self.epoch = 0          # bumps on every change of free resources or availability
+        self._bounds: dict = {}
+        self._groups: dict = {}
+        self._parts = {p for p in cluster.partition if p}
+        self._types = {t for t in cluster.gpu_type if t}
+
+    # ------------------------------------------------------------------ eligibility
+    def group(self, partition, gpu_type) -> tuple:
+        """Eligible nodes for a (partition, gpu_type) request as ``(key, single_nodes, gang_order, max_cap)``.
+
+        A partition or GPU type the cluster does not know is not a constraint (a uniform cluster has none)."""
+        key = (partition if partition in self._parts else None, gpu_type if gpu_type in self._types else None)
+        g = self._groups.get(key)
+        if g is None:
+            part, gtype = key
+            nodes = [n for n in range(self.n)
+                     if (part is None or self.cluster.partition[n] == part)
+                     and (gtype is None or self.cluster.gpu_type[n] == gtype)]
+            gang = sorted(nodes, key=lambda n: (-self.cap_g[n], -self.cap_c[n], -min(self.cap_m[n], UNLIMITED), n))
+            total = (sum(self.cap_g[n] for n in nodes), sum(self.cap_c[n] for n in nodes),
+                     sum(min(self.cap_m[n], UNLIMITED) for n in nodes))
+            g = (key, nodes, gang, total)
+            self._groups[key] = g
+        return g
+
+    def bounds(self, grp) -> tuple:
+        """Upper bounds on what a group can take now: the largest free g, c, m on any available node (each
+        separately), the summed capacity of its idle nodes (a gang above it cannot be placed) and the summed
+        free resources (a request within them that does not fit is blocked by fragmentation)."""
+        hit = self._bounds.get(grp[0])
+        if hit is not None and hit[0] == self.epoch:
+            return hit[1]
+        fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
+        cg, cc, cm = self.cap_g, self.cap_c, self.cap_m
+        mg = mc = mm = ig = ic = im = tg = tc = tm = 0
+        for n in grp[1]:
+            if not av[n]:
+                continue
+            a, b, d = fg[n], fc[n], fm[n]
+            tg, tc, tm = tg + a, tc + b, tm + min(d, UNLIMITED)
+            if a > mg:
+                mg = a
+            if b > mc:
+                mc = b
+            if d > mm:
+                mm = d
+            if a == cg[n] and b == cc[n] and d == cm[n]:
+                ig, ic, im = ig + a, ic + b, im + min(d, UNLIMITED)
+        out = (mg, mc, mm, ig, ic, im, tg, tc, tm)
+        self._bounds[grp[0]] = (self.epoch, out)
+        return out
+
+    def fits_one_node(self, nodes, g, c, m) -> bool:
+        return any(self.cap_g[n] >= g and self.cap_c[n] >= c and self.cap_m[n] >= m for n in nodes)
+
+    # ------------------------------------------------------------------ placement
+    def place(self, nodes, gang, g, c, m, free=None, limit=None):
+        """Best-fit placement on ``free`` (default: the live free lists), or ``None``.
+
+        ``limit`` maps node -> (g, c, m) further capping what may be used there (EASY's extra resources)."""
+        fg, fc, fm = free or (self.free_g, self.free_c, self.free_m)
+        avail = self.avail
+        if not gang:
+            best = None
+            bkey = None
+            for n in nodes:
+                a, b, d = fg[n], fc[n], fm[n]
+                if limit is not None and n in limit:
+                    lg, lc, lm = limit[n]
+                    a, b, d = min(a, lg), min(b, lc), min(d, lm)
+                if a >= g and b >= c and d >= m and avail[n]:
+                    key = (a - g, b - c, d - m)
+                    if bkey is None or key < bkey:
+                        best, bkey = n, key
+            return None if best is None else ((best, g, c, m),)
+        return self._gang(nodes, g, c, m, fg, fc, fm, limit)
+
+    def _gang(self, order, g, c, m, fg, fc, fm, limit):
+        cap_g, cap_c, cap_m, avail = self.cap_g, self.cap_c, self.cap_m, self.avail
+        out, sg, sc, sm = [], 0, 0, 0
+        for n in order:
+            if not avail[n] or fg[n] != cap_g[n] or fc[n] != cap_c[n] or fm[n] != cap_m[n]:
+                continue
+            if limit is not None and n in limit and tuple(limit[n]) != (cap_g[n], cap_c[n], cap_m[n]):
+                continue
+            out.append((n, cap_g[n], cap_c[n], cap_m[n]))
+            sg, sc, sm = sg + cap_g[n], sc + cap_c[n], sm + min(cap_m[n], UNLIMITED)
+            if sg >= g and sc >= c and sm >= m:
+                return tuple(out)
+        return None
+
+    def free_total(self, nodes) -> tuple:
+        """Free resources summed over available eligible nodes (to tell fragmentation from a full machine)."""
+        fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
+        return (sum(fg[n] for n in nodes if av[n]), sum(fc[n] for n in nodes if av[n]),
+                sum(min(fm[n], UNLIMITED) for n in nodes if av[n]))
+
+    # ------------------------------------------------------------------ bookkeeping
+    def allocate(self, alloc) -> None:
+        self.epoch += 1
+        for n, g, c, m in alloc:
+            self.free_g[n] -= g
+            self.free_c[n] -= c
+            self.free_m[n] -= m
+            assert self.free_g[n] >= 0 and self.free_c[n] >= 0 and self.free_m[n] >= 0, "node over-allocated"
+            if self.track_stranded:
+                self._restrand(n)
+
+    def release(self, alloc) -> None:
+        self.epoch += 1
+        for n, g, c, m in alloc:
+            self.free_g[n] += g
+            self.free_c[n] += c
+            self.free_m[n] += m
+            assert self.free_g[n] <= self.cap_g[n] and self.free_c[n] <= self.cap_c[n], "node over-released"
+            if self.track_stranded:
+                self._restrand(n)
+
+    def idle(self, n) -> bool:
+        return self.free_g[n] == self.cap_g[n] and self.free_c[n] == self.cap_c[n] and self.free_m[n] == self.cap_m[n]
+
+    def set_avail(self, n, up: bool) -> None:
+        self.epoch += 1
+        self.avail[n] = up
+        if self.track_stranded:
+            self._restrand(n)
+
+    def _restrand(self, n) -> None:
+        v = self.free_g[n] if self.avail[n] and not self.idle(n) else 0
+        self.stranded_g += v - self._stranded[n]
+        self._stranded[n] = v

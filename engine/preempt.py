@@ -1,0 +1,224 @@
+"""Min-runtime contracts, preemption and guaranteed quota with a reclaimable burst pool.
+
+Who may be preempted (a *victim*), always only once it has run its min runtime in the current attempt:
+- a job with min runtime 0 (unallocated occupancy), by any waiting funded job;
+- under ``fairshare``/``drf``: a job of an over-served bucket (served > 1 + threshold) to start a job of an
+  under-served bucket (served < 1 - threshold; the threshold, default 0.1, keeps two teams hovering around
+  their shares from preempting each other back and forth); served = (window usage share / fraction) for
+  fair share, weighted dominant share for DRF;
+- with ``quota="guarantee"``: a *burst* job (running beyond its tenant's guarantee) to start a job that fits
+  within its own tenant's guarantee (reclaim). When guaranteed capacity frees up, the tenant's running burst
+  jobs move into it (oldest first) and stop being reclaimable.
+
+Invariants:
+- No job is preempted before ``att_start + min_runtime``; jobs without a contract (min runtime infinite)
+  are never preempted (``preemptible`` only ever holds jobs past their min runtime).
+- Only the first blocked job of the last pass preempts (the reserved / most under-served one), taking the
+  fewest victims, in preference order: unfunded, burst, most over-served, least work lost, latest start.
+  Victims are requeued (work since the last checkpoint lost) and the preemptor starts at once.
+- Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
+  checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its
+  resources x the time to its reservation; unbounded when it has none). Unfunded work counts as free.
+- Rounds run after every pass; a search that found nothing is not repeated until the running set, the head
+  or the set of preemptible jobs changes (so a team drifting under its share over quiet time is noticed at
+  the next event that changes one of those).
+"""
+from __future__ import annotations
+
+import math
+
+from . import passes
+
+INF = math.inf
+P_MINRT = 3
+
+
+def on_start(sim, j, now, dur) -> None:
+    if sim.cfg.quota == "guarantee":
+        sim.burst[j] = not _within_guarantee(sim, j, now)
+        if not sim.burst[j]:
+            sim.gheld[sim.acct[j]] += sim.req_g[j]
+    mrt = sim.min_rt[j]
+    if mrt == 0:
+        sim.preemptible.add(j)
+    elif mrt < dur:
+        sim.push(now + mrt, P_MINRT, (j, sim.attempt[j]))
+
+
+def on_stop(sim, j) -> None:
+    if sim.cfg.quota == "guarantee" and not sim.burst[j]:
+        sim.gheld[sim.acct[j]] -= sim.req_g[j]
+        _promote(sim, j)
+
+
+def _promote(sim, j) -> None:
+    """Guaranteed capacity was released: the tenant's running burst jobs move into it, oldest first."""
+    ten = sim.budgeting.at(sim.now)
+    g_node = _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[j]]])
+    if g_node is None:
+        return
+    burst = sorted((sim.start_seq[v], v) for _, _, v in sim.running_by_end
+                   if sim.burst[v] and v != j and _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[v]]]) == g_node)
+    for _, v in burst:
+        if _within_guarantee(sim, v, sim.now):
+            sim.burst[v] = False
+            sim.gheld[sim.acct[v]] += sim.req_g[v]
+
+
+def on_minrt(sim, j, att, now) -> bool:
+    """A running job reached its min runtime: it becomes preemptible (and leaves a draining node)."""
+    if sim.status[j] != 2 or sim.attempt[j] != att:
+        return False
+    if sim.health.on_draining_node(j):
+        sim.requeue(j, now, "drain")
+        return True
+    sim.preemptible.add(j)
+    return False  # nothing to re-plan: the preemption round after the (incremental) pass sees the new victim
+
+
+def _guarantee_node(ten, bucket):
+    for i in ten.depth_chain[bucket]:
+        if ten.guarantee[i] is not None:
+            return i
+    return None
+
+
+def _within_guarantee(sim, j, now) -> bool:
+    ten = sim.budgeting.at(now)
+    g_node = _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[j]]])
+    if g_node is None:
+        return False
+    used = sum(sim.gheld[a] for a in range(len(sim.accounts))
+               if g_node in ten.depth_chain[ten.bucket[sim.accounts[a]]])
+    return used + sim.req_g[j] <= ten.guarantee[g_node]
+
+
+def _served(sim, ten, now) -> dict:
+    """bucket -> served ratio (1 = exactly its entitled fraction)."""
+    out: dict[int, float] = {}
+    if sim.cfg.policy == "drf":
+        held = sim.held_by_bucket(ten)
+        tot = sim.capacity
+        for b in set(ten.bucket.values()):
+            h = held.get(b, (0, 0, 0))
+            s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
+            out[b] = s / ten.frac[b] if ten.frac[b] > 0 else (INF if s > 0 else 0.0)
+        return out
+    usage: dict[int, float] = {}
+    for a, name in enumerate(sim.accounts):
+        b = ten.bucket[name]
+        usage[b] = usage.get(b, 0.0) + sim.ledger.window(a, now)
+    total = sum(usage.values())
+    for b, u in usage.items():
+        share = u / total if total > 0 else 0.0
+        out[b] = share / ten.frac[b] if ten.frac[b] > 0 else (INF if share > 0 else 0.0)
+    return out
+
+
+def _victims(sim, J, now):
+    ten = sim.budgeting.at(now)
+    fair = sim.cfg.policy in ("fairshare", "drf")
+    served = _served(sim, ten, now) if fair else {}
+    th = sim.cfg.preemption_threshold
+    bJ = ten.bucket[sim.accounts[sim.acct[J]]]
+    sJ = served.get(bJ, 0.0)
+    reclaim = sim.cfg.quota == "guarantee" and _within_guarantee(sim, J, now)
+    gJ = _guarantee_node(ten, bJ) if reclaim else None
+    cands = []
+    for v in sim.preemptible:
+        bv = ten.bucket[sim.accounts[sim.acct[v]]]
+        unfunded = sim.min_rt[v] == 0
+        sv = served.get(bv, 0.0)
+        ok = unfunded
+        if not ok and fair and sJ < 1.0 - th and sv > 1.0 + th:
+            ok = True
+        if not ok and reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ:
+            ok = True
+        if ok:
+            elapsed = now - sim.att_start[v]
+            ci = sim.cfg.checkpoint_interval_s
+            lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
+            cands.append((not unfunded, not sim.burst[v], -sv, lost, -sim.att_start[v], v))
+    if not cands:
+        return None
+    cands.sort()
+    pool = sim.pool
+    grp = sim.group[J]
+    gang = sim.gang[J]
+    nodes = grp[2] if gang else grp[1]
+    elig = sim.eligible(J)
+    g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    chosen = []
+    placement = None
+    for *_, v in cands:
+        touched = []
+        for n, a, b, d in sim.alloc[v]:
+            fg[n] += a
+            fc[n] += b
+            fm[n] += d
+            if n in elig and pool.avail[n]:
+                touched.append(n)
+        chosen.append(v)
+        if not touched:
+            continue
+        placement = pool.place(nodes if gang else sorted(touched), gang, g, c, m, free=(fg, fc, fm))
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    used = {n for n, *_ in placement}
+    need = [v for v in chosen if any(n in used for n, *_ in sim.alloc[v])]
+    # the preemptor would otherwise start at its reservation: preempt only when the waiting saved pays for the
+    # funded work thrown away (``preemption_cost_factor`` x lost resource-seconds; unfunded work is free)
+    if not gang:  # drop victims (least preferred first) whose release the placement does not need
+        (n0, *_), = placement
+        for v in reversed(list(need)):
+            rest = [u for u in need if u != v]
+            a = pool.free_g[n0] + sum(x[1] for u in rest for x in sim.alloc[u] if x[0] == n0)
+            b = pool.free_c[n0] + sum(x[2] for u in rest for x in sim.alloc[u] if x[0] == n0)
+            d = pool.free_m[n0] + sum(x[3] for u in rest for x in sim.alloc[u] if x[0] == n0)
+            if a >= g and b >= c and d >= m:
+                need = rest
+    factor = sim.cfg.preemption_cost_factor
+    if factor > 0:
+        k = 1 if sim.capacity[0] > 0 else 2
+        ci = sim.cfg.checkpoint_interval_s
+        sunk = 0.0
+        for v in need:
+            if sim.min_rt[v] != 0:
+                el = now - sim.att_start[v]
+                sunk += (el - (math.floor(el / ci) * ci if ci else 0.0)) * sum(x[k] for x in sim.alloc[v])
+        st = sim.pstate
+        T = st.T if st is not None and st.blocked == J else INF
+        gain = (T - now) * (sim.req_g[J] if k == 1 else sim.req_c[J])
+        if factor * sunk > gain:
+            return None
+    return need, placement
+
+
+def rounds(sim, now) -> None:
+    """Preempt for the first blocked job while that works, re-running a full pass after each success."""
+    for _ in range(len(sim.queue) + 1):
+        st = sim.pstate
+        J = st.blocked if st is not None else None
+        if J is None or sim.status[J] != 1 or sim.min_rt[J] == 0 or not sim.preemptible:
+            return
+        if sim.budgeting_caps() and sim.over_cap(J):
+            return
+        key = (J, sim.version, len(sim.preemptible))
+        if sim._victims_failed == key:  # nothing changed since the last fruitless search
+            return
+        found = _victims(sim, J, now)
+        if found is None:
+            sim._victims_failed = key
+            return
+        victims, placement = found
+        sim.counters["preemption_rounds"] += 1
+        for v in victims:
+            sim.requeue(v, now, "preempt")
+        sim.start(J, now, placement)
+        sim.dequeue(J)
+        sim.pstate = passes.PassState()
+        for j in sim.pass_fn(sim, now, sim.queue.order(now), sim.pstate):
+            sim.dequeue(j)

@@ -1,0 +1,203 @@
+"""Tenants (budget buckets) and their usage over a sliding window: the state fair share and DRF order by.
+
+Budgets come as a ``budget_tree.BudgetTree`` (effective-dated versions), a ``BudgetNode`` root, or a plain
+dict ``{"org/team": share | {"share": s, "guaranteed_gpus": g, "max_gpus": x}}``; none = every account is
+its own top-level tenant with share 1.
+
+Invariants:
+- Every job maps to exactly one bucket per budget version (``budget_tree.bucket``: a leaf path,
+  ``PATH/(direct)`` or ``unbudgeted``); direct and unbudgeted buckets are zero-share leaves, served only
+  after their positive-share siblings (never lost).
+- ``frac[node]`` = product of share / sum(sibling shares) down the path; siblings' fractions sum to their
+  parent's (or 0 when all siblings have share 0).
+- ``Ledger.window(a, t)`` = charged usage (resource-seconds) of account ``a`` within ``[t - L, t]``, exact
+  for piecewise-constant rates; queries must come at non-decreasing ``t`` (a moving pointer per account).
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from . import budget_tree as bt
+
+
+def to_tree(budgets):
+    """Normalise the accepted budget forms to a ``BudgetTree`` (or ``None``)."""
+    if budgets is None or isinstance(budgets, bt.BudgetTree):
+        return budgets
+    if isinstance(budgets, bt.BudgetNode):
+        return bt.BudgetTree((bt.BudgetVersion(None, budgets),))
+    if not isinstance(budgets, dict):
+        from .config import ConfigError
+
+        raise ConfigError(f"budgets: expected a BudgetTree or a dict path -> share, got {type(budgets).__name__}")
+    return bt.BudgetTree((bt.BudgetVersion(None, _root_from_dict(budgets)),))
+
+
+def _root_from_dict(spec: dict) -> bt.BudgetNode:
+    from .config import ConfigError
+
+    attrs: dict[str, dict] = {}
+    for path, v in spec.items():
+        parts = [p for p in str(path).split("/") if p]
+        if not parts:
+            raise ConfigError(f"budgets: empty account path {path!r}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = {"share": float(v)}
+        if not isinstance(v, dict):
+            raise ConfigError(f"budgets.{path}: expected a share or a table, got {v!r}")
+        unknown = set(v) - {"share", "guaranteed_gpus", "max_gpus"}
+        if unknown:
+            raise ConfigError(f"budgets.{path}: unknown key(s) {sorted(unknown)}")
+        for key, val in v.items():
+            if not isinstance(val, (int, float)) or isinstance(val, bool) or val < 0:
+                raise ConfigError(f"budgets.{path}.{key}: must be a number >= 0, got {val!r}")
+        for i in range(1, len(parts)):
+            attrs.setdefault("/".join(parts[:i]), {})
+        attrs.setdefault("/".join(parts), {}).update({k: float(x) for k, x in v.items()})
+
+    def build(path: str) -> bt.BudgetNode:
+        prefix = path + "/" if path else ""
+        kids = sorted(p for p in attrs if p.startswith(prefix) and "/" not in p[len(prefix):])
+        a = attrs.get(path, {})
+        return bt.BudgetNode(name=path.rsplit("/", 1)[-1], path=path, share=a.get("share", 1.0),
+                             guaranteed_gpus=a.get("guaranteed_gpus"), max_gpus=a.get("max_gpus"),
+                             children=tuple(build(k) for k in kids))
+
+    return build("")
+
+
+class Tenants:
+    """One budget version as a flat tree of buckets: parent links, fractions, guarantees, caps."""
+
+    def __init__(self, root, accounts):
+        self.paths: list[str] = []
+        self.parent: list[int] = []
+        self.children: list[list[int]] = []
+        self.frac: list[float] = []
+        self.guarantee: list[float | None] = []   # milli-GPUs
+        self.cap: list[float | None] = []
+        self.index: dict[str, int] = {}
+        if root is None:
+            self._add("", -1, 1.0, None, None)
+            for a in sorted(set(accounts)):
+                self._add(a, 0, 1.0, None, None)
+            self.bucket = {a: self.index[a] for a in set(accounts)}
+        else:
+            self._walk(root, -1, 1.0)
+            self.bucket = {}
+            for a in set(accounts):
+                b = bt.bucket(root, a)
+                if b not in self.index:  # direct or unbudgeted bucket: a zero-share leaf
+                    parent = "" if b == bt.UNBUDGETED else b.rsplit("/", 1)[0]
+                    self._add(b, self.index[parent], 0.0, None, None)
+                self.bucket[a] = self.index[b]
+        self.depth_chain = [self._chain(i) for i in range(len(self.paths))]
+        self.leaves = [i for i in range(len(self.paths)) if not self.children[i]]
+        # borrowing caps on each bucket's path, and the milli-GPUs running under every node (kept by the core)
+        self.capped_chain = [tuple(i for i in chain if self.cap[i] is not None) for chain in self.depth_chain]
+        self.held_g = [0] * len(self.paths)
+
+    def _add(self, path, parent, frac, guarantee, cap) -> int:
+        i = len(self.paths)
+        self.paths.append(path)
+        self.parent.append(parent)
+        self.children.append([])
+        self.frac.append(frac)
+        self.guarantee.append(guarantee)
+        self.cap.append(cap)
+        self.index[path] = i
+        if parent >= 0:
+            self.children[parent].append(i)
+        return i
+
+    def _walk(self, node, parent, frac) -> None:
+        milli_or_none = (lambda v: None if v is None else v * 1000.0)
+        i = self._add(node.path, parent, frac, milli_or_none(node.guaranteed_gpus), milli_or_none(node.max_gpus))
+        total = sum(c.share for c in node.children)
+        for c in node.children:
+            self._walk(c, i, frac * c.share / total if total > 0 else 0.0)
+
+    def _chain(self, i) -> tuple:
+        out = []
+        while i > 0:
+            out.append(i)
+            i = self.parent[i]
+        return tuple(out)  # bucket first, up to (excluding) the root
+
+
+class Budgeting:
+    """All versions of the budget tree on the simulation clock; ``at(t)`` gives the ``Tenants`` in force."""
+
+    def __init__(self, budgets, accounts, origin_us: int | None):
+        self.tree = to_tree(budgets)
+        accounts = list(accounts)
+        if self.tree is None:
+            self.starts, self.versions = [float("-inf")], [Tenants(None, accounts)]
+            return
+        self.starts, self.versions = [], []
+        for v in self.tree.versions:
+            if v.start is None:
+                t = float("-inf")
+            else:
+                t = (v.start - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds()
+                t = t - origin_us / 1e6 if origin_us is not None else t
+            self.starts.append(t)
+            self.versions.append(Tenants(v.root, accounts))
+
+    def at(self, t: float) -> Tenants:
+        if len(self.versions) == 1:
+            return self.versions[0]
+        k = 0
+        while k + 1 < len(self.starts) and self.starts[k + 1] <= t:
+            k += 1
+        return self.versions[k]
+
+    def min_runtime(self, job_class, account):
+        """The budget file's min runtime for a class on the account's path, or None when no table names it."""
+        if self.tree is None:
+            return None
+        root = self.tree.at(None)
+        path = bt.resolve(root, account)
+        chain = [] if path == bt.UNBUDGETED else [root.index["/".join(path.split("/")[:i])]
+                                                   for i in range(path.count("/") + 1, 0, -1)]
+        for table in [dict(n.min_runtime_s) for n in chain] + [dict(self.tree.min_runtime_s)]:
+            for key in (job_class, "default"):
+                if key in table:
+                    return float(table[key])
+        return None
+
+
+class Ledger:
+    """Charged usage per account as a piecewise-linear cumulative function."""
+
+    def __init__(self, n_accounts: int, lookback_s: float):
+        self.L = lookback_s
+        self.rate = [0.0] * n_accounts
+        self.cum = [0.0] * n_accounts
+        self.last = [0.0] * n_accounts
+        self.hist = [[(float("-inf"), 0.0, 0.0)] for _ in range(n_accounts)]  # (t, cum at t, rate after t)
+        self.ptr = [0] * n_accounts
+
+    def change(self, a: int, t: float, delta_rate: float) -> None:
+        self.cum[a] += self.rate[a] * (t - self.last[a])
+        self.last[a] = t
+        self.rate[a] += delta_rate
+        h = self.hist[a]
+        if h[-1][0] == t:
+            h[-1] = (t, self.cum[a], self.rate[a])
+        else:
+            h.append((t, self.cum[a], self.rate[a]))
+
+    def total(self, a: int, t: float) -> float:
+        return self.cum[a] + self.rate[a] * (t - self.last[a])
+
+    def window(self, a: int, t: float) -> float:
+        lo = t - self.L
+        h = self.hist[a]
+        k = self.ptr[a]
+        while k + 1 < len(h) and h[k + 1][0] <= lo:
+            k += 1
+        self.ptr[a] = k
+        t0, c0, r0 = h[k]
+        before = c0 + r0 * (lo - t0) if t0 > float("-inf") else 0.0
+        return self.total(a, t) - before

@@ -1,0 +1,198 @@
+"""Turn a jobs frame (canonical ``jobs`` columns) into the engine's per-job arrays, and back.
+
+Accepted input: ``submit`` as UTC datetimes or as numeric seconds; ``elapsed_s`` (else ``end - start``);
+``time_limit_s``; requests ``req_gpus``/``req_cpus``/``req_mem_bytes`` (each falls back to its ``alloc_*``);
+optional ``job_id`` (else the row number), ``account``, ``user``, ``job_class``, ``qos``, ``priority``,
+``min_runtime_s``, ``state``, ``partition``, ``gpu_type``, ``job_name``, ``start``.
+
+Invariants:
+- Jobs are ordered by (submit, job id) - numeric ids numerically - then input row; index i in every array
+  is the i-th job in that order, and ``frame`` has one row per simulated job in that order.
+- Skipped jobs are counted by reason and never simulated: ``no_submit``, ``unfinished`` (state RUNNING or
+  PENDING), ``never_ran`` (no run time and a null ``start``), ``no_runtime`` (elapsed null or <= 0),
+  ``no_size`` (nothing of the sizing resource requested), ``too_large`` (fits no set of nodes it may use).
+- The estimate (``limit``) is the time limit, or the run time when there is none; a job runs
+  ``min(elapsed, limit)`` and ends TIMEOUT when its elapsed time exceeds its limit.
+- Requests are integers: milli-GPUs, milli-CPUs, MiB (rounded up); in processor-count mode only the
+  cluster's sizing resource is non-zero.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import polars as pl
+
+from .config import ConfigError
+
+SKIP_REASONS = ("no_submit", "unfinished", "never_ran", "no_runtime", "no_size", "too_large")
+
+
+class Workload:
+    def __init__(self, frame, x, datetime_dtype, origin_us, group, gang, skipped):
+        self.frame = frame                  # the kept input rows, sorted
+        self._x = x                         # engine columns of the kept rows, same order
+        self.datetime_dtype = datetime_dtype  # dtype of submit when it is a datetime, else None (seconds)
+        self.origin_us = origin_us          # simulation time 0 in UTC microseconds (datetime input)
+        self.group, self.gang = group, gang  # pool group and gang flag per job
+        self.skipped = skipped
+        get = lambda c: x[c].to_list()  # noqa: E731
+        self.submit, self.run, self.limit, self.timeout = get("__sub"), get("__run"), get("__lim"), get("__to")
+        self.req_g, self.req_c, self.req_m = get("__gm"), get("__cm"), get("__mm")
+        acct = self._str("account").fill_null("(none)")
+        self.accounts = sorted(acct.unique().to_list())
+        index = {a: k for k, a in enumerate(self.accounts)}
+        self.acct = [index[a] for a in acct.to_list()]
+
+    @property
+    def n(self) -> int:
+        return len(self.submit)
+
+    def array(self, name):
+        """numpy view of an engine column: submit, run, limit, req_g, req_c, req_m."""
+        col = {"submit": "__sub", "run": "__run", "limit": "__lim", "req_g": "__gm", "req_c": "__cm",
+               "req_m": "__mm"}[name]
+        return self._x[col].to_numpy()
+
+    def _str(self, name) -> pl.Series:
+        f = self.frame
+        return f[name].cast(pl.String) if name in f.columns else pl.Series(name, [None] * f.height, pl.String)
+
+    def _floats(self, name) -> list:
+        f = self.frame
+        return f[name].cast(pl.Float64, strict=False).to_list() if name in f.columns else [None] * f.height
+
+    @cached_property
+    def job_class(self) -> list:
+        return self._str("job_class").to_list()
+
+    @cached_property
+    def qos(self) -> list:
+        return self._str("qos").to_list()
+
+    @cached_property
+    def state(self) -> list:
+        return self._str("state").to_list()
+
+    @cached_property
+    def job_id(self) -> pl.Series:
+        return self._x["__id"]
+
+    @cached_property
+    def job_names(self) -> list:
+        return self._str("job_name").to_list()
+
+    @cached_property
+    def prio(self) -> list:
+        return self._floats("priority")
+
+    @cached_property
+    def log_min_rt(self) -> list:
+        return self._floats("min_runtime_s")
+
+
+def _col(df: pl.DataFrame, name: str, dtype):
+    if name not in df.columns:
+        return pl.lit(None, dtype=dtype)
+    return pl.col(name).cast(dtype, strict=False)
+
+
+def prepare(df: pl.DataFrame, pool) -> Workload:
+    if not isinstance(df, pl.DataFrame):
+        raise ConfigError(f"workload: expected a polars DataFrame, got {type(df).__name__}")
+    if "submit" not in df.columns:
+        raise ConfigError("workload: no 'submit' column")
+    sub_dtype = df.schema["submit"]
+    is_dt = isinstance(sub_dtype, pl.Datetime)
+    if not is_dt and not sub_dtype.is_numeric():
+        raise ConfigError(f"workload: 'submit' must be a datetime or numeric seconds, got {sub_dtype}")
+    if "elapsed_s" not in df.columns and not ("start" in df.columns and "end" in df.columns):
+        raise ConfigError("workload: needs 'elapsed_s' (or 'start' and 'end') for the actual run times")
+    df = df.with_row_index("__row")
+    if "job_id" not in df.columns:
+        df = df.with_columns((pl.col("__row") + 1).cast(pl.String).alias("job_id"))
+    sub_s = pl.col("submit").dt.epoch("us").cast(pl.Float64) if is_dt else pl.col("submit").cast(pl.Float64)
+    span = None
+    if "start" in df.columns and "end" in df.columns:
+        span = ((pl.col("end") - pl.col("start")).dt.total_microseconds() / 1e6 if is_dt
+                else (pl.col("end") - pl.col("start")).cast(pl.Float64))
+    run = pl.col("elapsed_s").cast(pl.Float64) if "elapsed_s" in df.columns else span
+    if span is not None and "elapsed_s" in df.columns:
+        run = pl.coalesce(run, span)
+
+    def req(name):
+        return pl.coalesce(_col(df, name, pl.Float64), _col(df, "alloc_" + name[4:], pl.Float64))
+
+    cl = pool.cluster
+    milli = lambda e: (e.fill_null(0.0).clip(0.0) * 1000.0).round().cast(pl.Int64)  # noqa: E731
+    zero = pl.lit(0, dtype=pl.Int64)
+    if cl.procs_mode:
+        gm = milli(req("req_gpus")) if cl.resource == "gpus" else zero
+        cm = milli(req("req_cpus")) if cl.resource == "cpus" else zero
+        mm = zero
+    else:
+        mem = req("req_mem_bytes")
+        gm, cm = milli(req("req_gpus")), milli(req("req_cpus"))
+        mm = pl.when(mem > 0).then((mem / float(1 << 20) - 1e-9).ceil()).otherwise(0.0).cast(pl.Int64)
+    lim = _col(df, "time_limit_s", pl.Float64)
+    x = df.select(
+        pl.col("__row"), pl.col("job_id").cast(pl.String).alias("__id"), sub_s.alias("__sub"), run.alias("__raw"),
+        pl.when(lim > 0).then(lim).otherwise(run).alias("__lim"),
+        gm.alias("__gm"), cm.alias("__cm"), mm.alias("__mm"),
+        _col(df, "state", pl.String).alias("__state"),
+        (pl.col("start").is_null() if "start" in df.columns else pl.lit(False)).alias("__nostart"),
+    ).with_columns(
+        pl.min_horizontal("__raw", "__lim").alias("__run"), (pl.col("__raw") > pl.col("__lim")).alias("__to"))
+    reason = (pl.when(pl.col("__sub").is_null()).then(pl.lit("no_submit"))
+              .when(pl.col("__state").is_in(["RUNNING", "PENDING"])).then(pl.lit("unfinished"))
+              .when((pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)) & pl.col("__nostart")).then(pl.lit("never_ran"))
+              .when(pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)).then(pl.lit("no_runtime"))
+              .when((pl.col("__gm") <= 0) & (pl.col("__cm") <= 0)).then(pl.lit("no_size")))
+    x = x.with_columns(reason.alias("__skip"))
+    skipped = {r: 0 for r in SKIP_REASONS}
+    for r, k in x.group_by("__skip").len().iter_rows():
+        if r is not None:
+            skipped[r] = k
+    x = x.filter(pl.col("__skip").is_null())
+    num_id = x["__id"].cast(pl.Int64, strict=False)
+    idkey = num_id if num_id.null_count() == 0 else x["__id"]
+    x = x.with_columns(idkey.alias("__idkey")).sort(["__sub", "__idkey", "__row"])
+
+    # placement groups: one per distinct (partition, gpu type, request) - a handful in practice
+    if cl.procs_mode:
+        part = gtype = pl.lit(None, dtype=pl.String)
+    else:
+        part = _col(df, "partition", pl.String)
+        gtype = pl.when(gm > 0).then(_col(df, "gpu_type", pl.String))
+    x = x.join(df.select("__row", part.alias("__part"), gtype.alias("__gtype")), on="__row", how="left",
+               maintain_order="left")
+    keys = x.select("__part", "__gtype", "__gm", "__cm", "__mm").unique(maintain_order=True)
+    verdicts = [_fit(pool, *k) for k in keys.iter_rows()]
+    keys = keys.with_columns(pl.Series("__key", range(keys.height), dtype=pl.Int64),
+                             pl.Series("__bad", [v if isinstance(v, str) else None for v in verdicts], pl.String))
+    x = x.join(keys, on=["__part", "__gtype", "__gm", "__cm", "__mm"], how="left", nulls_equal=True,
+               maintain_order="left")
+    for r, k in x.filter(pl.col("__bad").is_not_null()).group_by("__bad").len().iter_rows():
+        skipped[r] += k
+    x = x.filter(pl.col("__bad").is_null())
+    key_idx = x["__key"].to_list()
+    group = [verdicts[k][0] for k in key_idx]
+    gang = [verdicts[k][1] for k in key_idx]
+    origin_us = None
+    if is_dt and x.height:  # time 0 is the first simulated submit
+        origin_us = int(x["__sub"][0])
+        x = x.with_columns(((pl.col("__sub") - float(origin_us)) / 1e6).alias("__sub"))
+    kept = x.select("__row").join(df, on="__row", how="left", maintain_order="left").drop("__row")
+    return Workload(kept, x, sub_dtype if is_dt else None, origin_us, group, gang, skipped)
+
+
+def _fit(pool, part, gtype, g, c, m):
+    """(group, gang) for a request, or the skip reason."""
+    if g <= 0 and c <= 0:
+        return "no_size"
+    grp = pool.group(part, gtype)
+    if pool.fits_one_node(grp[1], g, c, m):
+        return grp, False
+    total = grp[3]
+    if not pool.cluster.procs_mode and total[0] >= g and total[1] >= c and total[2] >= m:
+        return grp, True
+    return "too_large"

@@ -1,0 +1,509 @@
+"""Shared parsing helpers for scheduler exports: vectorised Polars expression builders, scalar twins, and a
+fast line-preserving reader for delimited text.
+
+Unit conventions (every format module relies on them; see ``queries/schema.py``):
+
+- durations -> float seconds. Accepted: ``[D-]HH:MM:SS``, ``HH:MM:SS.fff``, ``MM:SS``, ``MM:SS.fff`` (sacct's
+  TotalCPU style). ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, ``NONE``, ``Unknown`` and empty -> null.
+- memory -> float bytes with *binary* units: ``K`` = 1024, ``M`` = 1024**2, ... ``P``, ``E``. A bare number
+  takes the caller's default unit, because sacct prints each field from a different base unit (verified in
+  Slurm's ``sacct/print.c``): ``ReqMem`` and the ``mem=`` of ReqTRES/AllocTRES are megabytes, while MaxRSS and
+  the ``mem=``/``gres/gpumem=`` of TRESUsageIn* are bytes. An ``n``/``c`` suffix (Slurm < 21.08 ReqMem) means
+  per node / per CPU; the caller multiplies.
+- utilisation -> 0..1 (``gres/gpuutil`` is printed in percent).
+- timestamps -> UTC. ``YYYY-MM-DDTHH:MM:SS`` (or with a space) is local time of ``tz`` when given, else UTC;
+  a bare integer is epoch seconds (``SLURM_TIME_FORMAT=%s``). ``Unknown``, ``None``, ``N/A`` and empty -> null.
+
+Invariants: every ``*_expr`` parser yields null for empty input, for a "no value" token and for anything it
+cannot parse - it never guesses. ``unparsed(raw, value, tokens)`` then tells the last case from the first two;
+callers turn it into a reject, so a value is never silently dropped. Each expression has a scalar twin
+(``parse_*``, ``normalise_state``, ``job_class``) written independently with ``re``, which the tests compare.
+
+Speed notes (a 1M-line dump must ingest within a few times DuckDB's bare CSV read): regexes with capture groups
+are slow per row, so low-cardinality fields are parsed once per distinct value (``on_distinct``), durations
+and memory sizes are validated by a capture-free regex and cut by position, rare work runs on the rows that
+need it (``subset_values``, ``with_fallbacks``), line lengths come from a NumPy newline scan rather than a
+second CSV pass (``Lines``), and every added column keeps the frame's chunk boundaries (``align_chunks``):
+Polars rechunks a whole frame whose columns disagree, which costs more than the parsing.
+"""
+from __future__ import annotations
+
+import gzip
+import mmap
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .. import schema
+
+# ---------------------------------------------------------------------------------------------- generic
+def unparsed(raw: pl.Expr, value: pl.Expr, tokens: tuple[str, ...] = ()) -> pl.Expr:
+    """True where ``raw`` holds something (not null - empty fields are read as null - and not a "no value"
+    token) but ``value`` is null."""
+    bad = raw.is_not_null() & value.is_null()
+    return bad & ~raw.is_in(tokens) if tokens else bad
+
+
+def number_expr(e: pl.Expr) -> pl.Expr:
+    """Plain number -> Float64 (null when not a number)."""
+    return e.cast(pl.Float64, strict=False)
+
+
+def on_distinct(df: pl.DataFrame, column: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+    """Add ``exprs`` (written against ``pl.col(column)``) to ``df``, evaluated once per distinct value.
+
+    States, TRES strings, limits and memory requests repeat across millions of rows; parsing their few
+    distinct values and gathering the results by the value's position (an Enum cast gives it) is much cheaper
+    than regex work per row. A null key gets what the expressions give for null. Not worth it for columns
+    whose values are mostly distinct (CPU times): the Enum over them costs more than the parse.
+    """
+    distinct = df.select(pl.col(column).unique().drop_nulls())[column]
+    table = pl.concat([distinct, pl.Series(column, [None], dtype=pl.String)]).to_frame().with_columns(**exprs)
+    codes = df.select(pl.col(column).cast(pl.Enum(distinct)).to_physical().cast(pl.Int64)
+                      .fill_null(distinct.len())).to_series()
+    like = df.get_column(column)
+    return df.with_columns(align_chunks(table[k].gather(codes), like).alias(k) for k in exprs)
+
+
+def subset_values(df: pl.DataFrame, mask: pl.Series, exprs: dict[str, pl.Expr],
+                  inputs: list[str]) -> dict[str, pl.Series]:
+    """``exprs`` (reading only the ``inputs`` columns) evaluated on the rows of ``mask`` alone, as full-length
+    Series (null elsewhere) whose chunks line up with ``df``'s. For work that only a minority of rows needs."""
+    like = df.get_column(df.columns[0])
+    sub = df.select(inputs).filter(mask).select(**exprs)
+    idx = mask.arg_true()
+    return {k: align_chunks(pl.repeat(None, df.height, dtype=sub[k].dtype, eager=True).scatter(idx, sub[k]), like)
+            for k in exprs}
+
+
+def with_fallbacks(df: pl.DataFrame,
+                   specs: list[tuple[str, str, pl.Expr, pl.Expr, tuple[str, ...]]]) -> pl.DataFrame:
+    """Add columns from ``(name, raw column, fast expr, full expr, no-value tokens)``: the fast parser runs on
+    every row; the general one only on the rows where the fast one failed on real input (say a duration with
+    a day prefix), so the common case costs one cheap pass."""
+    if not specs:
+        return df
+    df = df.with_columns(fast.alias(name) for name, _, fast, _, _ in specs)
+    misses = df.select(unparsed(pl.col(raw), pl.col(name), tokens).alias(name) for name, raw, _, _, tokens in specs)
+    for name, raw, _, full, _ in specs:
+        miss = misses[name]
+        if miss.any():
+            fixed = subset_values(df, miss, {name: full}, [raw])[name]
+            df = df.with_columns(pl.coalesce(pl.col(name), fixed))
+    return df
+
+
+# ---------------------------------------------------------------------------------------------- durations
+DURATION_NULL = ("", "UNLIMITED", "Partition_Limit", "INVALID", "NONE", "None", "Unknown", "N/A")
+_DURATION_RE = r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?)$"
+_DURATION_OK = r"^(?:(?:\d+-)?\d+:)?\d\d:\d\d(?:\.\d+)?$"
+
+
+def duration_expr(e: pl.Expr) -> pl.Expr:
+    """Slurm duration -> seconds; null for "no value" tokens and for anything else that is not a duration.
+
+    Validated by one regex without captures (a fast DFA), then cut by position from the end, which sacct's
+    fixed ``MM:SS`` tail allows: ``SS[.fff]`` ends the string, ``MM`` precedes it, hours and days lead.
+    """
+    n = e.str.len_bytes().cast(pl.Int64)
+    base = pl.coalesce(e.str.find(".", literal=True).cast(pl.Int64), n)  # end of the whole seconds
+    dash = e.str.find("-", literal=True).cast(pl.Int64)
+    h0 = pl.coalesce(dash + 1, pl.lit(0, pl.Int64))
+    num = lambda off, length=None: e.str.slice(off, length).cast(pl.Float64, strict=False)  # noqa: E731
+    sec, minute = num(base - 2), num(base - 5, 2)
+    val = (sec + minute * 60 + pl.when(base >= 7).then(num(h0, base - 6 - h0)).otherwise(0.0) * 3600
+           + pl.when(dash.is_not_null()).then(num(0, dash)).otherwise(0.0) * 86400)
+    return pl.when(e.str.contains(_DURATION_OK) & (sec < 60) & (minute < 60)).then(val)
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Scalar twin of ``duration_expr`` (independent regex). Raises ``ValueError`` when unparseable."""
+    s = (text or "").strip()
+    if s in DURATION_NULL:
+        return None
+    m = re.match(_DURATION_RE, s)
+    if not m or int(m["m"]) >= 60 or float(m["s"]) >= 60:
+        raise ValueError(f"unparseable duration {text!r}")
+    return int(m["d"] or 0) * 86400 + int(m["h"] or 0) * 3600 + int(m["m"]) * 60 + float(m["s"])
+
+
+# ---------------------------------------------------------------------------------------------- memory
+UNIT_BYTES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50, "E": 2**60}
+_MEMORY_RE = r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>[KMGTPEkmgtpe]?)(?P<per>[nc]?)$"
+_SUFFIXES = [u + p for u0 in UNIT_BYTES for u in {u0, u0.lower()} for p in ("", "n", "c")]
+
+
+def memory_expr(e: pl.Expr, default_unit: str = "") -> tuple[pl.Expr, pl.Expr]:
+    """Memory string -> ``(bytes, per)``; ``per`` is ``"n"`` (per node), ``"c"`` (per CPU) or null.
+
+    ``bytes`` is null unless the text is ``NUMBER[UNIT][n|c]`` with a non-negative number; a bare number has
+    ``default_unit``. The suffix is split off with a character strip and looked up in a small table.
+    """
+    num = e.str.strip_chars_end("KMGTPEkmgtpnc")
+    suffix = e.str.slice(num.str.len_chars())
+    mult = suffix.replace_strict(
+        {x: float(UNIT_BYTES[(x.rstrip("nc") or default_unit).upper()]) for x in _SUFFIXES},
+        default=None, return_dtype=pl.Float64)
+    per = suffix.replace_strict({x: x[-1] for x in _SUFFIXES if x.endswith(("n", "c"))}, default=None,
+                                return_dtype=pl.String)
+    val = num.cast(pl.Float64, strict=False) * mult
+    return pl.when(num.str.contains(r"^\d+(?:\.\d+)?$")).then(val), per
+
+
+def parse_memory(text: str | None, default_unit: str = "") -> tuple[float | None, str | None]:
+    """Scalar twin of ``memory_expr``: ``(bytes, per)``. Raises ``ValueError`` when unparseable."""
+    s = (text or "").strip()
+    if not s:
+        return None, None
+    m = re.match(_MEMORY_RE, s)
+    if not m:
+        raise ValueError(f"unparseable memory {text!r}")
+    return float(m["num"]) * UNIT_BYTES[(m["unit"] or default_unit).upper()], (m["per"] or None)
+
+
+# ---------------------------------------------------------------------------------------------- TRES strings
+def tres_value_expr(e: pl.Expr, key: str) -> pl.Expr:
+    """Raw value of ``key`` in a ``k=v,k=v`` TRES string (exact key: ``mem`` does not match ``gres/gpumem``)."""
+    return e.str.extract(r"(?:^|,)" + re.escape(key) + r"=([^,]*)")
+
+
+def tres_expr(e: pl.Expr) -> dict[str, pl.Expr]:
+    """ReqTRES/AllocTRES (``billing=24,cpu=8,gres/gpu:a100=4,gres/gpu=4,mem=199G,node=1``) -> expressions.
+
+    Meant for ``on_distinct`` (regex work). Keys: ``cpu``, ``gpus`` (0 when the string is non-empty but has no
+    GPU entry, null when empty), ``gpu_type``, ``mem_bytes`` (bare number = MB), ``nodes``, ``bad``. GPUs are
+    counted once: ``gres/gpu=N`` when present, else the sum of the typed ``gres/gpu:TYPE=N`` entries;
+    ``gpu_type`` is the first typed entry.
+    """
+    s = e.str.strip_chars()
+    raw = {k: tres_value_expr(s, k) for k in ("cpu", "node", "gres/gpu", "mem")}
+    num = {k: number_expr(v) for k, v in raw.items() if k != "mem"}
+    mem, _ = memory_expr(raw["mem"], "M")
+    typed = s.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+(?:\.\d+)?")
+    typed_sum = typed.list.eval(pl.element().str.extract(r"=(\d+(?:\.\d+)?)$").cast(pl.Float64)).list.sum()
+    present = s.fill_null("") != ""
+    gpus = (pl.when(num["gres/gpu"].is_not_null()).then(num["gres/gpu"])
+            .when(typed.list.len() > 0).then(typed_sum).when(present).then(0.0))
+    bad = pl.any_horizontal([unparsed(raw[k], num[k]) for k in num] + [unparsed(raw["mem"], mem)])
+    bad = bad | (present & ~s.str.contains(r"^[^=,]+=[^,]*(?:,[^=,]+=[^,]*)*$"))
+    return {"cpu": num["cpu"], "gpus": gpus, "gpu_type": s.str.extract(r"(?:^|,)gres/gpu:([^=,]+)="),
+            "mem_bytes": mem, "nodes": num["node"], "bad": bad}
+
+
+def parse_tres(text: str | None) -> dict[str, float | str | None]:
+    """Scalar twin of ``tres_expr``: ``{"cpu", "gpus", "gpu_type", "mem_bytes", "nodes"}``."""
+    items = dict(kv.split("=", 1) for kv in (text or "").strip().split(",") if "=" in kv)
+    typed = {k.split(":", 1)[1]: float(v) for k, v in items.items() if k.startswith("gres/gpu:")}
+    gpus = float(items["gres/gpu"]) if "gres/gpu" in items else (sum(typed.values()) if typed else 0.0)
+    return {"cpu": float(items["cpu"]) if "cpu" in items else None, "gpus": gpus if items else None,
+            "gpu_type": next(iter(typed), None), "mem_bytes": parse_memory(items.get("mem"), "M")[0],
+            "nodes": float(items["node"]) if "node" in items else None}
+
+
+def gres_expr(e: pl.Expr) -> dict[str, pl.Expr]:
+    """Old ReqGRES/AllocGRES (``gpu:2``, ``gpu:tesla:2``, ``gpu:a100:4(IDX:0-3)``) -> ``gpus``, ``gpu_type``.
+
+    Meant for ``on_distinct``. ``gpus`` is 0 for a non-empty string without a GPU entry, null when empty.
+    """
+    g = e.str.extract_groups(r"(?:^|,)(?:gres/)?gpu(?::(?P<type>[A-Za-z][^:,(=]*))?[:=](?P<n>\d+)")
+    n = g.struct.field("n").cast(pl.Float64)
+    present = e.str.strip_chars().fill_null("") != ""
+    return {"gpus": pl.when(n.is_not_null()).then(n).when(present).then(0.0), "gpu_type": g.struct.field("type")}
+
+
+# ---------------------------------------------------------------------------------------------- states
+# Slurm job state (long name or short code) -> schema.STATES. Why the non-obvious ones:
+# COMPLETING/SUSPENDED/STOPPED/RESIZING/SIGNALING/STAGE_OUT still hold their allocation -> RUNNING;
+# REQUEUED (a run that was stopped and put back in the queue, by preemption or a failure) -> PREEMPTED, the run's
+# work is lost either way; BOOT_FAIL -> NODE_FAIL (infrastructure); DEADLINE -> TIMEOUT (killed by a time bound);
+# SPECIAL_EXIT -> FAILED; REVOKED (federation sibling revoked) -> CANCELLED; REQUEUE_HOLD/REQUEUE_FED -> PENDING.
+STATE_MAP: dict[str, str] = {s: s for s in schema.STATES} | {
+    "COMPLETING": "RUNNING", "SUSPENDED": "RUNNING", "STOPPED": "RUNNING", "RESIZING": "RUNNING",
+    "SIGNALING": "RUNNING", "STAGE_OUT": "RUNNING", "REQUEUED": "PREEMPTED", "REQUEUE_HOLD": "PENDING",
+    "REQUEUE_FED": "PENDING", "BOOT_FAIL": "NODE_FAIL", "DEADLINE": "TIMEOUT", "SPECIAL_EXIT": "FAILED",
+    "REVOKED": "CANCELLED", "OOM": "OUT_OF_MEMORY",
+    "CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED",
+    "NF": "NODE_FAIL", "R": "RUNNING", "PD": "PENDING", "CG": "RUNNING", "S": "RUNNING", "ST": "RUNNING",
+    "RS": "RUNNING", "SI": "RUNNING", "SO": "RUNNING", "RQ": "PREEMPTED", "RH": "PENDING", "RF": "PENDING",
+    "BF": "NODE_FAIL", "DL": "TIMEOUT", "SE": "FAILED", "RV": "CANCELLED",
+}
+# sacct without --parsable truncates to the column width with a trailing '+' (``OUT_OF_ME+``): a prefix of
+# 3+ characters that completes to exactly one long state name is accepted.
+_LONG = [k for k in STATE_MAP if len(k) > 3]
+_PREFIX_MAP: dict[str, str] = {}
+for _name in _LONG:
+    for _i in range(3, len(_name) + 1):
+        _hits = {STATE_MAP[n] for n in _LONG if n.startswith(_name[:_i])}
+        if len(_hits) == 1:
+            _PREFIX_MAP[_name[:_i]] = _hits.pop()
+
+
+def state_expr(e: pl.Expr) -> pl.Expr:
+    """Raw state (``CANCELLED by 1234``, ``OUT_OF_ME+``, ``CD``) -> schema state; null when unknown or empty.
+
+    Meant for ``on_distinct``.
+    """
+    g = e.str.strip_chars().str.to_uppercase().str.extract_groups(r"^(?P<name>[A-Z_]+)(?P<cut>\+?)")
+    name, cut = g.struct.field("name"), g.struct.field("cut") == "+"
+    full = name.replace_strict(STATE_MAP, default=None, return_dtype=pl.String)
+    return pl.when(cut).then(name.replace_strict(_PREFIX_MAP, default=None, return_dtype=pl.String)).otherwise(full)
+
+
+def normalise_state(text: str | None) -> str | None:
+    """Scalar twin of ``state_expr``: schema state, or None when unknown."""
+    m = re.match(r"^([A-Z_]+)(\+?)", (text or "").strip().upper())
+    if not m:
+        return None
+    return _PREFIX_MAP.get(m[1]) if m[2] else STATE_MAP.get(m[1])
+
+
+# ---------------------------------------------------------------------------------------------- timestamps
+TIME_NULL = ("", "Unknown", "None", "N/A", "NONE", "UNKNOWN", "(null)")
+
+
+def timestamp_fast_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
+    """Only sacct's default ``YYYY-MM-DDTHH:MM:SS``; for ``with_fallbacks`` in front of ``timestamp_expr``."""
+    naive = e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+    local = (naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+             if tz else naive.dt.replace_time_zone("UTC"))
+    return local.cast(schema.UTC_TS)
+
+
+def timestamp_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
+    """``2026-11-01T10:00:00`` (local time of ``tz``, else UTC) or epoch seconds -> UTC datetime; null for
+    "no value" tokens and for unparseable text. A local time that does not exist (spring-forward gap) is null
+    (so a caller's ``unparsed`` flags it); an ambiguous one takes the earlier instant."""
+    naive = pl.coalesce(e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
+                        e.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False))
+    local = (naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+             if tz else naive.dt.replace_time_zone("UTC"))
+    epoch = pl.when(e.str.contains(r"^\d{9,11}$")).then(
+        pl.from_epoch(e.cast(pl.Int64, strict=False), time_unit="s").dt.replace_time_zone("UTC"))
+    return pl.coalesce(epoch, local).cast(schema.UTC_TS)
+
+
+# ---------------------------------------------------------------------------------------------- job class
+_CLASS_RULES = (  # first match wins; applied to the lower-cased job name
+    ("interactive", r"^(?:bash|sh|zsh|tcsh|fish|salloc|tmux|screen)$|interactive|jupyter|notebook|vscode|"
+                    r"code-server|rstudio|sys/dashboard"),
+    ("debug", r"debug"),
+    ("eval", r"eval|bench|infer|predict|valid"),
+    ("dataprep", r"prep|tokeni[sz]|etl|download|convert|shard|dedup|data[-_]?proc"),
+    ("training", r"train|finetun|fine[-_]tun|(?:^|[^a-z])(?:sft|rlhf|dpo)(?:[^a-z]|$)"),
+)
+TRAINING_MIN_GPUS = 8  # an unnamed job asking for a whole 8-GPU node is almost always training
+
+
+def name_class_expr(job_name: pl.Expr) -> pl.Expr:
+    """The class the job-name rules give, or null (meant for ``on_distinct``: names repeat)."""
+    n = job_name.str.to_lowercase().fill_null("")
+    out = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
+    for cls, rx in _CLASS_RULES:
+        out = out.when(n.str.contains(rx)).then(pl.lit(cls))
+    return out
+
+
+def job_class_expr(qos: pl.Expr, job_name: pl.Expr, req_gpus: pl.Expr, name_class: pl.Expr | None = None) -> pl.Expr:
+    """schema.JOB_CLASSES: the QoS when it is a class name, else job-name rules, else size, else ``batch``.
+
+    ``name_class``: precomputed ``name_class_expr(job_name)`` (for example per distinct name)."""
+    q = qos.str.strip_chars().str.to_lowercase()
+    by_name = name_class_expr(job_name) if name_class is None else name_class
+    return (pl.when(q.is_in(schema.JOB_CLASSES)).then(q).when(by_name.is_not_null()).then(by_name)
+            .when(req_gpus.fill_null(0) >= TRAINING_MIN_GPUS).then(pl.lit("training")).otherwise(pl.lit("batch")))
+
+
+def job_class(qos: str | None, job_name: str | None, req_gpus: float | None) -> str:
+    """Scalar twin of ``job_class_expr``."""
+    q = (qos or "").strip().lower()
+    if q in schema.JOB_CLASSES:
+        return q
+    n = (job_name or "").lower()
+    for cls, rx in _CLASS_RULES:
+        if re.search(rx, n):
+            return cls
+    return "training" if (req_gpus or 0) >= TRAINING_MIN_GPUS else "batch"
+
+
+# ---------------------------------------------------------------------------------------------- comments
+def comment_value_expr(e: pl.Expr, key: str) -> pl.Expr:
+    """Value of ``key=value`` among whitespace/comma/semicolon separated tokens of a Comment, as a string."""
+    return e.str.extract(r"(?:^|[\s,;])" + re.escape(key) + r"=([^\s,;]+)")
+
+
+def parse_comment(text: str | None) -> dict[str, str]:
+    """Scalar twin: all ``key=value`` tokens of a comment."""
+    return dict(t.split("=", 1) for t in re.split(r"[\s,;]+", text or "") if "=" in t and not t.startswith("="))
+
+
+# ---------------------------------------------------------------------------------------------- reading text
+def read_bytes(path: str | Path) -> bytes:
+    """Whole file (``.gz`` transparently decompressed); ``IngestError`` if it cannot be read."""
+    from . import IngestError
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        return gzip.decompress(data) if str(path).endswith(".gz") else data
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise IngestError(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def read_head(path: str | Path, limit: int = 1 << 20) -> tuple[bytes, bool]:
+    """``(first bytes, they are the whole file)``; a ``.gz`` file is read and decompressed whole.
+
+    Lets a parser find its header without copying a large file into Python: Polars then reads the path."""
+    from . import IngestError
+
+    if str(path).endswith(".gz"):
+        return read_bytes(path), True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(limit)
+    except OSError as exc:
+        raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from exc
+    return head, len(head) < limit
+
+
+def first_content_line(data: bytes) -> tuple[int, str, bool] | None:
+    """First line that is neither blank nor a ``#`` comment: ``(1-based line, text, ends_with_newline)``."""
+    pos, line_no = 0, 1
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        raw = data[pos:] if end < 0 else data[pos:end]
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if text.strip() and not text.startswith("#"):
+            return line_no, text, end >= 0
+        if end < 0:
+            break
+        pos, line_no = end + 1, line_no + 1
+    return None
+
+
+def _absent_byte(data, avoid: bytes = b"") -> bytes:
+    """A control byte that occurs nowhere in ``data`` (bytes or an mmap: a memchr scan, no copy)."""
+    for b in (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01", b"\x02", b"\x03", b"\x00"):
+        if data.find(b) < 0 and b not in avoid:
+            return b
+    raise ValueError("file uses every control byte; cannot pick a placeholder")
+
+
+def _blank_invalid_utf8(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
+    """Replace every non-UTF-8 line by an empty one (keeping line numbers); return them as ``(line, raw)``."""
+    out, bad = [], []
+    for i, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            if not line.startswith(b"#"):
+                bad.append((i, line.rstrip(b"\r").decode("utf-8", "backslashreplace")))
+            line = b""
+        out.append(line)
+    return b"\n".join(out), bad
+
+
+def align_chunks(s: pl.Series, like: pl.Series) -> pl.Series:
+    """``s`` cut into the same chunk lengths as ``like`` (zero-copy slices). Polars rechunks a whole frame
+    whose columns disagree on chunk boundaries, which costs more than parsing it."""
+    s, out, off = s.rechunk(), None, 0
+    for chunk in like.get_chunks():
+        piece = s.slice(off, len(chunk))
+        off += len(chunk)
+        out = piece if out is None else out.append(piece)
+    return s if out is None else out
+
+
+class Lines:
+    """Where each physical line of a text lies (found with a NumPy newline scan, no Python loop), and its text
+    on demand: rejects need the raw text of a few lines, not of all."""
+
+    def __init__(self, buf, placeholder: bytes | None = None, delimiter: str = ""):
+        self.buf, self.placeholder, self.delimiter = buf, placeholder, delimiter
+        arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, np.uint8)
+        step = 1 << 24  # chunked so the temporary mask stays small
+        nl = np.concatenate([np.flatnonzero(arr[i:i + step] == 10) + i for i in range(0, len(arr), step)]
+                            or [np.zeros(0, np.int64)])
+        ends = nl if (len(arr) == 0 or arr[-1] == 10) else np.append(nl, len(arr))
+        self.starts = np.r_[0, nl + 1][:len(ends)].astype(np.int64)
+        cr = (ends > self.starts) & (arr[np.maximum(ends - 1, 0)] == 13) if len(ends) else np.zeros(0, bool)
+        self.ends = ends - cr  # a CRLF line ends before its \r, as Polars reads it
+        del arr
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def lengths(self) -> np.ndarray:
+        return self.ends - self.starts
+
+    def text(self, line_numbers: pl.Series) -> pl.Series:
+        """Text of the given 1-based lines (the file's own delimiter, undecodable bytes escaped)."""
+        out = []
+        for n in line_numbers.to_list():
+            t = bytes(self.buf[self.starts[n - 1]:self.ends[n - 1]]).decode("utf-8", "backslashreplace")
+            out.append(t.replace(self.placeholder.decode(), self.delimiter) if self.placeholder else t)
+        return pl.Series("raw", out, dtype=pl.String)
+
+
+def read_delimited(source: bytes | str | Path, delimiter: str,
+                   n_columns: int) -> tuple[pl.DataFrame, Lines, list[tuple[int, str]]]:
+    """Split text into one row per *physical* line without a per-row Python loop.
+
+    Returns ``(frame, lines, bad_utf8)``. ``frame`` has ``f0..f{n_columns-1}`` (empty field -> null),
+    ``_line`` (1-based line number), ``_blank`` (empty or whitespace-only line) and ``_fields_ok`` (the line has
+    exactly ``n_columns`` fields); ``lines.text(numbers)`` gives the raw text of lines, for rejects.
+    Lines that are not valid UTF-8 come back in ``bad_utf8`` as ``(line, text)`` and as empty lines elsewhere.
+    Multi-byte delimiters (``☃``) are swapped for a control byte absent from the file, since Polars' CSV
+    reader splits on one byte; raw text shows the original delimiter.
+    The field count is checked without splitting twice: a line has exactly ``n`` fields iff its length (from
+    the newline scan) equals the sum of the field lengths plus ``n - 1`` delimiters (extra fields are cut
+    off, missing ones are null). ``source`` is the text or a path; Polars reads a path itself (no copy through
+    Python) unless the delimiter has to be swapped or a line is not UTF-8.
+    """
+    delim_b = delimiter.encode()
+    sep = delim_b
+    if isinstance(source, (bytes, bytearray)):
+        data = buf = source
+    else:
+        with open(source, "rb") as fh:  # the map outlives the descriptor
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        data = str(source)
+    if len(delim_b) != 1:
+        sep = _absent_byte(buf)
+        data = buf = bytes(buf).replace(delim_b, sep)
+    names = [f"f{i}" for i in range(n_columns)]
+    bad: list[tuple[int, str]] = []
+    try:
+        fields = _read_fields(data, sep, names)
+    except pl.exceptions.ComputeError:
+        data, bad = _blank_invalid_utf8(bytes(buf))
+        if not bad:
+            raise
+        buf = data
+        fields = _read_fields(data, sep, names)
+    lines = Lines(buf, sep if sep != delim_b else None, delimiter)
+    if fields.height != len(lines):  # both keep every physical line; guard the assumption
+        raise ValueError(f"line split mismatch: {len(lines)} lines vs {fields.height} rows")
+    if sep != delim_b:
+        bad = [(n, text.replace(sep.decode(), delimiter)) for n, text in bad]
+    like = fields.get_column("f0")
+    line_bytes = align_chunks(pl.Series("_len", lines.lengths()), like)
+    field_bytes = pl.sum_horizontal([pl.col(c).str.len_bytes().fill_null(0).cast(pl.Int64) for c in names])
+    f0 = pl.col("f0")
+    # blank: empty, or all of the line is a whitespace-only first field (cheaper than a regex on every line)
+    blank = (pl.col("_len") == 0) | ((f0.str.len_bytes() == pl.col("_len")) & f0.str.contains(r"^\s*$"))
+    frame = fields.with_columns(
+        align_chunks(pl.int_range(1, fields.height + 1, dtype=pl.Int64, eager=True), like).alias("_line"),
+        line_bytes.alias("_len"),
+    ).with_columns((pl.col("_len") == field_bytes + (n_columns - 1)).alias("_fields_ok"), blank.alias("_blank"),
+                   ).drop("_len")
+    return frame, lines, bad
+
+
+def _read_fields(source, sep: bytes, names: list[str]) -> pl.DataFrame:
+    kw = dict(separator=sep.decode(), has_header=False, quote_char=None, schema={c: pl.String for c in names},
+              missing_columns="insert", truncate_ragged_lines=True, extra_columns="ignore", raise_if_empty=False)
+    if isinstance(source, str):  # the lazy reader is the faster one for a path
+        return pl.scan_csv(source, **kw).collect()
+    return pl.read_csv(source, **kw)

@@ -1,0 +1,514 @@
+"""Slurm ``sacct`` text dumps -> canonical jobs (``schema.JOBS``), one job per allocation with its steps rolled up.
+
+Input: ``sacct --parsable2`` or ``--parsable`` (trailing delimiter) with any ``--delimiter`` (``|``, ``☃``,
+tab, ...), with or without a header, optionally ``.gz``. Field names are case-insensitive; ``%width``
+suffixes are ignored. Blank lines and lines starting with ``#`` are not data rows. sacct's fixed-width
+(non-parsable) output is refused with a hint.
+
+Options (``parse(path, fields=, delimiter=, tz=)``, unknown options ignored):
+- ``fields``: comma list of column names as given to ``sacct --format``, for a file without header
+  (``--noheader``). A header in the file wins over it. Neither -> ``IngestError`` naming line 1.
+- ``delimiter``: default detected - from the header (the separator between field names), else the first of
+  ``| ☃ TAB ; ,`` (then any other punctuation) that splits the first data line into exactly the given fields.
+- ``tz``: IANA zone sacct printed its times in (the local time of the host it ran on); default UTC.
+
+Rows: an *allocation row* (JobID without a dot: ``123``, ``123_4``, ``123_[1-5]``, ``123+0``) carries the
+request; a *step row* (``123.batch``, ``.extern``, ``.0``, ``.interactive``) carries usage. Per job:
+- ``cpu_seconds_used``: TotalCPU (or UserCPU + SystemCPU) of the allocation row or the sum over its steps,
+  whichever is larger - equal once a job ended, but sacct fills the allocation row only at the end. A job that
+  ran a while with no step rows and a zero total (``sacct -X`` reports zero usage) gets null: unknown.
+- ``max_rss_bytes``, ``max_gpu_util``, ``gpu_mem_used_bytes``: max over its rows (MaxRSS, else TRESUsageInMax
+  ``mem=``; ``gres/gpuutil``; ``gres/gpumem``); ``mean_gpu_util``: Elapsed-weighted mean of TRESUsageInAve
+  ``gres/gpuutil`` (percent /100; above 100 % - Slurm sums a task's GPUs - divided by the job's GPU count);
+  ``max_cpu_util``: max over rows of CPU time / (Elapsed x CPUs) - the busiest step's mean, a lower bound of
+  the true peak (sacct has no time series), capped at 1.
+- Requests: ``req_cpus`` ReqCPUS > ReqTRES cpu > AllocCPUS/NCPUS (old dumps have no request column);
+  ``req_gpus``/``gpu_type`` ReqTRES > ReqGRES > AllocTRES > AllocGRES; ``req_mem_bytes`` ReqMem (bare number =
+  MB for the whole job, Slurm >= 21.08; ``Mn`` per node x nodes; ``Mc`` per CPU x req_cpus) > ReqTRES mem >
+  AllocTRES mem; ``ReqMem`` 0 (``--mem=0``: "all of the node") is not a size and falls through to the TRES.
+- ``alloc_*`` only for jobs that started; ``nodes`` NNodes > AllocNodes > ReqNodes > TRES ``node=``;
+  ``elapsed_s`` Elapsed > ElapsedRaw > end - start > 0 (never started); ``time_limit_s`` Timelimit (UNLIMITED ->
+  null) > TimelimitRaw minutes; ``min_runtime_s`` from Comment ``min_runtime_s=N``; job_class via
+  ``common.job_class_expr``; ``array_job_id`` ``123`` for ``123_4`` and for the pending record ``123_[1-5]``
+  (kept as one PENDING job); a ``Cluster`` column (``sacct -L``) keys jobs by (cluster, JobID).
+
+Rejects (line = 1-based physical line of the file, field, reason, raw text): wrong number of fields,
+non-UTF-8 bytes, malformed JobID, unknown state, unparseable timestamp/duration/number/memory/TRES, negative
+or absurd counts (> 1e6 CPUs/GPUs/nodes, > 1 EiB), end before start; a step row is checked on the fields it
+contributes, and is rejected when its allocation row is missing or rejected. Duplicate rows of one JobID:
+the last valid one wins, all count as accepted. ``rows_read`` = data rows = accepted + rejected.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import polars as pl
+
+from .. import schema
+from . import IngestError, Parsed
+from . import common as c
+
+# Every field sacct --helpformat lists (lower case): used to recognise a header line.
+KNOWN_FIELDS = set("""account admincomment alloccpus allocgres allocnodes alloctres associd avecpu avecpufreq
+avediskread avediskwrite avepages averss avevmsize blockid cluster comment constraints consumedenergy
+consumedenergyraw container cputime cputimeraw dbindex derivedexitcode elapsed elapsedraw eligible end exclusive
+exitcode extra failednode flags gid group jobid jobidraw jobname layout licenses maxdiskread maxdiskreadnode
+maxdiskreadtask maxdiskwrite maxdiskwritenode maxdiskwritetask maxpages maxpagesnode maxpagestask maxrss
+maxrssnode maxrsstask maxvmsize maxvmsizenode maxvmsizetask mcslabel mincpu mincpunode mincputask ncpus nnodes
+nodelist ntasks oversubscribe partition planned plannedcpu plannedcpuraw priority qos qosraw qosreq reason
+reqcpufreq reqcpufreqgov reqcpufreqmax reqcpufreqmin reqcpus reqgres reqmem reqnodes reqtres reservation
+reservationid reserved reservedcpu restarts start state stdout stderr stdin submit submitline suspended
+systemcomment systemcpu timelimit timelimitraw totalcpu tresusageinave tresusageinmax tresusageinmaxnode
+tresusageinmaxtask tresusageinmin tresusageinminnode tresusageinmintask tresusageintot tresusageoutave
+tresusageoutmax tresusageoutmaxnode tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask
+tresusageouttot uid user usercpu wckey wckeyid workdir""".split())
+CANON = ("JobID JobIDRaw JobName User Account Partition QOS State ExitCode Submit Eligible Start End Elapsed "
+         "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
+         "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
+         "Priority Comment Cluster").split()
+USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
+SHOWN = {n.lower(): n for n in CANON}
+MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
+MAX_BYTES = float(2**60)
+MAX_SECONDS = 100 * 365 * 86400.0
+_JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
+
+
+def _is_header(names: list[str]) -> bool:
+    """A line of field names: JobID (or JobIDRaw) among mostly known sacct fields (a truncated last name or a
+    field of a newer Slurm is tolerated)."""
+    return bool({"jobid", "jobidraw"} & set(names)) and sum(n in KNOWN_FIELDS for n in names) >= 0.6 * len(names)
+
+
+def sniff(head: bytes, name: str) -> bool:
+    """A sacct header (JobID among known field names), or a headerless line with a job id and a Slurm state."""
+    first = c.first_content_line(head)
+    if first is None or first[1].lstrip().startswith(("{", "[")):
+        return False
+    text = first[1]
+    names = [t.lower() for t in re.findall(r"[A-Za-z][A-Za-z0-9_]*", text)]
+    if _is_header(names):
+        return True
+    for d in ("|", "☃"):
+        parts = [p.strip() for p in text.split(d)]
+        if len(parts) >= 5 and any(re.match(_JOBID_RE, p) for p in parts) and any(
+                c.normalise_state(p) and re.match(r"^[A-Z_]+", p) for p in parts):
+            return True
+    return False
+
+
+def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
+    """-> (column names, delimiter, trailing delimiter?, header line number or None)."""
+    names = [t.lower() for t in re.findall(r"[A-Za-z][A-Za-z0-9_]*", text)]
+    if _is_header(names):
+        seps = Counter(s for s in re.split(r"[A-Za-z0-9_%]+", text) if s)
+        delim = delimiter or (seps.most_common(1)[0][0] if seps else "|")
+        if not delim.strip() and not delimiter:
+            raise IngestError(path, "fixed-width sacct output is not supported; re-run sacct with --parsable2",
+                              line=line_no)
+        if not terminated:
+            raise IngestError(path, "header line is not terminated: the file is truncated", line=line_no)
+        parts = text.split(delim)
+        trailing = len(parts) > 1 and parts[-1] == ""
+        names = [p.strip().lstrip("\ufeff").split("%")[0] for p in (parts[:-1] if trailing else parts)]
+        return names, delim, trailing, line_no
+    if not fields:
+        raise IngestError(path, "no header line and no field list: pass --fields as given to sacct --format",
+                          line=line_no)
+    cols = [f.strip().split("%")[0] for f in (fields.split(",") if isinstance(fields, str) else fields) if f.strip()]
+    if delimiter is None:
+        punct = [ch for ch in dict.fromkeys(text) if not ch.isalnum() and ch not in " -:._/=[]()+&"]
+        for cand in ["|", "☃", "\t", ";", ","] + punct:
+            if text.count(cand) in (len(cols) - 1, len(cols)):
+                delimiter = cand
+                break
+        else:
+            raise IngestError(path, f"no delimiter splits the line into the {len(cols)} given fields; "
+                                    "pass --delimiter", line=line_no)
+    parts = text.split(delimiter)
+    return cols, delimiter, len(parts) == len(cols) + 1 and parts[-1] == "", None
+
+
+def _numbers(rows: str) -> list[str]:
+    """Plain-number fields parsed for allocation rows; a step contributes only its CPU count."""
+    if rows == "alloc":
+        return ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
+                "timelimitraw"]
+    return ["alloccpus", "ncpus"]
+
+
+def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFrame:
+    """Add the parsed ``_<name>`` columns. Low-cardinality fields (state, TRES, limits, requests, comments,
+    Elapsed) are parsed once per distinct value; the others with fast, capture-free expressions."""
+    col, alloc = pl.col, rows == "alloc"
+
+    def distinct(frame: pl.DataFrame, key: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+        return c.on_distinct(frame, key, exprs) if key in has else frame.with_columns(**exprs)
+
+    def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
+        return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
+
+    df = distinct(df, "state", {"_state": c.state_expr(col("state"))})
+    df = distinct(df, "elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
+    # a step's AllocTRES only matters when the CPU count has no column of its own
+    tres = ("alloctres", "reqtres") if alloc else (() if {"alloccpus", "ncpus"} & has else ("alloctres",))
+    for key in tres:
+        df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
+    if alloc:
+        for key in ("allocgres", "reqgres"):
+            df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
+        df = distinct(df, "timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
+                                                c.DURATION_NULL))
+        mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
+        df = distinct(df, "reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
+        df = distinct(df, "comment", {"_min_runtime_s": c.number_expr(
+            c.comment_value_expr(col("comment"), "min_runtime_s"))})
+    # TRESUsageIn* entries we use: extracted once (on the rows that have them), parsed from the extract
+    usage = {"_util_ave_raw": ("tresusageinave", "gres/gpuutil"), "_util_max_raw": ("tresusageinmax", "gres/gpuutil"),
+             "_gmem_raw": ("tresusageinmax", "gres/gpumem")}
+    if "maxrss" not in has:
+        usage["_umem_raw"] = ("tresusageinmax", "mem")
+    for src in ("tresusageinave", "tresusageinmax"):
+        mine = {k: c.tres_value_expr(col(s), key) for k, (s, key) in usage.items() if s == src}
+        if src not in has:
+            df = df.with_columns(**{k: pl.lit(None, pl.String) for k in mine})
+            continue
+        needle = "mem=" if "_umem_raw" in mine else "gres/gpu"
+        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series()
+        found = c.subset_values(df, mask, mine, [src]) if mask.any() else {k: pl.lit(None, pl.String) for k in mine}
+        df = df.with_columns(v.alias(k) for k, v in found.items())
+    durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
+    values = {f"_{k}": c.number_expr(col(k)) for k in _numbers(rows)}
+    values |= {"_maxrss": c.memory_expr(col("maxrss"), "")[0],
+               "_util_ave": c.number_expr(col("_util_ave_raw")) / 100,
+               "_util_max": c.number_expr(col("_util_max_raw")) / 100,
+               "_gmem": c.memory_expr(col("_gmem_raw"), "")[0]}
+    if "_umem_raw" in usage:
+        values["_umem"] = c.memory_expr(col("_umem_raw"), "")[0]
+    values |= {f"_{k}": c.duration_expr(col(k)) for k in durations}  # mostly distinct: parsed per row
+    specs = [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz), c.TIME_NULL)
+             for k in ("submit", "start", "end")] if alloc else []
+    return c.with_fallbacks(df.with_columns(**values), specs)
+
+
+def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, str, str | None]]:
+    """``(shown field, bad, reason, raw column)`` in order of precedence, over the parsed columns."""
+    col, alloc = pl.col, rows == "alloc"
+    chk = [(None, ~col("_fields_ok"), "wrong number of fields", None),
+           ("JobID", ~col("jobid").fill_null("").str.contains(_JOBID_RE), "malformed job id", "jobid"),
+           ("State", col("_state").is_null(), "unknown state", "state")]
+    for k in ("submit", "start", "end") if alloc else ():
+        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.TIME_NULL), "unparseable timestamp", k))
+    chk.append(("Elapsed", col("_elapsed_bad"), "unparseable duration", "elapsed"))
+    if alloc:
+        chk.append(("Timelimit", col("_timelimit_bad"), "unparseable duration", "timelimit"))
+    for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
+        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.DURATION_NULL), "unparseable duration", k))
+    for k in _numbers(rows):
+        bad = c.unparsed(col(k), col(f"_{k}")) | (col(f"_{k}") < 0)
+        chk.append((SHOWN[k], bad, "not a non-negative number", k))
+    chk.append(("MaxRSS", c.unparsed(col("maxrss"), col("_maxrss")), "unparseable memory size", "maxrss"))
+    if alloc:
+        chk.append(("ReqMem", col("_reqmem_bad"), "unparseable memory size", "reqmem"))
+    for k in ["alloctres", "reqtres"] if alloc else (["alloctres"] if not {"alloccpus", "ncpus"} & has else []):
+        chk.append((SHOWN[k], col(f"_{k}_bad"), "unparseable TRES string", k))
+    usage_bad = {"tresusageinave": c.unparsed(col("_util_ave_raw"), col("_util_ave")),
+                 "tresusageinmax": c.unparsed(col("_util_max_raw"), col("_util_max"))
+                 | c.unparsed(col("_gmem_raw"), col("_gmem"))
+                 | (c.unparsed(col("_umem_raw"), col("_umem")) if "maxrss" not in has else pl.lit(False))}
+    chk += [(SHOWN[k], bad, "unparseable TRES usage value", k) for k, bad in usage_bad.items()]
+    sizes = [f"_{k}" for k in _numbers(rows) if k not in ("priority", "elapsedraw", "timelimitraw")] + (
+        ["_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu", "_alloctres_gpus"] if alloc else [])
+    absurd = (pl.any_horizontal([col(k).fill_null(0) > MAX_COUNT for k in sizes])
+              | pl.any_horizontal([col(k).fill_null(0) > MAX_BYTES for k in ["_maxrss"] + (
+                  ["_alloctres_mem_bytes"] if alloc else [])])
+              | pl.any_horizontal([col(k).fill_null(0) > MAX_SECONDS for k in ["_elapsed"] + (
+                  ["_totalcpu"] if "totalcpu" in has else [])]))
+    chk.append((None, absurd, "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)", None))
+    if alloc:
+        chk.append(("End", col("_end") < col("_start"), "end before start", "end"))
+    return chk
+
+
+TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
+STEP_COLUMNS = ["_line", "_aord", "_fields_ok", "jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu",
+                "systemcpu", "maxrss", "tresusageinave", "tresusageinmax", "alloccpus", "ncpus", "alloctres"]
+STEP_VALUES = ["_elapsed", "_totalcpu", "_usercpu", "_systemcpu", "_maxrss", "_umem", "_util_ave", "_util_max",
+               "_gmem", "_alloccpus", "_ncpus", "_alloctres_cpu"]
+
+
+def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: c.Lines, delim: str,
+              n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Parse and check ``rows`` ("alloc" or "step").
+
+    -> (valid rows: ``_line``, ``jobid``, text fields and parsed ``_<value>`` columns;
+        rejects[line, field, reason, raw, _jobid]). The first failing check names the reason; messages are
+    built only for the rejected rows.
+    """
+    chk = _checks(rows, has)
+    done = _parse_values(df, rows, tz, has)
+    # one pass for "is anything wrong"; the precedence chain and messages only for the (few) failing rows
+    bad = done.select(pl.any_horizontal([b.fill_null(False) for _, b, _, _ in chk])).to_series()
+    n_bad = int(bad.sum())
+    bad_rows = done.filter(bad) if n_bad else done.clear()
+    code = pl.lit(0)
+    for i in range(len(chk), 0, -1):
+        code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
+    bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
+    field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
+    for i, (shown, _, text, value) in enumerate(chk, 1):
+        if i == 1:  # the field count is only known from the raw line
+            msg = pl.format(f"expected {n_fields} fields, found {{}}",
+                            pl.col("_raw").str.count_matches(delim, literal=True) + 1)
+        else:
+            msg = pl.format(f"{text} '{{}}'", pl.col(value).fill_null("")) if value else pl.lit(text)
+        field = pl.when(pl.col("_code") == i).then(pl.lit(shown, pl.String)).otherwise(field)
+        reason = pl.when(pl.col("_code") == i).then(msg).otherwise(reason)
+    rejects = bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
+                              pl.col("_raw").alias("raw"), pl.col("jobid").alias("_jobid"))
+    if rows == "alloc":
+        keep = ["_line", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
+            "_raw") and k not in ("_line", "_fields_ok", "_code")]
+    else:
+        keep = ["_line", "_aord", "jobid", "cluster"] + [
+            k if k in done.columns else pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES]
+    done = done.select(keep)
+    return (done.filter(~bad) if n_bad else done), rejects
+
+
+def _last_distinct(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Keep the last row of each ``key`` (file order): a re-listed job or step replaces the earlier one.
+
+    Checked on a 64-bit hash first (equal keys have equal hashes, so no duplicate is missed); only when the
+    hash sees duplicates is the exact, slower string check run.
+    """
+    if df.select(pl.col(key).hash().is_unique().all()).item():
+        return df
+    return df.filter(pl.col(key).is_last_distinct())
+
+
+def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
+    head, whole = c.read_head(path)
+    first = c.first_content_line(head)
+    if (first is None or not first[2]) and not whole:  # the first line is longer than the head
+        head, whole = c.read_bytes(path), True
+        first = c.first_content_line(head)
+    if first is None:
+        raise IngestError(path, "empty file: no header and no data line", line=1)
+    names, delim, trailing, header_line = _layout(path, *first, fields, delimiter)
+    n_cols = len(names) + trailing
+    index: dict[str, int] = {}
+    for i, n in enumerate(names):
+        index.setdefault(n.lower(), i)
+    if "jobid" not in index and "jobidraw" in index:
+        index["jobid"] = index["jobidraw"]
+    for need in ("jobid", "state"):
+        if need not in index:
+            raise IngestError(path, "required column missing", line=header_line or first[0], field=SHOWN[need])
+    has = set(index)
+
+    try:
+        frame, lines, bad_utf8 = c.read_delimited(head if whole else path, delim, n_cols)
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        raise IngestError(path, f"cannot split into fields: {str(exc).splitlines()[0]}") from exc
+    del head
+    ok = pl.col("_fields_ok") & (pl.col(f"f{n_cols - 1}").is_null() if trailing else pl.lit(True))
+    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[
+        (pl.col(f"f{index[k]}") if k in index else pl.lit(None, pl.String)).alias(k) for k in USED])
+    is_data = ~frame["_blank"] & ~frame["f0"].fill_null("").str.starts_with("#")
+    if header_line:
+        is_data &= frame["_line"] != header_line
+    n_data = int(is_data.sum())
+    del frame
+    if header_line == 1 and n_data == df.height - 1:  # the usual dump: a header, then only data lines
+        df = df.slice(1)
+    elif n_data != df.height:
+        df = df.filter(is_data)
+    is_step = df.select(pl.col("jobid").str.contains(".", literal=True).fill_null(False)).to_series()
+    # ordinal of the nearest allocation row at or above each row: a step's likely parent, since sacct lists
+    # the steps right after their job (checked below, with a lookup by key where it does not hold)
+    df = df.with_columns(c.align_chunks((~is_step).cast(pl.Int64).cum_sum() - 1, df["jobid"]).alias("_aord"))
+    # allocation and step rows are independent: evaluate them side by side (Polars releases the GIL, and
+    # much of the per-column work is serial, so a second thread keeps the second core busy)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        alloc_job = pool.submit(_evaluate, df.filter(~is_step), "alloc", tz, has, lines, delim, len(names))
+        step_job = pool.submit(_evaluate, df.select(STEP_COLUMNS).filter(is_step), "step", tz, has, lines, delim,
+                               len(names))
+        (alloc_ok, alloc_rej), (step_ok, step_rej) = alloc_job.result(), step_job.result()
+    del df
+
+    # a multi-cluster dump (sacct -L) repeats job ids across clusters: key = cluster + id
+    prefix = [pl.col("cluster").fill_null("")] if "cluster" in has else []
+    key = pl.concat_str(prefix + [pl.col("jobid")], separator="\x1f") if prefix else pl.col("jobid")
+    parent = pl.col("jobid").str.slice(0, pl.col("jobid").str.find(".", literal=True))
+    pkey = pl.concat_str(prefix + [parent], separator="\x1f") if prefix else parent
+    jobs = _last_distinct(alloc_ok.with_columns(key.alias("_key")), "_key")
+    jobs = jobs.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_jidx"))
+    steps = step_ok.with_columns(key.alias("_key"), pkey.alias("_pkey"))
+    steps = steps.with_columns(c.align_chunks(_parent_rows(jobs, steps, int((~is_step).sum())),
+                                               steps["_line"]).alias("_jidx"))
+    orphan = steps["_jidx"].is_null()
+    orphans = steps.filter(orphan)
+    orphans = orphans.select(
+        pl.col("_line").alias("line"), pl.lit("JobID").alias("field"),
+        pl.when(parent.is_in(alloc_rej["_jobid"].implode()))
+        .then(pl.format("parent allocation row {} was rejected", parent))
+        .otherwise(pl.format("parent allocation row {} is missing", parent)).alias("reason"),
+        lines.text(orphans["_line"]).alias("raw"))
+    if orphans.height:
+        steps = steps.filter(~orphan)
+
+    out = _rollup(jobs, _last_distinct(steps, "_key"), "totalcpu" in has, "maxrss" in has)
+    utf8 = pl.DataFrame(bad_utf8, schema={"line": pl.Int64, "raw": pl.String}, orient="row")
+    rejects = pl.concat([
+        utf8.select("line", pl.lit(None, pl.String).alias("field"), pl.lit("line is not valid UTF-8").alias("reason"),
+                    "raw"),
+        alloc_rej.drop("_jobid"), step_rej.drop("_jobid"), orphans]).sort("line")
+    clusters = jobs["cluster"].drop_nulls().unique()
+    return Parsed(rows_read=n_data + len(bad_utf8), rows_accepted=alloc_ok.height + steps.height,
+                  jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None)
+
+
+def _parent_rows(jobs: pl.DataFrame, steps: pl.DataFrame, n_alloc_rows: int) -> pl.Series:
+    """Row of each step's job in ``jobs`` (null: no such job). The nearest allocation row above the step is
+    tried first (a cheap gather and compare); the rest are looked up by key through an Enum over the job keys,
+    which are unique, so the Enum code of a key is its row."""
+    where = np.full(max(n_alloc_rows, 1), -1, dtype=np.int64)
+    where[jobs["_aord"].to_numpy()] = np.arange(jobs.height)
+    aord = steps["_aord"].to_numpy()
+    cand = np.where(aord >= 0, where[np.maximum(aord, 0)], -1)
+    if jobs.height:
+        hit = (cand >= 0) & (jobs["_key"].gather(np.maximum(cand, 0)) == steps["_pkey"]).fill_null(False).to_numpy()
+    else:
+        hit = np.zeros(len(cand), dtype=bool)
+    rows = pl.Series("_jidx", np.where(hit, cand, -1)).replace(-1, None)
+    if not hit.all():
+        miss = ~hit
+        found = steps.filter(pl.Series(miss)).select(pl.col("_pkey").cast(pl.Enum(jobs["_key"]), strict=False)
+                                                     .to_physical().cast(pl.Int64))["_pkey"]
+        rows = rows.scatter(np.flatnonzero(miss), found)
+    return rows
+
+
+def _pos(e: pl.Expr) -> pl.Expr:
+    """The value where positive, else null (sacct prints 0 for "not allocated")."""
+    return pl.when(e > 0).then(e)
+
+
+def _scatter(n: int, idx: pl.Series, values: pl.Series) -> pl.Series:
+    return pl.repeat(None, n, dtype=values.dtype, eager=True).scatter(idx, values).alias(values.name)
+
+
+def _aggregate_steps(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Per job (``_jidx``): sums, non-null counts and maxima of the step values.
+
+    sacct lists steps right after their job, so ``_jidx`` is usually sorted; then contiguous segments are
+    reduced with NumPy ``reduceat`` (NaN stands for null; ``fmax`` skips it), several times cheaper than a
+    hash group-by. Unsorted input takes the group-by.
+    """
+    sums, maxes = ["one", "cpu", "w", "uw"], ["rss", "umax", "gmem", "cutil"]
+    idx = per_step["_jidx"].to_numpy()
+    if per_step.height == 0 or not per_step["_jidx"].is_sorted():
+        col = pl.col
+        return per_step.group_by("_jidx").agg(
+            *[col(k).sum().alias(f"s_{k}") for k in sums], col("cpu").count().alias("s_ncpu"),
+            *[col(k).max().alias(f"s_{k}") for k in maxes])
+    starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+    out = {"_jidx": idx[starts]}
+    for k in sums + maxes:
+        v = per_step[k].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        if k in sums:
+            out[f"s_{k}"] = np.add.reduceat(np.nan_to_num(v, nan=0.0), starts)
+        else:
+            out[f"s_{k}"] = np.fmax.reduceat(v, starts)
+        if k == "cpu":
+            out["s_ncpu"] = np.add.reduceat((~np.isnan(v)).astype(np.int64), starts)
+    return pl.DataFrame(out).with_columns(pl.col(f"s_{k}").fill_nan(None) for k in maxes)
+
+
+def _rollup(jobs: pl.DataFrame, steps: pl.DataFrame, has_totalcpu: bool, has_maxrss: bool) -> pl.DataFrame:
+    """Valid allocation rows (one per key, ``_jidx`` = row) + their valid steps -> schema.JOBS rows."""
+    col = pl.col
+    cpu_row = col("_totalcpu") if has_totalcpu else col("_usercpu") + col("_systemcpu")
+    cpus_row = pl.coalesce(_pos(col("_alloccpus")), _pos(col("_ncpus")), _pos(col("_alloctres_cpu")))
+    rss_row = col("_maxrss") if has_maxrss else col("_umem")
+    util_row = (cpu_row / (_pos(col("_elapsed")) * cpus_row))
+    # Elapsed-weighted mean GPU utilisation; a weight of at least 1 s keeps zero-length steps counted
+    w = pl.when(col("_util_ave").is_not_null()).then(pl.max_horizontal(col("_elapsed").fill_null(0), 1.0))
+    # row-level values first, so the group-by only runs plain (fast-path) aggregations
+    per_step = steps.select(
+        "_jidx", pl.lit(1.0).alias("one"), cpu_row.alias("cpu"), rss_row.alias("rss"), pl.coalesce(col("_util_max"), col("_util_ave")).alias("umax"),
+        col("_gmem").alias("gmem"), util_row.alias("cutil"), w.alias("w"), (col("_util_ave") * w).alias("uw"))
+    agg = _aggregate_steps(per_step)
+    started = col("_start").is_not_null()
+    n = jobs.height
+    jobs = c.on_distinct(jobs, "jobname", {"_name_class": c.name_class_expr(col("jobname"))})
+    j = jobs.with_columns(_scatter(n, agg["_jidx"], agg[k]) for k in agg.columns if k != "_jidx")
+    w_job = w.fill_null(0)
+    # sacct -X (no step rows) reports zero usage: for a job that ran, that is "unknown", not "idle"
+    unknown = started & (col("_elapsed").fill_null(0) > 0) & col("s_one").fill_null(0).eq(0) & cpu_row.eq(0)
+    j = j.with_columns(
+        pl.when(unknown).then(None).otherwise(pl.max_horizontal(cpu_row, pl.when(col("s_ncpu") > 0).then(col("s_cpu"))))
+        .alias("_cpu_used"),
+        pl.when(unknown).then(None).otherwise(util_row).alias("_job_cutil"))
+    j = j.with_columns(
+        pl.max_horizontal(rss_row, col("s_rss")).alias("_rss"),
+        pl.max_horizontal(col("_util_max"), col("_util_ave"), col("s_umax")).alias("_umax"),
+        pl.max_horizontal(col("_gmem"), col("s_gmem")).alias("_gmax"),
+        pl.max_horizontal(col("_job_cutil"), col("s_cutil")).alias("_cutil"),
+        pl.when(w_job + col("s_w").fill_null(0) > 0).then(
+            (col("_util_ave").fill_null(0) * w_job + col("s_uw").fill_null(0))
+            / (w_job + col("s_w").fill_null(0))).alias("_umean"),
+    )
+
+    started = col("_start").is_not_null()
+    nodes = pl.coalesce(col("_nnodes"), _pos(col("_allocnodes")), col("_reqnodes"), col("_alloctres_nodes"),
+                        col("_reqtres_nodes"))
+    req_cpus = pl.coalesce(col("_reqcpus"), col("_reqtres_cpu"), _pos(col("_alloccpus")), _pos(col("_ncpus")),
+                           col("_alloctres_cpu"))
+    gpu_type = pl.coalesce(col("_reqtres_gpu_type"), col("_alloctres_gpu_type"), col("_reqgres_gpu_type"),
+                           col("_allocgres_gpu_type"))
+    req_gpus = pl.coalesce(col("_reqtres_gpus"), col("_reqgres_gpus"), col("_alloctres_gpus"),
+                           col("_allocgres_gpus"))
+    alloc_gpus = pl.when(started).then(pl.coalesce(col("_alloctres_gpus"), col("_allocgres_gpus")))
+    per = col("_reqmem_per")
+    mult = pl.when(per == "n").then(nodes.fill_null(1)).when(per == "c").then(req_cpus.fill_null(1)).otherwise(1.0)
+
+    def text(k: str) -> pl.Expr:
+        s = col(k).str.strip_chars()
+        return pl.when(s != "").then(s)
+
+    def util(e: pl.Expr) -> pl.Expr:
+        # Slurm sums gres/gpuutil over the GPUs a task uses: above 100 % it is divided by the job's GPUs
+        return pl.when(e > 1).then(e / pl.max_horizontal(pl.coalesce(alloc_gpus, req_gpus), 1)).otherwise(e).clip(0, 1)
+
+    elapsed = pl.coalesce(col("_elapsed"), col("_elapsedraw"),
+                          (col("_end") - col("_start")).dt.total_microseconds() / 1e6, pl.when(~started).then(0.0))
+    out = j.select(
+        text("cluster").alias("cluster"), col("jobid").alias("job_id"),
+        pl.when(col("jobid").str.contains("_", literal=True)).then(
+            col("jobid").str.slice(0, col("jobid").str.find("_", literal=True))).alias("array_job_id"),
+        text("jobname").alias("job_name"), text("user").alias("user"), text("account").alias("account"),
+        text("partition").alias("partition"), text("qos").alias("qos"),
+        c.job_class_expr(col("qos"), col("jobname"), req_gpus, name_class=col("_name_class")).alias("job_class"),
+        col("_state").alias("state"), text("exitcode").alias("exit_code"),
+        col("_submit").alias("submit"), col("_start").alias("start"), col("_end").alias("end"),
+        elapsed.alias("elapsed_s"), pl.coalesce(col("_timelimit"), col("_timelimitraw") * 60).alias("time_limit_s"),
+        nodes.cast(pl.Int32).alias("nodes"),
+        pl.when(~text("nodelist").is_in(["None assigned", "(null)", "None"])).then(text("nodelist")).alias("node_list"),
+        req_cpus.alias("req_cpus"), req_gpus.alias("req_gpus"), gpu_type.alias("gpu_type"),
+        pl.coalesce(_pos(col("_reqmem")) * mult, _pos(col("_reqtres_mem_bytes")), _pos(col("_alloctres_mem_bytes")))
+        .alias("req_mem_bytes"),
+        pl.when(started).then(pl.coalesce(col("_alloccpus"), col("_ncpus"), col("_alloctres_cpu"))).alias("alloc_cpus"),
+        alloc_gpus.alias("alloc_gpus"), pl.when(started).then(col("_alloctres_mem_bytes")).alias("alloc_mem_bytes"),
+        col("_cpu_used").alias("cpu_seconds_used"), col("_rss").alias("max_rss_bytes"),
+        util(col("_umean")).alias("mean_gpu_util"),
+        util(col("_umax")).alias("max_gpu_util"), col("_cutil").clip(0, 1).alias("max_cpu_util"),
+        col("_gmax").alias("gpu_mem_used_bytes"),
+        col("_min_runtime_s").alias("min_runtime_s"),
+        col("_priority").alias("priority"),
+    )
+    return schema.conform(out, "jobs")

@@ -1,0 +1,124 @@
+-- Fragment (not a query): shares, the account -> team mapping and the cluster's GPU capacity. Needs _jobs.
+-- Shares: the relation budget_shares(account, share) when it has rows (registered with
+-- queries.connect(store, extra={"budget_shares": frame}); rows should be disjoint tree nodes, e.g. leaves),
+-- else equal shares per top-level account, split equally again at every level down to team_level among the
+-- accounts the cluster's logs name. Shares are normalised to sum to 1. An account belongs to the deepest share
+-- row that is it or a `/`-prefix of it (case-insensitive), else to 'unbudgeted' (share 0): never lost.
+-- Capacity: capacity_gpus if given, else the nodes table's GPUs (cluster / partition filters), else the peak
+-- number of GPUs allocated at once in the logs (capacity_source says which).
+-- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
+-- param: capacity_gpus double null  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
+cluster_jobs as (
+    select * from stg_jobs where $cluster::varchar is null or cluster = $cluster::varchar
+),
+
+fair_span as (
+    select
+        case when any_value(w.w_start) > '-inf'::double then any_value(w.w_start) else min(j.t_submit) end as s_from,
+        case when any_value(w.w_end) < 'inf'::double then any_value(w.w_end)
+             else greatest(max(j.t_end), max(j.t_submit)) end as s_to
+    from window_bounds as w
+    left join cluster_jobs as j on true
+),
+
+org_teams as (
+    select distinct team from cluster_jobs
+),
+
+team_levels as (
+    select
+        t.team,
+        r.l,
+        array_to_string(list_slice(string_split(t.team, '/'), 1, r.l), '/') as prefix,
+        array_to_string(list_slice(string_split(t.team, '/'), 1, r.l - 1), '/') as parent
+    from org_teams as t, range(1, len(string_split(t.team, '/')) + 1) as r(l)
+),
+
+siblings as (
+    select parent, count(distinct prefix) as n from team_levels group by parent
+),
+
+equal_shares as (
+    select t.team as account, product(1.0 / s.n) as share
+    from team_levels as t
+    join siblings as s on s.parent = t.parent
+    group by t.team
+),
+
+given_shares as (
+    select account, share from budget_shares where account is not null and share >= 0
+),
+
+shares as (
+    select account as team, share / nullif(sum(share) over (), 0) as share, share_source
+    from (
+        select account, share, 'budget_shares' as share_source from given_shares
+        union all
+        select account, share, 'equal' from equal_shares where not exists (select 1 from given_shares)
+    )
+),
+
+account_team as (
+    select
+        a.account,
+        coalesce(arg_max(s.team, length(s.team)), 'unbudgeted') as fs_team
+    from (select distinct account from cluster_jobs) as a
+    left join shares as s
+        on lower(a.account) = lower(s.team) or starts_with(lower(a.account), lower(s.team) || '/')
+    group by a.account
+),
+
+node_capacity as (
+    select
+        sum(gpus) as gpus,
+        sum(gpus) filter (where state is not null) as gpus_with_state,
+        sum(gpus) filter (where state is not null
+                          and not regexp_matches(lower(state), '^(down|drain|drng|fail|maint|unk|not_resp|no_resp|inval|reboot|power)'))
+            as gpus_healthy
+    from nodes
+    where ($cluster::varchar is null or cluster = $cluster::varchar)
+      and ($partition::varchar is null or "partition" = $partition::varchar)
+),
+
+allocation_events as (
+    -- only built when neither capacity_gpus nor a node inventory gives the capacity
+    select t, d
+    from (
+        select t_start as t, gpus as d from cluster_jobs where t_start is not null and gpus > 0
+        union all
+        select t_end, -gpus from cluster_jobs where t_start is not null and gpus > 0
+    )
+    where $capacity_gpus::double is null and coalesce((select gpus from node_capacity), 0) = 0
+),
+
+capacity as (
+    select
+        coalesce($capacity_gpus::double, nullif(nc.gpus, 0), pk.peak) as capacity_gpus,
+        case when $capacity_gpus::double is not null then 'parameter'
+             when coalesce(nc.gpus, 0) > 0 then 'nodes'
+             when pk.peak is not null then 'observed_peak' end as capacity_source,
+        nc.gpus_healthy / nullif(nc.gpus_with_state, 0) as availability,
+        sp.s_from,
+        sp.s_to,
+        sp.s_to - sp.s_from as span_s
+    from node_capacity as nc,
+         fair_span as sp,
+         (select max(level) as peak
+          from (select sum(d) over (order by t, d rows unbounded preceding) as level from allocation_events)) as pk
+),
+
+job_gpu_time as (
+    -- received: allocated GPUs x run time in the span; waiting: requested GPUs x queued time in the span
+    -- (submit -> start; -> end for a job that never started; -> span end while PENDING); demanded = both
+    select
+        j.*,
+        acct.fs_team,
+        case when j.t_start is null then 0.0
+             else j.gpus * greatest(least(j.t_end, c.s_to) - greatest(j.t_start, c.s_from), 0) end as received_gpu_s,
+        j.gpus_asked * greatest(
+            least(coalesce(j.t_start, epoch_us(j."end") / 1e6, case when j.state = 'PENDING' then c.s_to end), c.s_to)
+            - greatest(j.t_submit, c.s_from), 0) as waiting_gpu_s
+    from filtered_jobs as j
+    join account_team as acct on acct.account = j.account
+    cross join capacity as c
+),

@@ -1,0 +1,115 @@
+-- Fragment (not a query): per-job requested / used / wasted resource-seconds inside the window. Needs _jobs.
+-- A job is in the window when its run interval [t_start, t_end) overlaps [w_start, w_end) (a zero-length
+-- job when its start lies inside). Every amount is clipped to [lo, hi) = run interval ∩ window.
+-- requested(r) = level x (hi - lo) with level = allocated where recorded, else requested.
+-- used(r): the integral of the sampled curve where the job has samples with a value for r (each sample's
+-- value holds over [ts, ts + interval_s), clipped to [lo, hi)); else from job totals spread evenly over the
+-- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the peak max_rss: an upper bound, mem_used_basis
+-- says 'peak'). Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
+-- = integral of max(r - u, 0) and efficiency stays in 0..1: overuse at one moment never hides waste at another.
+jobs_in_window as (
+    select
+        *,
+        greatest(t_start, w_start) as lo,
+        least(t_end, w_end) as hi,
+        greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
+        t_end - t_start as run_s
+    from filtered_jobs
+    where t_start is not null
+      and (least(t_end, w_end) > greatest(t_start, w_start)
+           or (t_end = t_start and t_start >= w_start and t_start < w_end))
+),
+
+clipped_samples as (
+    -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
+    select
+        s.cluster,
+        s.job_id,
+        j."user",
+        j.team,
+        j.account,
+        greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
+        least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) as t_to,
+        s.cpu_used,
+        s.gpu_util,
+        s.mem_bytes / 1e9 as mem_gb_used,
+        case when s.cpu_used > j.cpus then j.cpus else s.cpu_used end as cpu_level,
+        case when s.gpu_util > 1.0 then 1.0 else s.gpu_util end * j.gpus as gpu_level,
+        case when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb else s.mem_bytes / 1e9 end as mem_level,
+        greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
+            as overlap_s
+    from samples as s
+    join jobs_in_window as j on s.cluster = j.cluster and s.job_id = j.job_id
+    where s.ts is not null and s.interval_s is not null
+),
+
+sample_usage as (
+    -- per job: counts of sampled values, the integrals of the clipped capped curves, and sampled peaks
+    -- (peaks over all the job's samples, inside the window or not: a peak describes the job)
+    select
+        cluster,
+        job_id,
+        count(*) as n_samples,
+        count(cpu_used) as n_cpu,
+        count(gpu_util) as n_gpu,
+        count(mem_gb_used) as n_mem,
+        sum(cpu_level * overlap_s) as cpu_used_s,
+        sum(gpu_level * overlap_s) as gpu_used_s,
+        sum(mem_level * overlap_s) as mem_used_gbs,
+        sum(overlap_s) as sampled_s,
+        max(cpu_used) as peak_cpus_sampled,
+        max(gpu_util) as peak_gpu_util_sampled,
+        max(mem_gb_used) as peak_mem_gb_sampled
+    from clipped_samples
+    group by cluster, job_id
+),
+
+job_rates as (
+    -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
+    -- usage null: DuckDB's least() would ignore it and return the cap)
+    select
+        *,
+        case when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
+             when cpu_seconds_total / run_s > cpus then cpus
+             else cpu_seconds_total / run_s end as cpu_rate_totals,
+        case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
+        case when max_rss_gb > mem_gb then mem_gb else max_rss_gb end as mem_rate_peak
+    from jobs_in_window
+),
+
+job_usage as (
+    select
+        j.*,
+        coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
+        coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
+        coalesce(su.n_mem, 0) > 0 as mem_sampled,
+        j.cpus * j.in_window_s as cpu_seconds_requested,
+        j.gpus * j.in_window_s as gpu_seconds_requested,
+        j.mem_gb * j.in_window_s as mem_seconds_requested,
+        case when su.n_cpu > 0 then su.cpu_used_s else j.cpu_rate_totals * j.in_window_s end as cpu_seconds_used,
+        case when j.gpus = 0 then 0.0  -- a job without GPUs used none of them: known, not missing
+             when su.n_gpu > 0 then su.gpu_used_s else j.gpu_rate_totals * j.in_window_s end as gpu_seconds_used,
+        case when su.n_mem > 0 then su.mem_used_gbs else j.mem_rate_peak * j.in_window_s end as mem_seconds_used,
+        case when su.n_samples > 0 then 'samples'
+             when j.cpu_seconds_total is not null or j.mean_gpu_util is not null or j.max_rss_gb is not null
+                 then 'totals' end as usage_source,
+        case when su.n_mem > 0 then 'samples' when j.max_rss_gb is not null then 'peak' end as mem_used_basis,
+        su.sampled_s / nullif(j.in_window_s, 0) as sample_coverage,
+        coalesce(j.max_cpu_util, su.peak_cpus_sampled / nullif(j.cpus, 0)) as peak_cpu_util,
+        coalesce(j.max_gpu_util, su.peak_gpu_util_sampled) as peak_gpu_util,
+        coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) / nullif(j.mem_gb, 0) as peak_mem_util,
+        coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
+        coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) as peak_mem_gb
+    from job_rates as j
+    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
+),
+
+window_span as (
+    -- the window's length in seconds; an open bound is replaced by the store's extent (first start, last
+    -- end of any job, whatever the filters) so that every query sees the same span
+    select
+        case when any_value(w.w_end) < 'inf'::double then any_value(w.w_end) else max(j.t_end) end
+        - case when any_value(w.w_start) > '-inf'::double then any_value(w.w_start) else min(j.t_start) end as span_s
+    from window_bounds as w
+    left join stg_jobs as j on true
+),

@@ -1,0 +1,79 @@
+-- Fragment (not a query): jobs staged and filtered; a query includes it right after its `with`.
+-- stg_jobs only renames and casts: times become float epoch seconds (t_*), the run interval is
+-- [t_start, t_end) with t_end = end, or the window end for a RUNNING job without one, or start + elapsed_s.
+-- The window [w_start, w_end) is carried as columns (-inf/+inf when a bound is null).
+-- filtered_jobs applies the common attribute filters (not the window: each query decides how a job counts).
+-- param: start timestamp null  window start (UTC, inclusive); a job counts by the overlap of its run interval with [start, end), clipped
+-- param: end timestamp null  window end (UTC, exclusive)
+-- param: cluster varchar null  only this cluster
+-- param: partition varchar null  only this partition
+-- param: account_prefix varchar null  only this account subtree: the account itself and every account below it (`prefix/...`)
+-- param: state varchar null  only jobs in this normalised state (COMPLETED, FAILED, CANCELLED, ...)
+-- param: job_class varchar null  only this job class (debug, interactive, training, eval, dataprep, batch)
+-- param: user varchar null  only this user
+-- param: team_level integer 1  a job's team is the first N `/`-separated components of its account (1 = top level)
+window_bounds as (
+    select
+        coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double) as w_start,
+        coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double) as w_end
+),
+
+stg_jobs as (
+    select
+        cluster,
+        job_id,
+        job_name,
+        "user",
+        coalesce(account, '(none)') as account,
+        array_to_string(
+            list_slice(string_split(coalesce(account, '(none)'), '/'), 1, greatest(coalesce($team_level::integer, 1), 1)),
+            '/'
+        ) as team,
+        "partition",
+        qos,
+        job_class,
+        state,
+        submit,
+        start,
+        "end",
+        node_list,
+        nodes,
+        min_runtime_s,
+        epoch_us(submit) / 1e6 as t_submit,
+        epoch_us(start) / 1e6 as t_start,
+        greatest(
+            coalesce(
+                epoch_us("end") / 1e6,
+                case when state = 'RUNNING' then epoch_us($end::timestamptz) / 1e6 end,
+                epoch_us(start) / 1e6 + elapsed_s,
+                epoch_us(start) / 1e6
+            ),
+            epoch_us(start) / 1e6
+        ) as t_end,
+        coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double) as w_start,
+        coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double) as w_end,
+        req_cpus,
+        coalesce(alloc_cpus, req_cpus) as cpus,
+        coalesce(alloc_gpus, req_gpus, 0) as gpus,
+        coalesce(req_gpus, alloc_gpus, 0) as gpus_asked,
+        coalesce(alloc_mem_bytes, req_mem_bytes) / 1e9 as mem_gb,
+        cpu_seconds_used as cpu_seconds_total,
+        max_rss_bytes / 1e9 as max_rss_gb,
+        mean_gpu_util,
+        max_gpu_util,
+        max_cpu_util
+    from jobs
+),
+
+filtered_jobs as (
+    select *
+    from stg_jobs
+    where ($cluster::varchar is null or cluster = $cluster::varchar)
+      and ($partition::varchar is null or "partition" = $partition::varchar)
+      and ($account_prefix::varchar is null
+           or account = rtrim($account_prefix::varchar, '/')
+           or starts_with(account, rtrim($account_prefix::varchar, '/') || '/'))
+      and ($state::varchar is null or state = $state::varchar)
+      and ($job_class::varchar is null or job_class = $job_class::varchar)
+      and ($user::varchar is null or "user" = $user::varchar)
+),

@@ -1,0 +1,155 @@
+-- Requested and used curves of one resource per time bucket, cluster-wide or per team / user / account:
+-- the request-vs-usage gap area. Exact for piecewise-constant curves: every job's clipped run interval (the
+-- requested curve) and every sample's clipped interval (the used curve; job totals spread evenly where a job
+-- has no samples for the resource) is split across the buckets it overlaps by overlap length, so summed
+-- over buckets the columns equal job_waste's totals for the same window and filters.
+-- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
+-- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
+-- param: resource varchar gpu  cpu | gpu | mem
+-- param: bucket_s double 3600  bucket length in seconds (60 = minutes ... 86400 = days)
+-- param: group_by varchar none  none | team | user | account
+-- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
+with
+-- include: _jobs
+-- include: _job_usage
+settings as (
+    select
+        case when $resource::varchar in ('cpu', 'gpu', 'mem') then $resource::varchar
+             else error('gap_area: resource must be cpu, gpu or mem, got ' || coalesce($resource::varchar, 'null')) end
+            as resource,
+        case when $group_by::varchar in ('none', 'team', 'user', 'account') then $group_by::varchar
+             else error('gap_area: group_by must be none, team, user or account, got '
+                        || coalesce($group_by::varchar, 'null')) end as group_by,
+        case when $bucket_s::double > 0 then $bucket_s::double
+             else error('gap_area: bucket_s must be > 0') end as bucket_s,
+        epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
+),
+
+segments as (
+    -- requested: the job's level over its clipped run interval
+    select
+        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
+             else '(all)' end as group_key,
+        j.lo as t_from,
+        j.hi as t_to,
+        case st.resource when 'cpu' then j.cpus when 'gpu' then j.gpus else j.mem_gb end as req_level,
+        0.0 as used_level
+    from job_usage as j, settings as st
+    union all
+    -- used, sampled: each sample's clipped interval at its (capped) level
+    select
+        case st.group_by when 'team' then s.team when 'user' then s."user" when 'account' then s.account
+             else '(all)' end,
+        s.t_from,
+        s.t_to,
+        0.0,
+        case st.resource when 'cpu' then s.cpu_level when 'gpu' then s.gpu_level else s.mem_level end
+    from clipped_samples as s, settings as st
+    where s.t_to > s.t_from
+    union all
+    -- used, from totals: jobs without samples for this resource, at their constant rate
+    select
+        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
+             else '(all)' end,
+        j.lo,
+        j.hi,
+        0.0,
+        case st.resource when 'cpu' then j.cpu_rate_totals when 'gpu' then j.gpu_rate_totals
+             else j.mem_rate_peak end
+    from job_usage as j, settings as st
+    where not case st.resource when 'cpu' then j.cpu_sampled when 'gpu' then j.gpu_sampled else j.mem_sampled end
+),
+
+bucketed as (
+    select
+        group_key,
+        t_from,
+        t_to,
+        coalesce(req_level, 0.0) as req_level,
+        coalesce(used_level, 0.0) as used_level,
+        floor((t_from - st.origin) / st.bucket_s)::bigint as k_from,
+        -- the last bucket the interval reaches into (an interval ending on a boundary stops before it)
+        (ceil((t_to - st.origin) / st.bucket_s) - 1)::bigint as k_to,
+        st.origin,
+        st.bucket_s
+    from segments, settings as st
+    where t_to > t_from and (req_level is not null or used_level is not null)
+),
+
+contributions as (
+    -- area_k = level_entering_k x bucket_s + e_k, level_entering_k = sum of d over earlier buckets.
+    -- An interval inside one bucket adds its area to e; a longer one adds its head in k_from, switches its
+    -- level on for the buckets after k_from (d = +v) and off after k_to (d = -v), minus the tail it misses.
+    select group_key, k_from as k, req_level * (t_to - t_from) as e_req, 0.0 as d_req,
+           used_level * (t_to - t_from) as e_used, 0.0 as d_used
+    from bucketed where k_from >= k_to
+    union all
+    select group_key, k_from, req_level * (origin + (k_from + 1) * bucket_s - t_from), req_level,
+           used_level * (origin + (k_from + 1) * bucket_s - t_from), used_level
+    from bucketed where k_from < k_to
+    union all
+    select group_key, k_to, -req_level * (origin + (k_to + 1) * bucket_s - t_to), -req_level,
+           -used_level * (origin + (k_to + 1) * bucket_s - t_to), -used_level
+    from bucketed where k_from < k_to
+),
+
+per_bucket as (
+    select group_key, k, sum(e_req) as e_req, sum(d_req) as d_req, sum(e_used) as e_used, sum(d_used) as d_used
+    from contributions
+    group by group_key, k
+),
+
+span as (
+    select
+        case when min(w_start) > '-inf'::double then floor((min(w_start) - any_value(st.origin)) / any_value(st.bucket_s))
+             else (select min(k) from per_bucket) end::bigint as k_first,
+        case when max(w_end) < 'inf'::double then ceil((max(w_end) - any_value(st.origin)) / any_value(st.bucket_s)) - 1
+             else (select max(k) from per_bucket) end::bigint as k_last
+    from window_bounds, settings as st
+),
+
+grid as (
+    select g.group_key, r.k
+    from (select distinct group_key from per_bucket) as g,
+         span,
+         range(span.k_first, span.k_last + 1) as r(k)
+),
+
+levels as (
+    select
+        grid.group_key,
+        grid.k,
+        coalesce(sum(p.d_req) over w, 0.0) as level_req,
+        coalesce(sum(p.d_used) over w, 0.0) as level_used,
+        coalesce(p.e_req, 0.0) as e_req,
+        coalesce(p.e_used, 0.0) as e_used
+    from grid
+    left join per_bucket as p on p.group_key = grid.group_key and p.k = grid.k
+    window w as (partition by grid.group_key order by grid.k rows between unbounded preceding and 1 preceding)
+),
+
+areas as (
+    select
+        l.group_key,
+        to_timestamp(st.origin + l.k * st.bucket_s) as bucket_start,
+        st.bucket_s,
+        least(st.origin + (l.k + 1) * st.bucket_s, w.w_end) - greatest(st.origin + l.k * st.bucket_s, w.w_start)
+            as covered_s,
+        st.resource,
+        l.level_req * st.bucket_s + l.e_req as requested_seconds,
+        l.level_used * st.bucket_s + l.e_used as used_seconds
+    from levels as l, settings as st, window_bounds as w
+)
+select
+    group_key,
+    bucket_start,
+    bucket_s,
+    covered_s,
+    resource,
+    requested_seconds,
+    used_seconds,
+    requested_seconds - used_seconds as wasted_seconds,
+    requested_seconds / nullif(covered_s, 0) as requested_level,
+    used_seconds / nullif(covered_s, 0) as used_level
+from areas
+order by group_key, bucket_start

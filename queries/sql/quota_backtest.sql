@@ -1,0 +1,208 @@
+-- Back-test of the quota loop: per user and period (weekly by default), the raw recommended coefficient the
+-- period's jobs give (the terms of user_ranking run on that period alone: each job split by its run time
+-- inside the period) and the coefficient the loop would apply after stabilising it. Per step, from 1.0:
+--   held when the period has fewer than min_jobs jobs or less than min_gpu_equiv_hours known footprint:
+--   smoothed and applied stay as they were;
+--   smoothed = alpha x raw + (1 - alpha) x previous smoothed (EWMA);
+--   target = smoothed clamped to [coef_min, coef_max];
+--   applied = previous applied when |target - previous| <= dead_band (hysteresis), else previous moved
+--   towards target by at most max_step, clamped to [coef_min, coef_max].
+-- legacy_coefficient is the legacy rank coefficient of the same period, unsmoothed, for comparison.
+-- param: period_s double 604800  period length in seconds (604800 = a week)
+-- param: origin timestamp 1970-01-05  periods are aligned to this instant (default: a Monday, 00:00 UTC)
+-- param: alpha double 0.2  EWMA weight of the newest period (1 = no smoothing; 0.2 = a memory of about 5 periods)
+-- param: dead_band double 0.15  the applied coefficient ignores target moves at most this large (hysteresis)
+-- param: max_step double 0.25  the applied coefficient moves at most this much per period
+-- param: min_jobs integer 3  fewer jobs in a period: hold the previous coefficient
+-- param: min_gpu_equiv_hours double 1  less known GPU-equivalent footprint in a period: hold the previous coefficient
+with recursive
+-- include: _jobs
+-- include: _job_usage
+periods as (
+    select
+        case when $period_s::double > 0 then $period_s::double
+             else error('quota_backtest: period_s must be > 0') end as period_s,
+        epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
+),
+
+sample_bounds as (
+    select
+        s.*,
+        floor((s.t_from - p.origin) / p.period_s)::bigint as k_from,
+        (ceil((s.t_to - p.origin) / p.period_s) - 1)::bigint as k_to
+    from clipped_samples as s, periods as p
+),
+
+sample_pieces as (
+    -- every sample of the window's jobs, split by period; a sample outside its job's clipped run keeps one
+    -- piece of length 0 so that the job still counts as sampled. Almost every sample lies inside one
+    -- period: those skip the unnest, which costs more than the rest of the split
+    select cluster, job_id, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
+           k_from as period_k
+    from sample_bounds
+    where k_to <= k_from
+    union all
+    select cluster, job_id, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
+           unnest(range(k_from, k_to + 1)) as period_k
+    from sample_bounds
+    where k_to > k_from
+),
+
+sample_periods as (
+    select
+        s.cluster,
+        s.job_id,
+        s.period_k,
+        count(s.cpu_used) as n_cpu,
+        count(s.gpu_util) as n_gpu,
+        count(s.mem_gb_used) as n_mem,
+        max(s.cpu_used) as peak_cpus,
+        sum(s.cpu_level * greatest(least(s.t_to, p.origin + (s.period_k + 1) * p.period_s)
+                                   - greatest(s.t_from, p.origin + s.period_k * p.period_s), 0)) as cpu_used_s,
+        sum(s.gpu_level * greatest(least(s.t_to, p.origin + (s.period_k + 1) * p.period_s)
+                                   - greatest(s.t_from, p.origin + s.period_k * p.period_s), 0)) as gpu_used_s,
+        sum(s.mem_level * greatest(least(s.t_to, p.origin + (s.period_k + 1) * p.period_s)
+                                   - greatest(s.t_from, p.origin + s.period_k * p.period_s), 0)) as mem_used_gbs
+    from sample_pieces as s, periods as p
+    group by s.cluster, s.job_id, s.period_k
+),
+
+job_samples as (
+    -- what job_usage knows per job, from the per-period pieces (one pass over the samples, not two)
+    select
+        cluster,
+        job_id,
+        sum(n_cpu) > 0 as cpu_sampled,
+        sum(n_gpu) > 0 as gpu_sampled,
+        sum(n_mem) > 0 as mem_sampled,
+        max(peak_cpus) as peak_cpus
+    from sample_periods
+    group by cluster, job_id
+),
+
+job_period_bounds as (
+    select
+        j.cluster,
+        j.job_id,
+        floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
+        (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to
+    from job_rates as j, periods as p
+),
+
+job_period_keys as (
+    -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in)
+    select cluster, job_id, k_from as period_k from job_period_bounds where k_to <= k_from
+    union all
+    select cluster, job_id, unnest(range(k_from, k_to + 1)) as period_k from job_period_bounds where k_to > k_from
+),
+
+job_periods as (
+    select
+        j.*,
+        coalesce(js.cpu_sampled, false) as cpu_sampled,
+        coalesce(js.gpu_sampled, false) as gpu_sampled,
+        coalesce(js.mem_sampled, false) as mem_sampled,
+        coalesce(j.max_cpu_util, js.peak_cpus / nullif(j.cpus, 0)) as peak_cpu_util,
+        k.period_k,
+        greatest(j.lo, p.origin + k.period_k * p.period_s) as p_lo,
+        least(j.hi, p.origin + (k.period_k + 1) * p.period_s) as p_hi,
+        least(p.origin + (k.period_k + 1) * p.period_s, j.w_end)
+            - greatest(p.origin + k.period_k * p.period_s, j.w_start) as p_span_s
+    from job_period_keys as k
+    join job_rates as j on j.cluster = k.cluster and j.job_id = k.job_id
+    left join job_samples as js on js.cluster = k.cluster and js.job_id = k.job_id
+    cross join periods as p
+),
+
+entity_jobs as (
+    select
+        j."user" as entity,
+        j.period_k,
+        j.p_span_s as span_s,
+        j."user",
+        j.account,
+        j.team,
+        j.req_cpus,
+        j.cpus,
+        j.peak_cpu_util,
+        j.p_hi - j.p_lo as in_window_s,
+        j.cpus * (j.p_hi - j.p_lo) as cpu_seconds_requested,
+        j.gpus * (j.p_hi - j.p_lo) as gpu_seconds_requested,
+        j.mem_gb * (j.p_hi - j.p_lo) as mem_seconds_requested,
+        case when j.cpu_sampled then coalesce(sp.cpu_used_s, 0.0)
+             else j.cpu_rate_totals * (j.p_hi - j.p_lo) end as cpu_seconds_used,
+        case when j.gpus = 0 then 0.0
+             when j.gpu_sampled then coalesce(sp.gpu_used_s, 0.0)
+             else j.gpu_rate_totals * (j.p_hi - j.p_lo) end as gpu_seconds_used,
+        case when j.mem_sampled then coalesce(sp.mem_used_gbs, 0.0)
+             else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
+    from job_periods as j
+    left join sample_periods as sp
+        on sp.cluster = j.cluster and sp.job_id = j.job_id and sp.period_k = j.period_k
+),
+-- include: _scores
+bounds as (
+    select min(period_k) as k_first, max(period_k) as k_last from scores
+),
+
+grid as (
+    select
+        u.entity,
+        r.k as period_k,
+        r.k - b.k_first as step,
+        s.job_count,
+        s.known_gpu_equiv_hours,
+        s.rec_efficiency,
+        s.rec_confidence,
+        s.rec_demand,
+        s.rec_coefficient,
+        s.legacy_coefficient,
+        coalesce(s.job_count, 0) >= $min_jobs::integer
+            and coalesce(s.known_gpu_equiv_hours, 0) >= $min_gpu_equiv_hours::double as enough
+    from (select distinct entity from scores) as u
+    cross join bounds as b
+    cross join range(b.k_first, b.k_last + 1) as r(k)
+    left join scores as s on s.entity = u.entity and s.period_k = r.k
+),
+
+loop(entity, step, smoothed, applied) as (
+    select distinct entity, -1::bigint, 1.0::double, 1.0::double from grid
+    union all
+    select
+        g.entity,
+        g.step,
+        x.smoothed,
+        case when not g.enough or abs(x.target - l.applied) <= $dead_band::double then l.applied
+             else greatest($coef_min::double, least($coef_max::double,
+                      l.applied + greatest(-$max_step::double, least($max_step::double, x.target - l.applied))))
+        end
+    from loop as l
+    join grid as g on g.entity = l.entity and g.step = l.step + 1,
+    lateral (
+        select
+            case when g.enough then $alpha::double * g.rec_coefficient + (1 - $alpha::double) * l.smoothed
+                 else l.smoothed end as smoothed,
+            greatest($coef_min::double, least($coef_max::double,
+                case when g.enough then $alpha::double * g.rec_coefficient + (1 - $alpha::double) * l.smoothed
+                     else l.smoothed end)) as target
+    ) as x
+)
+select
+    g.entity as "user",
+    to_timestamp(p.origin + g.period_k * p.period_s) as period_start,
+    g.period_k,
+    coalesce(g.job_count, 0) as job_count,
+    coalesce(g.known_gpu_equiv_hours, 0.0) as known_gpu_equiv_hours,
+    g.rec_efficiency,
+    g.rec_confidence,
+    g.rec_demand,
+    g.rec_coefficient as raw_coefficient,
+    not g.enough as held,
+    l.smoothed as smoothed_coefficient,
+    l.applied as coefficient,
+    l.applied - lag(l.applied, 1, 1.0) over (partition by g.entity order by g.period_k) as coefficient_change,
+    g.legacy_coefficient
+from grid as g
+join loop as l on l.entity = g.entity and l.step = g.step
+cross join periods as p
+order by g.entity, g.period_k

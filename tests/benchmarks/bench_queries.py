@@ -1,0 +1,294 @@
+"""Speed of the named queries on a generated store of 10,000,000 jobs and 100,000,000 samples.
+
+Baseline, measured in the same run on the same files: a bare DuckDB scan-and-aggregate over the same
+columns the query reads. Samples are aggregated per (cluster, job_id) (every usage query must at least do
+that: the sampled integral is per job), jobs per the query's own grouping (user, team, job class, or none),
+and only the group count is returned. Each query (its result materialised as a Polars frame, as
+``queries.run`` returns it) should stay within 3x of its baseline. DuckDB runs with ``memory_limit`` (default
+16GB, ``QUOTALOOP_BENCH_MEMORY``) and 2 threads.
+
+The store is written with vectorised NumPy/Polars straight to month partitions plus a manifest (the layout
+``queries.store.Store`` reads) and cached under ``QUOTALOOP_BENCH_CACHE`` (default /tmp/quotaloop-bench-queries)
+between runs. ``QUOTALOOP_BENCH_SCALE`` shrinks it (0.01 = 100,000 jobs, 1,000,000 samples) for a smoke run.
+Besides the timing, job_waste's totals are checked against an independent Polars computation on one month.
+
+Run: ``QUOTALOOP_BENCH_SCALE=0.01 python -m pytest tests/benchmarks/bench_queries.py -m benchmark -s``
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import queries
+from queries import schema
+
+SCALE = float(os.environ.get("QUOTALOOP_BENCH_SCALE", "1"))
+N_JOBS = max(int(10_000_000 * SCALE), 1200)
+SAMPLES_PER_JOB = 10
+MONTHS = 12
+MEMORY = os.environ.get("QUOTALOOP_BENCH_MEMORY", "16GB")
+CACHE = Path(os.environ.get("QUOTALOOP_BENCH_CACHE", "/tmp/quotaloop-bench-queries"))
+T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+US = 1_000_000
+N_USERS = 1000
+
+
+def _month_start(m: int) -> int:
+    d = dt.datetime(2025 + m // 12, m % 12 + 1, 1, tzinfo=dt.timezone.utc)
+    return int(d.timestamp() * US)
+
+
+def _jobs_chunk(rng: np.random.Generator, first_id: int, n: int, month: int) -> tuple[pl.DataFrame, dict]:
+    m0, m1 = _month_start(month), _month_start(month + 1)
+    submit = rng.integers(m0, m1, n)
+    wait = (rng.exponential(862.0, n) * (rng.random(n) < 0.5) * US).astype(np.int64)
+    elapsed = np.minimum(rng.lognormal(np.log(206.0), 2.64, n), 14 * 86400.0).round()
+    state = np.array(["COMPLETED", "FAILED", "CANCELLED", "RUNNING", "PENDING"])[
+        rng.choice(5, n, p=[0.62, 0.16, 0.20, 0.01, 0.01])]
+    started = state != "PENDING"
+    start = np.where(started, submit + wait, 0)
+    end = start + (elapsed * US).astype(np.int64)
+    gpus = np.where(rng.random(n) < 0.47, 0.0, rng.choice([1.0, 1.0, 1.0, 2.0, 4.0, 8.0], n))
+    cpus = np.where(gpus > 0, gpus * 8, rng.choice([1.0, 2.0, 4.0, 8.0, 16.0, 32.0], n))
+    mem = cpus * 4e9
+    user = rng.integers(0, N_USERS, n)
+    cpu_util = rng.beta(2, 3, n)
+    gpu_util = rng.beta(2, 2, n)
+    mem_util = rng.beta(2, 4, n)
+    ids = np.arange(first_id, first_id + n)
+    df = pl.DataFrame({
+        "cluster": pl.Series(["bench"] * n),
+        "job_id": ids,
+        "job_name": np.array(["train", "eval", "prep", "bash", "sweep"])[ids % 5],
+        "user": user,
+        "account_k": user % 60,
+        "partition": np.where(gpus > 0, "gpu", "cpu"),
+        "job_class": np.array(["debug", "interactive", "training", "eval", "dataprep", "batch"])[ids % 6],
+        "state": state,
+        "submit": submit,
+        "start": start,
+        "end": end,
+        "started": started,
+        "elapsed_s": np.where(started, elapsed, 0.0),
+        "req_cpus": cpus, "req_gpus": gpus, "req_mem_bytes": mem,
+        "cpu_seconds_used": elapsed * cpus * cpu_util,
+        "max_rss_bytes": mem * np.minimum(mem_util * 1.5, 1.0),
+        "mean_gpu_util": np.where(gpus > 0, gpu_util, np.nan),
+        "max_gpu_util": np.where(gpus > 0, np.minimum(gpu_util * 1.3, 1.0), np.nan),
+        "max_cpu_util": np.minimum(cpu_util * 1.4, 1.0),
+        "min_runtime_s": np.where(ids % 7 == 0, 0.0, 3600.0),
+    }).with_columns(
+        pl.col("mean_gpu_util", "max_gpu_util").fill_nan(None),
+        pl.col("job_id").cast(pl.String),
+        pl.format("u{}", pl.col("user")).alias("user"),
+        pl.format("org{}/grp{}/team{}", pl.col("account_k") % 3, pl.col("account_k") % 12,
+                  pl.col("account_k")).alias("account"),
+        *(pl.col(c).cast(pl.Datetime("us")).dt.replace_time_zone("UTC") for c in ("submit", "start", "end")),
+    ).with_columns(
+        pl.when(pl.col("started")).then(pl.col("start")).alias("start"),
+        pl.when(pl.col("started") & (pl.col("state") != "RUNNING")).then(pl.col("end")).alias("end"),
+    )
+    run = {"start": start[started], "elapsed": elapsed[started], "cpus": cpus[started], "gpus": gpus[started],
+           "mem": mem[started], "ids": ids[started], "cpu_util": cpu_util[started], "gpu_util": gpu_util[started],
+           "mem_util": mem_util[started]}
+    return schema.conform(df, "jobs"), run
+
+
+def _samples_chunk(rng: np.random.Generator, run: dict, per_job: float) -> pl.DataFrame:
+    """Samples cover each started job's run exactly: n >= 1 equal intervals, values jittered around the job's means."""
+    n_jobs = len(run["ids"])
+    k = 1 + rng.poisson(per_job - 1, n_jobs)
+    total = int(k.sum())
+    job = np.repeat(np.arange(n_jobs), k)
+    first = np.repeat(np.cumsum(k) - k, k)
+    i = np.arange(total) - first
+    interval = run["elapsed"][job] / k[job]
+    jitter = rng.uniform(0.5, 1.5, total)
+    # cgroups keep usage within the allocation; 0.1 % of the jobs go over it (the queries' exact path)
+    over = np.repeat(rng.random(n_jobs) < 0.001, k)
+    cpu_used = run["cpus"][job] * run["cpu_util"][job] * jitter
+    mem_used = run["mem"][job] * run["mem_util"][job] * jitter
+    return pl.DataFrame({
+        "cluster": pl.Series(["bench"] * total),
+        "job_id": run["ids"][job],
+        "ts": run["start"][job] + (i * interval * US).astype(np.int64),
+        "interval_s": interval,
+        "cpu_used": np.where(over, cpu_used * 2.0, np.minimum(cpu_used, run["cpus"][job])),
+        "mem_bytes": np.where(over, mem_used, np.minimum(mem_used, run["mem"][job])),
+        "gpu_util": np.where(run["gpus"][job] > 0, np.minimum(run["gpu_util"][job] * jitter, 1.0), np.nan),
+        "gpu_mem_bytes": np.zeros(total),
+    }).with_columns(
+        pl.col("job_id").cast(pl.String),
+        pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
+        pl.col("gpu_util").fill_nan(None),
+    )
+
+
+def build_store(root: Path, n_jobs: int = N_JOBS, seed: int = 11) -> Path:
+    """Write the store (idempotent: reused when its manifest exists); return its directory."""
+    if (root / "_manifest.json").exists():
+        return root
+    rng = np.random.default_rng(seed)
+    tables: dict[str, list[str]] = {"jobs": [], "samples": [], "nodes": []}
+    per_month = n_jobs // MONTHS
+    for m in range(MONTHS):
+        n = per_month if m < MONTHS - 1 else n_jobs - per_month * (MONTHS - 1)
+        jobs, run = _jobs_chunk(rng, m * per_month, n, m)
+        month = f"2025-{m + 1:02d}"
+        rel = f"jobs/cluster=bench/month={month}/part-0.parquet"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        jobs.write_parquet(root / rel, compression="zstd", row_group_size=1_000_000)
+        tables["jobs"].append(rel)
+        del jobs
+        # samples in slices of jobs so a month never holds more than ~10M sample rows at once
+        for part, lo in enumerate(range(0, len(run["ids"]), 1_000_000)):
+            sl = {k: v[lo:lo + 1_000_000] for k, v in run.items()}
+            samples = schema.conform(_samples_chunk(rng, sl, SAMPLES_PER_JOB), "samples")
+            rel = f"samples/cluster=bench/month={month}/part-{part}.parquet"
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            samples.write_parquet(root / rel, compression="zstd", row_group_size=1_000_000)
+            tables["samples"].append(rel)
+    nodes = schema.conform(pl.DataFrame({
+        "cluster": ["bench"] * 1000, "node": [f"gpu-{i:04d}" for i in range(1000)], "partition": ["gpu"] * 1000,
+        "cpus": [128.0] * 1000, "gpus": [8.0] * 1000, "mem_bytes": [2e12] * 1000,
+        "state": ["idle"] * 990 + ["down"] * 10}), "nodes")
+    rel = "nodes/cluster=bench/part-0.parquet"
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    nodes.write_parquet(root / rel)
+    tables["nodes"].append(rel)
+    (root / "_manifest.json").write_text(json.dumps({"version": 1, "tables": tables}, indent=1))
+    return root
+
+
+# ------------------------------------------------------------------ baselines: same columns, bare aggregate
+# Each baseline reads the columns its query reads, groups them by the query's natural key with the same kind of
+# aggregate (sums / counts / maxima, quantiles for queue waits) and returns its groups like the query does -
+# but without joins, clipping, capping or scoring: what the query's logic costs on top of reading its input.
+_S_AGGS = ("count(*), count(cpu_used), count(gpu_util), count(mem_bytes), sum(cpu_used * interval_s), "
+           "sum(gpu_util * interval_s), sum(mem_bytes * interval_s), sum(interval_s), max(cpu_used), max(gpu_util), "
+           "max(mem_bytes), min(epoch_us(ts))")
+_J_COLS = ("count(*), sum(epoch_us(submit)), sum(epoch_us(start)), sum(epoch_us(\"end\")), sum(elapsed_s), "
+           "sum(req_cpus), sum(req_gpus), sum(req_mem_bytes), sum(alloc_cpus), sum(alloc_gpus), sum(alloc_mem_bytes), "
+           "sum(cpu_seconds_used), sum(max_rss_bytes), sum(mean_gpu_util), sum(max_gpu_util), sum(max_cpu_util), "
+           "count(job_name), count(state), count(\"partition\"), count(account), count(\"user\")")
+_SAMPLES_PER_JOB = f"select cluster, job_id, {_S_AGGS} from samples group by cluster, job_id"
+
+
+def _count(sql: str) -> str:
+    return f"(select count(*) from ({sql}))"
+
+
+BASELINES = {
+    # per-job rows out, like job_waste: the per-job sample aggregate, returned
+    "job_waste": (f"select * from ({_SAMPLES_PER_JOB}) as s, (select {_J_COLS} from jobs) as j", True),
+    "gap_area": (f"select {_count(f'select cluster, job_id, {_S_AGGS} from samples group by all')}, "
+                 f"{_count(f'select account, epoch_us(start) // 86400000000 as d, {_J_COLS} from jobs group by all')}",
+                 False),
+    "user_ranking": (f"select {_count(_SAMPLES_PER_JOB)}, {_count(f'select user, {_J_COLS} from jobs group by user')}",
+                     False),
+    "team_ranking": (f"select {_count(_SAMPLES_PER_JOB)}, "
+                     f"{_count(f'select account, {_J_COLS} from jobs group by account')}", False),
+    "quota_backtest": (f"select {_count(f'select cluster, job_id, epoch_us(ts) // 604800000000 as w, {_S_AGGS} from samples group by all')}, "
+                       f"{_count(f'select user, epoch_us(start) // 604800000000 as w, {_J_COLS} from jobs group by all')}",
+                       False),
+    "user_low_efficiency_jobs": (f"select {_count(_SAMPLES_PER_JOB)}, "
+                                 f"{_count(f'select job_id, {_J_COLS} from jobs where user = $who group by job_id')}",
+                                 False),
+    "fairshare_attainment": (f"select {_count(f'select account, {_J_COLS} from jobs group by account')}", False),
+    "queue_waits": ("select count(*) from (select job_class, account, count(*), "
+                    "median(epoch_us(start) - epoch_us(submit)), quantile_cont(epoch_us(start) - epoch_us(submit), 0.9), "
+                    "quantile_cont(epoch_us(start) - epoch_us(submit), 0.99) from jobs where start is not null "
+                    "group by grouping sets ((job_class, account), (job_class), ()))", False),
+}
+
+CASES = [
+    # (query, params)
+    ("job_waste", {}),
+    ("gap_area", {"bucket_s": 86400.0, "resource": "gpu", "group_by": "team"}),
+    ("user_ranking", {}),
+    ("team_ranking", {"team_level": 2}),
+    ("quota_backtest", {}),
+    ("user_low_efficiency_jobs", {"user": "u7"}),
+    ("fairshare_attainment", {"team_level": 2}),
+    ("queue_waits", {"team_level": 2}),
+]
+
+
+def _run_baseline(con, name):
+    sql, to_polars = BASELINES[name]
+    params = {"who": "u7"} if "$who" in sql else {}
+    rel = con.sql(sql, params=params)
+    return rel.pl() if to_polars else rel.fetchall()
+
+
+@pytest.fixture(scope="module")
+def bench_store() -> Path:
+    root = CACHE / f"jobs-{N_JOBS}"
+    t = time.perf_counter()
+    build_store(root)
+    print(f"\nstore {root}: {N_JOBS:,} jobs (ready in {time.perf_counter() - t:.1f} s)")
+    return root
+
+
+def _connect(store: Path):
+    con = queries.connect(store, threads=2)
+    con.execute(f"set memory_limit = '{MEMORY}'")
+    con.execute("set preserve_insertion_order = false")
+    return con
+
+
+REPEATS = int(os.environ.get("QUOTALOOP_BENCH_REPEATS", "2"))
+
+
+def _time(fn) -> tuple[tuple[float, float], object]:
+    """((wall, cpu) seconds, result); cpu is the process's CPU time, every DuckDB thread included."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return (time.perf_counter() - t, time.process_time() - c), out
+
+
+@pytest.mark.benchmark
+def test_queries_within_3x_of_bare_scan(bench_store):
+    con = _connect(bench_store)
+    n_samples = con.sql("select count(*) from samples").fetchall()[0][0]
+    print(f"samples: {n_samples:,}; wall-clock seconds, best of {REPEATS}; CPU seconds beside (all threads)")
+    rows = []
+    for name, params in CASES:
+        base, query, height = [], [], 0
+        for _ in range(REPEATS):  # alternate, so that a busy machine slows both alike
+            base.append(_time(lambda: _run_baseline(con, name))[0])
+            q, df = _time(lambda: queries.run(name, con=con, **params))
+            query.append(q)
+            height = df.height
+        (bw, bc), (qw, qc) = min(base), min(query)
+        rows.append((name, qw / bw, height))
+        print(f"{name:26s} query {qw:8.2f} s (cpu {qc:7.2f})   baseline {bw:7.2f} s (cpu {bc:7.2f})   "
+              f"ratio {qw / bw:5.2f}x (cpu {qc / bc:5.2f}x)   rows {height:,}", flush=True)
+    con.close()
+    for name, _, height in rows:
+        assert height > 0, f"{name} returned nothing on the benchmark store"
+    slow = [f"{name} {ratio:.2f}x" for name, ratio, _ in rows if ratio > 3.0]
+    assert not slow, f"queries slower than 3x their bare scan-and-aggregate: {slow}"
+
+
+@pytest.mark.benchmark
+def test_job_waste_totals_match_polars_on_one_month(bench_store):
+    """An independent check that the store the benchmark times is read correctly (one month, by Polars)."""
+    month = sorted(bench_store.glob("jobs/cluster=bench/month=2025-03/*.parquet"))
+    jobs = pl.read_parquet(month).filter(pl.col("start").is_not_null())
+    start = jobs["start"].min()
+    # jobs of this month only: window on the job ids' run intervals is not needed, filter by id after the query
+    con = _connect(bench_store)
+    got = queries.run("job_waste", con=con).join(jobs.select("job_id"), on="job_id", how="semi")
+    con.close()
+    run_s = (jobs["end"].fill_null(jobs["start"] + pl.duration(seconds=jobs["elapsed_s"])) - jobs["start"])
+    req_gpu = (jobs["req_gpus"] * run_s.dt.total_microseconds() / 1e6).sum()
+    assert got.height == jobs.height, (got.height, jobs.height, start)
+    assert got["gpu_seconds_requested"].sum() == pytest.approx(req_gpu, rel=1e-9)

@@ -1,0 +1,126 @@
+"""Chart builders: titles and unit-bearing axes, captions, and the plotted numbers equal the input's."""
+from __future__ import annotations
+
+import datetime as dt
+
+import plotly.graph_objects as go
+import polars as pl
+import pytest
+
+from dashboard import charts
+
+T0 = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+
+
+def _title(fig: go.Figure) -> str:
+    return fig.layout.title.text or ""
+
+
+def _gap_frame() -> pl.DataFrame:
+    rows = []
+    # three teams, two buckets; hand-made numbers (GPUs held on average / GPUs busy)
+    for i, (team, req, used) in enumerate([("vision", 10, 4), ("nlp", 6, 6), ("speech", 3, 1)]):
+        for b in range(2):
+            rows.append(dict(t=T0 + dt.timedelta(hours=b), team=team, req=float(req + b), used=float(used)))
+    return pl.DataFrame(rows)
+
+
+def test_gap_area_stack_tops_out_at_requested_and_shades_the_gap():
+    fig = charts.gap_area(_gap_frame(), t="t", requested="req", used="used", group="team", unit="GPUs")
+    assert "Requested vs used GPUs" in _title(fig) and "by team" in _title(fig)
+    assert "GPUs" in fig.layout.yaxis.title.text and "UTC" in fig.layout.xaxis.title.text
+    # order: biggest waster first (vision 6+7=13, speech 2+3=5, nlp 0+1=1)
+    names = [tr.name for tr in fig.data]
+    assert names[:2] == ["vision", "vision held, unused"] and names[2].startswith("speech")
+    assert [tr.showlegend for tr in fig.data[:2]] == [None, False]  # one legend entry per team
+    # stacked sum at each bucket equals the total request (no group over-uses here)
+    tops = [sum(tr.y[b] for tr in fig.data) for b in range(2)]
+    assert tops == [19.0, 22.0]
+    gaps = {tr.name: list(tr.y) for tr in fig.data if tr.name.endswith("unused")}
+    assert gaps["vision held, unused"] == [6.0, 7.0] and gaps["nlp held, unused"] == [0.0, 1.0]
+    assert all(tr.fillpattern.shape == "/" for tr in fig.data if tr.name.endswith("unused"))
+
+
+def test_gap_area_folds_small_groups_into_other_and_clips_overuse():
+    df = _gap_frame().with_columns(pl.when(pl.col("team") == "nlp").then(pl.col("used") + 5)
+                                   .otherwise(pl.col("used")).alias("used"))
+    fig = charts.gap_area(df, t="t", requested="req", used="used", group="team", unit="GPUs", top_n=1)
+    names = [tr.name for tr in fig.data]
+    assert names == ["vision", "vision held, unused", "other", "other held, unused"]
+    other_gap = list(fig.data[3].y)
+    # speech gap 2, 3; nlp overuses (gap -5, -4) and is clipped to 0 *before* folding
+    assert other_gap == [2.0, 3.0]
+
+
+def test_cluster_wide_gap_area_and_empty_frame_message():
+    df = _gap_frame().group_by("t").agg(pl.col("req").sum(), pl.col("used").sum())
+    fig = charts.gap_area(df, t="t", requested="req", used="used", unit="CPU cores")
+    assert "cluster-wide" in _title(fig) and len(fig.data) == 2
+    empty = charts.gap_area(df.head(0), t="t", requested="req", used="used", unit="GPUs")
+    assert "No jobs match" in empty.layout.annotations[0].text and not empty.data
+
+
+def test_ranked_bars_order_colour_and_escaping():
+    df = pl.DataFrame({"user": ["a", "<b>x</b>", "c"], "w": [5.0, 50.0, 20.0], "eff": [0.9, 0.1, None]})
+    fig = charts.ranked_bars(df, name="user", value="w", unit="GPU-hours", efficiency="eff", top_n=2)
+    bar = fig.data[0]
+    assert list(bar.y) == ["&lt;b&gt;x&lt;/b&gt;", "c"] and list(bar.x) == [50.0, 20.0]
+    assert list(bar.marker.color) == [charts.efficiency_color(0.1), charts.UNKNOWN]
+    assert charts.efficiency_color(0.0) == charts.efficiency_color(-1) != charts.efficiency_color(1.0)
+    assert fig.layout.xaxis.title.text == "GPU-hours"
+
+
+def test_occupancy_vs_utilisation_traces():
+    df = pl.DataFrame({"t": [T0, T0 + dt.timedelta(hours=1)], "cap": [32.0, 32.0], "alloc": [30.0, 20.0],
+                       "used": [12.0, 15.0]})
+    fig = charts.occupancy_vs_utilisation(df, t="t", capacity="cap", allocated="alloc", used="used")
+    by_name = {tr.name: list(tr.y) for tr in fig.data}
+    assert by_name == {"allocated": [30.0, 20.0], "busy (used)": [12.0, 15.0], "capacity": [32.0, 32.0]}
+    assert "GPUs" in fig.layout.yaxis.title.text
+
+
+def test_pyramid_shows_unknown_levels():
+    fig = charts.pyramid([("availability", None), ("occupancy", 0.9), ("impact", 0.5), ("utilisation", 0.25)])
+    assert list(fig.data[0].text) == ["unknown", "90.0 %", "50.0 %", "25.0 %"]
+    assert "%" in fig.layout.xaxis.title.text
+
+
+def test_compare_bars_baseline_and_scenario():
+    df = pl.DataFrame({"team": ["a", "b"], "base": [0.8, 1.0], "scen": [0.95, 0.9]})
+    fig = charts.compare_bars(df, category="team", baseline="base", scenario="scen", unit="attainment",
+                              title="Attainment per team", reference=1.0)
+    assert [tr.name.split(" ")[0] for tr in fig.data] == ["baseline", "scenario"]
+    assert list(fig.data[1].y) == [0.95, 0.9]
+
+
+def test_node_heatmap_codes_each_slot():
+    df = pl.DataFrame({"node": ["n10", "n10", "n2", "n2"], "slot": [0, 1, 0, 1],
+                       "state": ["busy", "stranded free", "free", "allocated, idle"], "job": ["j1", None, None, "j2"]})
+    fig = charts.node_heatmap(df, node="node", slot="slot", state="state", hover="job")
+    hm = fig.data[0]
+    assert list(hm.y) == ["n2", "n10"]  # natural order
+    code = {s: i for i, s in enumerate(charts.SLOT_STATES)}
+    assert [list(r) for r in hm.z] == [[code["free"], code["allocated, idle"]], [code["busy"], code["stranded free"]]]
+
+
+def test_gantt_one_bar_per_job_with_duration():
+    df = pl.DataFrame({"node": ["n1", "n2"], "start": [T0, T0], "end": [T0 + dt.timedelta(hours=2), T0 + dt.timedelta(minutes=30)],
+                       "team": ["x", "y"], "job": ["j1", "j2"]})
+    fig = charts.gantt(df, node="node", start="start", end="end", color_by="team", hover="job")
+    durations = sorted(v for tr in fig.data for v in tr.x)
+    assert durations == [30 * 60 * 1000, 2 * 3600 * 1000]
+
+
+@pytest.mark.parametrize("name", ["occupancy_vs_utilisation", "pyramid", "waste_trend", "gap_area", "ranked_bars",
+                                  "score_scatter", "coefficient_series", "compare_bars", "node_heatmap", "gantt",
+                                  "waste_scatter"])
+def test_every_builder_has_a_caption(name):
+    assert hasattr(charts, name) and len(charts.CAPTIONS[name]) > 30
+
+
+def test_colours_are_distinct_within_a_chart_and_stable():
+    names = [f"team{i}" for i in range(20)]
+    colours = charts.colors_for(names)
+    assert len(set(colours.values())) == 20
+    assert charts.colors_for(names) == colours
+    assert charts.colors_for(["b", "a"]) == {"b": charts.PALETTE[0], "a": charts.PALETTE[1]}

@@ -1,0 +1,217 @@
+"""The dashboard's data shaping and scenario helpers, on hand-made inputs and the fixture store (no browser)."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import polars as pl
+import pytest
+
+import dashboard_fixture as fx
+from dashboard import data, scenario, shaping
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, monkeypatch_module):
+    root = fx.build(tmp_path_factory.mktemp("dash_data_store"))
+    monkeypatch_module.setenv("QUOTALOOP_STORE", str(root))
+    monkeypatch_module.setenv("QUOTALOOP_AUTH", "open")
+    return root
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def _window() -> data.Filters:
+    return data.Filters(fx.T0 - dt.timedelta(days=1), fx.T0 + dt.timedelta(days=fx.DAYS + 1))
+
+
+def _expected_gpu_waste_h(jobs: pl.DataFrame) -> dict:
+    """Independent computation: every fixture job uses a constant fraction of its GPUs for its whole run."""
+    util = {u: v[2] for u, v in fx.USERS.items()}
+    out: dict = {}
+    for j in jobs.iter_rows(named=True):
+        out[j["user"]] = out.get(j["user"], 0.0) + j["req_gpus"] * j["elapsed_s"] / 3600 * (1 - util[j["user"]])
+    return out
+
+
+# ------------------------------------------------------------------ hostlists and node slots
+@pytest.mark.parametrize("expr, hosts", [
+    ("gpu-[001-003,005],cpu-07", ["gpu-001", "gpu-002", "gpu-003", "gpu-005", "cpu-07"]),
+    ("n1", ["n1"]),
+    ("a[1-2]b[3-4]", ["a1b3", "a1b4", "a2b3", "a2b4"]),
+    ("n[08-10]", ["n08", "n09", "n10"]),
+    ("", []),
+    (None, []),
+])
+def test_expand_hostlist(expr, hosts):
+    assert shaping.expand_hostlist(expr) == hosts
+
+
+def _occ(rows):
+    cols = ["node", "node_gpus", "node_state", "job_id", "user", "job_class", "gpus_on_node"]
+    return pl.DataFrame([dict(zip(cols, r)) for r in rows], schema={
+        "node": pl.String, "node_gpus": pl.Float64, "node_state": pl.String, "job_id": pl.String,
+        "user": pl.String, "job_class": pl.String, "gpus_on_node": pl.Float64})
+
+
+def test_node_slots_by_hand():
+    occ = _occ([
+        ("n1", 8, "idle", "j1", "alice", "training", 4.0),   # efficiency 0.5 -> 2 busy, 2 idle
+        ("n1", 8, "idle", "j2", "bob", "debug", 0.5),        # a fraction of a GPU holds one slot; unknown eff -> busy
+        ("n2", 8, "idle", None, None, None, None),            # empty node -> 8 free
+        ("n3", 4, "drain", "j3", "carol", "eval", 4.0),       # drained -> all down
+    ])
+    slots = shaping.node_slots(occ, {"j1": 0.5})
+    n1 = slots.filter(pl.col("node") == "n1").sort("slot")["state"].to_list()
+    assert n1 == ["busy", "busy", "allocated, idle", "allocated, idle", "busy"] + ["stranded free"] * 3
+    assert slots.filter(pl.col("node") == "n2")["state"].to_list() == ["free"] * 8
+    assert slots.filter(pl.col("node") == "n3")["state"].to_list() == ["down"] * 4
+    assert shaping.slot_counts(slots) == {"busy": 3, "allocated, idle": 2, "free": 8, "stranded free": 3, "down": 4}
+
+
+def test_sign_changes_counts_direction_flips():
+    assert shaping.sign_changes([1.0, 1.1, 1.2, 1.3]) == 0
+    assert shaping.sign_changes([1.0, 1.2, 1.0, 1.2, 1.0]) == 3
+    assert shaping.sign_changes([1.0, 1.0, 1.2, 1.2, 1.1]) == 1   # flat steps are not a direction
+    assert shaping.sign_changes([]) == 0
+
+
+# ------------------------------------------------------------------ queries through the cache layer
+def test_waste_by_user_matches_an_independent_computation(store):
+    jobs = fx.jobs_frame()
+    expected = _expected_gpu_waste_h(jobs)
+    got = data.waste_by(_window(), "user", "gpu")
+    assert sorted(got["user"].to_list()) == sorted(fx.USERS)
+    for row in got.iter_rows(named=True):
+        assert math.isclose(row["wasted_hours"], expected[row["user"]], rel_tol=1e-9), row["user"]
+        assert math.isclose(row["efficiency"], fx.USERS[row["user"]][2], rel_tol=1e-9)
+    # largest waste first
+    assert got["wasted_hours"].to_list() == sorted(got["wasted_hours"].to_list(), reverse=True)
+
+
+def test_account_filter_narrows_to_the_subtree(store):
+    flt = data.Filters(_window().start, _window().end, account="lab/nlp")
+    got = data.waste_by(flt, "user", "gpu")
+    assert sorted(got["user"].to_list()) == ["dave", "erin"]
+    teams = data.waste_by(_window(), "team", "gpu", team_level=2)
+    assert sorted(teams["team"].to_list()) == ["lab/nlp", "lab/vision"]
+
+
+def test_filters_a_query_does_not_take_are_reported(store):
+    flt = data.Filters(_window().start, _window().end, state="COMPLETED")
+    assert data.ignored_filters("job_waste", flt) == []
+    assert "state" in data.ignored_filters("budget_usage", flt)
+
+
+def test_unknown_query_is_not_available(store):
+    with pytest.raises(data.NotAvailable, match="no_such_query"):
+        data.query("no_such_query")
+
+
+def test_options_and_token_change_on_write(store):
+    opts = data.options()
+    assert opts.users == sorted(fx.USERS) and "lab/vision" in opts.accounts and opts.jobs == fx.jobs_frame().height
+    before = data.store_token()
+    from queries.store import Store
+
+    extra = fx.jobs_frame().head(1).with_columns(pl.lit("zz9999").alias("job_id"))
+    with Store(store).transaction() as tx:
+        tx.upsert("jobs", extra)
+    assert data.store_token() != before
+    assert data.options().jobs == fx.jobs_frame().height + 1
+
+
+# ------------------------------------------------------------------ scenarios (pure)
+def _tree():
+    from engine import budget_tree
+
+    return budget_tree.parse("""
+[min_runtime]
+training = "8h"
+debug = 0
+[tree.acme]
+share = 1
+[tree.acme.research]
+share = 3
+guaranteed_gpus = 16
+[tree.acme.research.vision]
+share = 2
+[tree.acme.research.nlp]
+share = 1
+[tree.acme.product]
+share = 1
+""")
+
+
+def test_slider_groups_skip_lone_children():
+    nodes = scenario.budget_nodes(_tree())
+    groups = scenario.slider_groups(nodes)
+    assert [(p, [k["path"] for k in kids]) for p, kids in groups] == [
+        ("acme", ["acme/research", "acme/product"]),
+        ("acme/research", ["acme/research/vision", "acme/research/nlp"]),
+    ]
+
+
+def test_budget_overrides_copy_the_tree_and_only_differences_count():
+    tree = _tree()
+    patched = scenario.apply_budget_overrides(tree, {"acme/research/nlp": 5.0}, {"acme/product": 8.0})
+    by_path = {n["path"]: n for n in scenario.budget_nodes(patched)}
+    assert by_path["acme/research/nlp"]["share"] == 5.0 and by_path["acme/product"]["guaranteed_gpus"] == 8.0
+    assert {n["path"]: n["share"] for n in scenario.budget_nodes(tree)}["acme/research/nlp"] == 1.0  # untouched
+    assert scenario.overrides({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}) == {"b": 3.0}
+    assert scenario.baseline_min_runtime_h(tree, "training") == 8.0
+    d = scenario.apply_budget_overrides({"x/a": 1.0}, {"x/a": 2.0}, {})
+    assert d == {"x/a": {"share": 2.0}}
+
+
+def test_equal_settings_make_equal_scenarios():
+    a = scenario.Scenario.make(shares={"b": 2, "a": 1})
+    b = scenario.Scenario.make(shares={"a": 1.0, "b": 2.0})
+    assert a == b and hash(a) == hash(b)
+    assert scenario.Scenario.make() == scenario.Scenario()
+    assert "a=1" in a.describe()
+
+
+def test_sim_config_carries_the_scenario():
+    cfg = scenario.sim_config(scenario.Scenario.make(min_runtime_h={"debug": 0.5}, checkpoint_interval_s=1800,
+                                                     backfill="conservative"), _tree()).validated()
+    assert cfg.min_runtime_by_class == {"debug": 1800.0} and cfg.checkpoint_interval_s == 1800.0
+    assert cfg.backfill == "conservative" and cfg.quota == "guarantee"  # the tree has a guarantee
+
+
+def test_occupancy_series_integrates_to_the_allocated_hours():
+    import engine
+
+    jobs, nodes = fx.jobs_frame(), fx.nodes_frame()
+    res = engine.simulate(jobs, nodes, engine.SimConfig())
+    occ = scenario.occupancy_series(res, 3600.0)
+    # independent: sum over the timeline of gpus x duration
+    tl = res.timeline
+    direct = sum(g * (e - s).total_seconds() / 3600 for g, s, e in zip(tl["gpus"], tl["start"], tl["end"]))
+    assert math.isclose(occ["gpus"].sum(), direct, rel_tol=1e-9)
+    assert occ["gpus"].max() <= 32.0 + 1e-9
+
+
+def test_attainment_and_waits_frames_and_headline():
+    base = {"attainment": {"teams": {"a": {"attainment": 0.8, "entitled_hours": 10, "demanded_hours": 20,
+                                           "received_hours": 8}}},
+            "wait_s_by_class": {"debug": {"p90": 7200.0}}}
+    scen = {"attainment": {"teams": {"a": {"attainment": 1.0, "entitled_hours": 12, "demanded_hours": 20,
+                                           "received_hours": 12}, "b": {"attainment": 0.5}}},
+            "wait_s_by_class": {"debug": {"p90": 1800.0}}}
+    att = scenario.attainment_frame(base, scen)
+    assert att["team"].to_list() == ["a", "b"] and att["baseline"].to_list() == [0.8, None]
+    assert att["scenario"].to_list() == [1.0, 0.5]
+    w = scenario.waits_frame(base, scen)
+    assert w.row(0) == ("debug", 2.0, 0.5)
+    cmp = pl.DataFrame({"metric": ["occupancy", "wait_s.p90"], "baseline": [0.5, 10.0], "scenario": [0.6, 5.0],
+                        "delta": [0.1, -5.0]})
+    rows = scenario.headline(cmp)
+    assert [r["key"] for r in rows] == ["occupancy", "wait_s.p90"] and rows[1]["better"] == -1

@@ -1,0 +1,324 @@
+"""Every dashboard page under ``streamlit.testing.v1.AppTest`` on a real store: it renders, its widgets change what
+is shown (checked against numbers computed independently from the fixture), and the access rule holds."""
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import dashboard_fixture as fx
+
+APP = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+PAGES = ["overview", "waste", "layout", "rankings", "fairshare", "my_jobs", "reports"]
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "store"
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory) -> Path:
+    return fx.build(tmp_path_factory.mktemp("dash_pages_store"))
+
+
+@pytest.fixture
+def make_app(store, monkeypatch):
+    def make(auth="open", *, user=None, admins="", query_params=None, root=None, timeout=90):
+        monkeypatch.setenv("QUOTALOOP_STORE", str(root or store))
+        monkeypatch.setenv("QUOTALOOP_AUTH", auth)
+        monkeypatch.setenv("QUOTALOOP_ADMINS", admins)
+        monkeypatch.delenv("QUOTALOOP_CONFIG", raising=False)
+        at = AppTest.from_file(APP, default_timeout=timeout)
+        if user is not None:
+            at.user = user
+        if query_params:
+            at.query_params = dict(query_params)
+        return at.run()
+    return make
+
+
+# ------------------------------------------------------------------ helpers
+def walk(node):
+    kids = getattr(node, "children", None)
+    if isinstance(kids, dict):
+        for child in kids.values():
+            yield from walk(child)
+    else:
+        yield node
+
+
+def rendered_text(at) -> str:
+    """Everything a user could read on the page: element protos, table contents, chart specs."""
+    parts = []
+    for el in walk(at._tree):
+        parts.append(str(getattr(el, "proto", "")))
+        if type(el).__name__ == "Dataframe":
+            parts.append(el.value.to_csv())
+    return "\n".join(parts)
+
+
+def charts_by_key(at) -> dict:
+    out = {}
+    for el in walk(at._tree):
+        proto = getattr(el, "proto", None)
+        if type(proto).__name__ == "PlotlyChart":
+            out[proto.id.rsplit("-", 1)[-1]] = json.loads(proto.spec)
+    return out
+
+
+def metric(at, label: str) -> str:
+    found = [m.value for m in at.metric if m.label == label]
+    assert found, f"no metric {label!r}; have {[m.label for m in at.metric]}"
+    return found[0]
+
+
+def exact(at, label: str) -> float:
+    """The exact number a metric card carries in its help text (the card itself shows a compact 262 k)."""
+    found = [m for m in at.metric if m.label == label]
+    assert found, f"no metric {label!r}"
+    return float(found[0].proto.help.split()[0].replace(",", ""))
+
+
+def downloaded(at, key: str) -> bytes:
+    """The bytes behind a download button (AppTest keeps them in the in-memory media store)."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    url = next(b.proto.url for b in at.get("download_button") if b.proto.id.endswith(f"-{key}"))
+    file_id = url.rsplit("/", 1)[-1].split(".")[0]
+    for mgr in (o for o in gc.get_objects() if isinstance(o, MediaFileManager)):
+        try:
+            return bytes(mgr._storage.get_file(file_id).content)
+        except Exception:  # noqa: BLE001 - another manager instance
+            continue
+    raise AssertionError(f"download {key} not found")
+
+
+def no_errors(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+# independent expectations from the fixture definition (constant utilisation per user)
+def expected(resource: str, users=None) -> dict:
+    jobs = fx.jobs_frame()
+    idx = {"gpu": 2, "cpu": 3}[resource]
+    out: dict = {}
+    for j in jobs.iter_rows(named=True):
+        if users and j["user"] not in users:
+            continue
+        held = (j["req_gpus"] if resource == "gpu" else j["req_cpus"]) * j["elapsed_s"] / 3600
+        out[j["user"]] = out.get(j["user"], 0.0) + held * (1 - fx.USERS[j["user"]][idx])
+    return out
+
+
+# ------------------------------------------------------------------ every page renders
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_fixture_store(make_app, page):
+    at = make_app()
+    at.switch_page(f"views/{page}.py").run()
+    no_errors(at)
+    assert at.title and at.title[0].value
+    assert "Traceback" not in rendered_text(at)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_explains_an_empty_store(make_app, tmp_path, page):
+    at = make_app(root=tmp_path / "nothing-here")
+    at.switch_page(f"views/{page}.py").run()
+    no_errors(at)
+    assert any("has no jobs yet" in i.value for i in at.info)
+
+
+@pytest.mark.skipif(not (SAMPLE / "_manifest.json").exists(), reason="bundled sample store not built "
+                    "(run `quotaloop sample --store sample_data/store`)")
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_sample_store(make_app, page):
+    at = make_app(root=SAMPLE, timeout=300)
+    at.switch_page(f"views/{page}.py").run()
+    no_errors(at)
+    assert at.title and "has no jobs yet" not in rendered_text(at)
+    if page in ("overview", "waste", "layout", "rankings", "my_jobs"):
+        assert at.metric and charts_by_key(at)
+
+
+# ------------------------------------------------------------------ widgets change what is shown
+def test_overview_numbers_follow_the_account_filter(make_app):
+    at = make_app()
+    at.switch_page("views/overview.py").run()
+    assert exact(at, "Wasted GPU-hours") == pytest.approx(sum(expected("gpu").values()), abs=0.05)
+    at.selectbox(key="flt_account").select("lab/nlp").run()
+    no_errors(at)
+    assert exact(at, "Wasted GPU-hours") == pytest.approx(sum(expected("gpu", {"dave", "erin"}).values()), abs=0.05)
+    assert metric(at, "Jobs · users").endswith("· 2")
+
+
+def test_waste_explorer_resource_grouping_and_drilldown(make_app):
+    at = make_app()
+    at.switch_page("views/waste.py").run()
+    assert exact(at, "Wasted GPU-hours") == pytest.approx(sum(expected("gpu").values()), abs=0.05)
+    at.button_group(key="w_resource").set_value("cpu").run()
+    no_errors(at)
+    assert exact(at, "Wasted core-hours") == pytest.approx(sum(expected("cpu").values()), abs=0.05)
+    assert "CPU requested vs used" in charts_by_key(at)["gap_chart"]["layout"]["title"]["text"]
+
+    at.button_group(key="w_by").set_value("user").run()
+    table = at.dataframe[0].value
+    exp = expected("cpu")
+    assert list(table["user"]) == sorted(exp, key=exp.get, reverse=True)
+    assert all(math.isclose(w, exp[u], rel_tol=1e-9) for u, w in zip(table["user"], table["wasted_hours"]))
+    gap = charts_by_key(at)["gap_chart"]
+    assert {t["legendgroup"] for t in gap["data"]} == set(fx.USERS)
+
+    at.selectbox(key="w_team").select("lab/vision/detect").run()
+    users = at.dataframe[-1].value
+    assert sorted(users["user"]) == ["alice", "bob"]
+    at.selectbox(key="w_user").select("alice").run()
+    no_errors(at)
+    jobs = at.dataframe[-1].value
+    assert len(jobs) == fx.jobs_frame().filter(pl.col("user") == "alice").height
+    assert set(jobs["job_id"].str[0]) == {"a"}
+
+
+def test_waste_csv_download_neutralises_formulas(make_app):
+    at = make_app()
+    at.switch_page("views/waste.py").run()
+    at.selectbox(key="w_team").select("lab/nlp/llm").run()
+    at.selectbox(key="w_user").select("erin").run()
+    body = downloaded(at, "dl_jobs").decode()
+    assert "'=HYPERLINK" in body and "\n=HYPERLINK" not in body and ",=HYPERLINK" not in body
+
+
+def test_rankings_follow_the_resource_choice(make_app):
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    no_errors(at)
+    for resource in ("gpu", "cpu"):
+        at.button_group(key="r_by").set_value(resource).run()
+        exp = expected(resource)
+        table = at.dataframe[0].value
+        assert list(table["user"]) == sorted(exp, key=exp.get, reverse=True), resource
+        assert metric(at, "Largest waster") == max(exp, key=exp.get)
+    assert charts_by_key(at)["r_scatter"]["data"][0]["mode"] == "markers"
+
+
+def test_rankings_quota_loop_reports_oscillation(make_app):
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    at.button_group(key="r_period").set_value(1).run()
+    no_errors(at)
+    assert int(metric(at, "Periods")) >= 6  # daily periods over the fixture's week
+    assert metric(at, "Sign changes of the applied coefficient").isdigit()
+
+
+def test_layout_time_slider_moves_the_grid(make_app):
+    at = make_app()
+    at.switch_page("views/layout.py").run()
+    jobs = fx.jobs_frame()
+    for hour in (30, 100):
+        when = (fx.T0 + dt.timedelta(hours=hour)).replace(tzinfo=None)
+        at.slider(key="lay_at").set_value(when).run()
+        no_errors(at)
+        t = when.replace(tzinfo=dt.timezone.utc)
+        running = jobs.filter((pl.col("start") <= t) & (pl.col("end") > t))
+        busy = sum(min(int(g), round(fx.USERS[u][2] * g)) for u, g in zip(running["user"], running["req_gpus"]))
+        held = int(running["req_gpus"].sum())
+        assert int(metric(at, "GPUs busy")) == busy, hour
+        assert int(metric(at, "Allocated, idle")) == held - busy, hour
+        heat = charts_by_key(at)["lay_heat"]
+        assert len(heat["data"][0]["y"]) == 4  # four nodes
+
+
+def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
+    at = make_app()
+    at.switch_page("views/fairshare.py").run()
+    assert any("press **Simulate**" in i.value for i in at.info)
+    at.button[0].click().run()  # unchanged settings: scenario == baseline
+    no_errors(at)
+    assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs · users")
+    slider = at.slider(key="share_lab/vision")
+    slider.set_value(round(slider.value * 3, 1))
+    at.select_slider(key="mrt_training").set_value(4)
+    at.button[0].click().run()
+    no_errors(at)
+    assert any(m.delta not in (None, "no change") for m in at.metric)
+    captions = " ".join(c.value for c in at.caption)
+    assert "shares vision=" in captions and "min runtime training 4 h" in captions
+    att = charts_by_key(at)["fs_att"]
+    assert [t["name"].split(" ")[0] for t in att["data"]] == ["baseline", "scenario"]
+    assert at.markdown and any("GPU-hours" in m.value for m in at.markdown)  # "why does my team get less"
+    at.switch_page("views/layout.py").run()
+    no_errors(at)
+    assert "lay_sim_gantt" in charts_by_key(at)
+
+
+def test_reports_page_builds_a_download(make_app):
+    from dashboard import data
+
+    if not data.report_available():
+        pytest.skip("dashboard/report.py not built yet")
+    at = make_app()
+    at.switch_page("views/reports.py").run()
+    assert at.radio(key="rep_audience").options == ["Platform team", "Manager", "Researcher"]
+    at.button(key="rep_build").click().run()
+    no_errors(at)
+    assert at.success
+    html_key = next(b.proto.id.rsplit("-", 1)[-1] for b in at.get("download_button") if "html" in b.proto.id)
+    assert downloaded(at, html_key).lstrip().lower().startswith(b"<!doctype html")
+
+
+# ------------------------------------------------------------------ the access rule, through the UI
+ALICE = {"is_logged_in": True, "email": "alice@example.org"}
+
+
+def test_researcher_sees_only_own_jobs_whatever_the_url_or_state_says(make_app):
+    at = make_app("oidc", user=ALICE, query_params={"user": "bob", "view_user": "bob"})
+    at.session_state["view_user"] = "bob"   # a forged widget value
+    at.switch_page("views/my_jobs.py").run()
+    no_errors(at)
+    assert not [s for s in at.selectbox if s.key == "view_user"]
+    text = rendered_text(at)
+    assert "bob-private" not in text
+    ids = set(at.dataframe[-1].value["job_id"])
+    assert ids == set(fx.jobs_frame().filter(pl.col("user") == "alice")["job_id"])
+
+
+def test_researcher_cannot_drill_into_another_users_jobs(make_app):
+    at = make_app("oidc", user=ALICE)
+    at.switch_page("views/waste.py").run()
+    at.selectbox(key="w_team").select("lab/vision/detect").run()
+    at.selectbox(key="w_user").select("bob").run()
+    no_errors(at)
+    assert any("admins only" in i.value for i in at.info)
+    assert "bob-private" not in rendered_text(at)
+    at.switch_page("views/layout.py").run()
+    assert "bob-private" not in rendered_text(at)
+    at.switch_page("views/reports.py").run()
+    assert at.radio(key="rep_audience").options == ["Researcher"]
+
+
+def test_admin_may_view_anyone(make_app):
+    at = make_app("oidc", user={"is_logged_in": True, "email": "boss@example.org"}, admins="boss@example.org")
+    at.switch_page("views/my_jobs.py").run()
+    at.selectbox(key="view_user").select("bob").run()
+    no_errors(at)
+    assert "bob-private" in rendered_text(at)
+    assert set(at.dataframe[-1].value["job_id"]) == set(fx.jobs_frame().filter(pl.col("user") == "bob")["job_id"])
+
+
+def test_logged_out_sees_a_sign_in_prompt_and_no_jobs(make_app):
+    at = make_app("oidc", user={"is_logged_in": False})
+    at.switch_page("views/my_jobs.py").run()
+    no_errors(at)
+    assert any("Sign in" in i.value for i in at.info) and not at.dataframe
+
+
+def test_demo_mode_is_marked_and_has_a_user_picker(make_app):
+    at = make_app("demo")
+    at.switch_page("views/my_jobs.py").run()
+    assert any("Demo mode" in w.value for w in at.sidebar.warning)
+    at.selectbox(key="view_user").select("dave").run()
+    no_errors(at)
+    assert set(at.dataframe[-1].value["job_id"]) == set(fx.jobs_frame().filter(pl.col("user") == "dave")["job_id"])

@@ -1,0 +1,189 @@
+"""End to end: the real ``quotaloop serve`` driven in headless Chromium (Playwright, sync API).
+
+Opens every page (a screenshot of each under tests/artifacts/), moves a budget slider and runs a simulation,
+downloads a CSV, proves the trusted-header identity path, and loads the waste explorer in 20 concurrent sessions.
+Runs on a small fixture store by default; ``QUOTALOOP_E2E_STORE=sample`` (or a store path) uses another store.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import dashboard_browser as br
+import dashboard_fixture as fx
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+PAGES = {"overview": "/", "waste": "/waste", "layout": "/layout", "rankings": "/rankings",
+         "fairshare": "/fairshare", "my_jobs": "/my-jobs", "reports": "/reports"}
+TITLES = {"overview": "Cluster overview", "waste": "Waste explorer", "layout": "Cluster layout",
+          "rankings": "Rankings & quota loop", "fairshare": "Fair share & budgets", "my_jobs": "My jobs",
+          "reports": "Reports"}
+
+
+def _store(tmp_path_factory) -> Path:
+    choice = os.environ.get("QUOTALOOP_E2E_STORE")
+    if choice == "sample":
+        return br.REPO / "sample_data" / "store"
+    if choice:
+        return Path(choice)
+    return fx.build(tmp_path_factory.mktemp("e2e_store"))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    br.require_chromium()
+    return _store(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with br.serve(store, auth="demo", log=ARTIFACTS / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = br.launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+    pg = ctx.new_page()
+    PAGE_ERRORS[id(pg)] = []
+    pg.on("pageerror", lambda exc: PAGE_ERRORS[id(pg)].append(str(exc)))
+    yield pg
+    ctx.close()
+
+
+PAGE_ERRORS: dict = {}
+
+
+def _no_app_errors(pg):
+    exceptions = pg.locator("[data-testid=stException]")
+    assert exceptions.count() == 0, exceptions.first.inner_text()
+    assert not PAGE_ERRORS.get(id(pg)), PAGE_ERRORS[id(pg)]
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_each_page_renders_and_is_screenshotted(server, page, name):
+    seconds = br.open_page(page, server + PAGES[name])
+    page.wait_for_timeout(800)  # let Plotly finish drawing before the screenshot
+    _no_app_errors(page)
+    assert page.locator("h1").first.inner_text().strip() == TITLES[name]
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert seconds < 120
+
+
+def _metric_values(pg) -> dict:
+    out = {}
+    for card in pg.locator("[data-testid=stMetric]").all():
+        label = card.locator("[data-testid=stMetricLabel]").inner_text().strip()
+        value = card.locator("[data-testid=stMetricValue]").inner_text().strip()
+        delta = card.locator("[data-testid=stMetricDelta]")
+        out[label] = (value, delta.inner_text().strip() if delta.count() else None)
+    return out
+
+
+def test_budget_slider_and_simulation_change_the_comparison(server, page):
+    br.open_page(page, server + "/fairshare")
+    page.get_by_role("button", name="Simulate").click()
+    page.get_by_text("Baseline vs scenario", exact=True).wait_for(timeout=180_000)
+    br.wait_done(page, 180_000)
+    same = _metric_values(page)
+    assert same and all(d in (None, "no change") for _, d in same.values()), same
+
+    thumb = page.locator("[data-testid=stSlider] input[type=range]").first
+    before = thumb.input_value()
+    thumb.focus()
+    page.keyboard.press("End")  # the slider's maximum: triple the largest sibling share
+    page.wait_for_timeout(300)
+    assert float(thumb.input_value()) > float(before)
+    page.get_by_role("button", name="Simulate").click()
+    page.get_by_text(re.compile(r"Scenario:.*shares")).wait_for(timeout=180_000)
+    br.wait_done(page, 180_000)
+    changed = _metric_values(page)
+    _no_app_errors(page)
+    assert any(d not in (None, "no change") for _, d in changed.values()), changed
+    assert page.get_by_text("Why does my team get less?").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "fairshare_simulated.png"), full_page=True)
+
+
+def test_csv_download_from_the_waste_explorer(server, page, store):
+    br.open_page(page, server + "/waste")
+    with page.expect_download(timeout=60_000) as info:
+        page.locator("[data-testid=stDownloadButton] button").first.click()
+    download = info.value
+    body = Path(download.path()).read_text()
+    rows = list(csv.reader(io.StringIO(body)))
+    assert rows[0][:2] == ["team", "jobs"] and len(rows) > 1
+    assert download.suggested_filename.endswith(".csv")
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        return
+    # the fixture's teams, with job counts that add up to the fixture's jobs
+    assert sorted(r[0] for r in rows[1:]) == ["lab/nlp/llm", "lab/vision/detect", "lab/vision/seg"]
+    assert sum(int(r[1]) for r in rows[1:]) == fx.jobs_frame().height
+
+
+def test_twenty_concurrent_sessions_on_the_waste_explorer(server, browser):
+    br.open_page(browser.new_page(), server + "/waste")  # warm the caches once, as a first visitor would
+    contexts, pages, errors = [], [], []
+    t0 = time.perf_counter()
+    try:
+        for _ in range(20):
+            ctx = browser.new_context(viewport={"width": 1200, "height": 900})
+            pg = ctx.new_page()
+            pg.on("pageerror", lambda exc: errors.append(str(exc)))
+            pg.goto(server + "/waste", wait_until="commit")
+            contexts.append(ctx)
+            pages.append(pg)
+        for pg in pages:
+            pg.wait_for_selector("[data-testid=stMetric]", timeout=240_000)
+            br.wait_done(pg, 240_000)
+        elapsed = time.perf_counter() - t0
+        for pg in pages:
+            assert pg.locator("[data-testid=stException]").count() == 0
+            assert pg.locator("h1").first.inner_text().strip() == "Waste explorer"
+            assert "Wasted GPU-hours" in pg.locator("[data-testid=stMetric]").all_inner_texts()[2]
+        assert not errors, errors
+        assert elapsed < 240
+        print(f"\n20 concurrent waste-explorer sessions rendered in {elapsed:.1f} s")
+    finally:
+        for ctx in contexts:
+            ctx.close()
+
+
+def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        pytest.skip("uses the fixture store's users")
+    with br.serve(store, auth="header", extra_env={"QUOTALOOP_AUTH_HEADER": "X-Forwarded-User"}) as url:
+        ctx = browser.new_context(extra_http_headers={"X-Forwarded-User": "alice"})
+        pg = ctx.new_page()
+        br.open_page(pg, url + "/my-jobs?user=bob&view_user=bob")
+        text = pg.locator("[data-testid=stMain]").inner_text()
+        assert "All of alice's jobs" in text and "bob" not in text
+        assert pg.locator("[data-testid=stSelectbox]").filter(has_text="view the page").count() == 0
+        with pg.expect_download(timeout=60_000) as info:
+            pg.locator("[data-testid=stDownloadButton] button").last.click()
+        rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
+        assert rows and {r["user"] for r in rows} == {"alice"}
+        assert {r["job_id"] for r in rows} == set(fx.jobs_frame().filter(fx.pl.col("user") == "alice")["job_id"])
+        ctx.close()
+        anon = browser.new_context()
+        pg = anon.new_page()
+        br.open_page(pg, url + "/my-jobs")
+        assert "did not identify you" in pg.locator("[data-testid=stMain]").inner_text()
+        anon.close()

@@ -1,0 +1,152 @@
+"""Min-runtime contracts, preemption, guaranteed quota with reclaim, node failures and drains: hand-computed cases."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from engine import Cluster, NodeEvent, SimConfig, simulate
+
+
+def frame(rows, gpus=False, **extra):
+    """rows: (label, submit, size, run, limit, account, min_runtime_s)."""
+    size_col = "req_gpus" if gpus else "req_cpus"
+    cols = {
+        "job_id": [str(i + 1) for i in range(len(rows))], "job_name": [r[0] for r in rows],
+        "submit": [float(r[1]) for r in rows], size_col: [float(r[2]) for r in rows],
+        "elapsed_s": [float(r[3]) for r in rows], "time_limit_s": [float(r[4]) for r in rows],
+        "account": [r[5] for r in rows], "min_runtime_s": pl.Series([r[6] for r in rows], dtype=pl.Float64),
+    }
+    if gpus:
+        cols["req_cpus"] = [1.0] * len(rows)
+    cols.update(extra)
+    return pl.DataFrame(cols)
+
+
+def by_name(res, *cols):
+    return {r[0]: r[1:] if len(r) > 2 else r[1] for r in res.jobs.select("job_name", *cols).iter_rows()}
+
+
+def attempts(res, job_id):
+    tl = res.timeline.filter(pl.col("job_id") == job_id).unique(["attempt"], keep="first").sort("attempt")
+    return tl.select("start", "end", "ended_by").rows()
+
+
+@pytest.mark.parametrize("ckpt, lost, end", [(None, 5.0, 115.0), (2.0, 1.0, 111.0)])
+def test_unallocated_occupancy_is_preempted_by_funded_work(ckpt, lost, end):
+    # Two processors. U (min runtime 0 = unallocated occupancy) holds both from 0. F (no contract = funded)
+    # arrives at 5 and cannot start: it preempts U at once. U loses the work since its last checkpoint
+    # (all 5 s without checkpoints; 1 s with one every 2 s), restarts when F ends at 15 and runs the rest.
+    w = frame([("U", 0, 2, 100, 200, "x", 0.0), ("F", 5, 2, 10, 10, "y", None)])
+    res = simulate(w, Cluster.procs(2), SimConfig(checkpoint_interval_s=ckpt))
+    assert by_name(res, "start", "end") == {"U": (0.0, end), "F": (5.0, 15.0)}
+    assert by_name(res, "preemptions") == {"U": 1, "F": 0}
+    assert by_name(res, "lost_cpu_seconds")["U"] == 2 * lost
+    assert attempts(res, "1") == [(0.0, 5.0, "preempt"), (15.0, end, "end")]
+    m = res.metrics
+    assert m["preemptions"] == 1
+    u_cpu_s = 2 * (5 + end - 15)
+    assert m["unallocated_occupancy_share"] == pytest.approx(u_cpu_s / (u_cpu_s + 2 * 10))
+
+
+def test_without_preemption_nothing_is_requeued():
+    w = frame([("U", 0, 2, 100, 200, "x", 0.0), ("F", 5, 2, 10, 10, "y", None)])
+    res = simulate(w, Cluster.procs(2), SimConfig(preemption=False))
+    assert by_name(res, "start", "end") == {"U": (0.0, 100.0), "F": (100.0, 110.0)}
+
+
+@pytest.mark.parametrize("min_rt, expected", [
+    # B1 runs from 0; A1 (team A, no usage) arrives at 10 while team B holds the whole machine. B1's min
+    # runtime protects it until 30; then A is under-served (share 0 of usage vs 0.5 entitled) and B
+    # over-served, so B1 is preempted (30 s lost, no checkpoints) and A1 runs 30-40; B1 reruns 40-140.
+    (30.0, {"B1": (0.0, 140.0, 1), "A1": (30.0, 40.0, 0)}),
+    # No contract: never preempted, A1 waits for B1's end.
+    (None, {"B1": (0.0, 100.0, 0), "A1": (100.0, 110.0, 0)}),
+])
+def test_min_runtime_protects_then_fair_share_preempts(min_rt, expected):
+    w = frame([("B1", 0, 1, 100, 100, "B", min_rt), ("A1", 10, 1, 10, 10, "A", min_rt)])
+    res = simulate(w, Cluster.procs(1), SimConfig(policy="fairshare", budgets={"A": 1, "B": 1}))
+    assert by_name(res, "start", "end", "preemptions") == expected
+    if min_rt:
+        assert attempts(res, "1") == [(0.0, 30.0, "preempt"), (40.0, 140.0, "end")]
+        assert res.metrics["lost_cpu_hours"] == pytest.approx(30 / 3600)
+
+
+def test_fair_share_preemption_needs_a_clear_imbalance():
+    # Same, but team A already used a lot earlier in the window (A0: 0-200 alone): at 230 A is not
+    # under-served, so no preemption happens even though B1 is past its min runtime.
+    w = frame([("A0", 0, 1, 200, 200, "A", 10.0), ("B1", 200, 1, 100, 100, "B", 10.0),
+               ("A1", 210, 1, 10, 10, "A", 10.0)])
+    res = simulate(w, Cluster.procs(1), SimConfig(policy="fairshare", budgets={"A": 1, "B": 1}))
+    assert by_name(res, "preemptions") == {"A0": 0, "B1": 0, "A1": 0}
+    assert by_name(res, "start")["A1"] == 300.0
+
+
+def test_guaranteed_quota_reclaims_burst_work():
+    # One node with 4 GPUs; A and B are each guaranteed 2. B1 (2 GPUs) runs within B's guarantee, B2 (2 GPUs)
+    # beyond it, as burst. A1 arrives at 20 within A's guarantee: it reclaims B2 (past its 10 s min runtime),
+    # not B1. B2 loses 20 s and reruns when A1 ends at 30.
+    w = frame([("B1", 0, 2, 100, 100, "B", None), ("B2", 0, 2, 100, 100, "B", None),
+               ("A1", 20, 2, 10, 10, "A", None)], gpus=True)
+    budgets = {"A": {"share": 1, "guaranteed_gpus": 2}, "B": {"share": 1, "guaranteed_gpus": 2}}
+    res = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(quota="guarantee", budgets=budgets, min_runtime_s=10))
+    assert by_name(res, "start", "end", "preemptions") == {"B1": (0.0, 100.0, 0), "B2": (0.0, 130.0, 1),
+                                                          "A1": (20.0, 30.0, 0)}
+    assert by_name(res, "lost_gpu_seconds")["B2"] == 2 * 20.0
+    # without the guarantee mode nobody may preempt (FCFS has no under-served team)
+    plain = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(budgets=budgets, min_runtime_s=10))
+    assert by_name(plain, "start")["A1"] == 100.0
+
+
+def test_borrowing_cap_holds_jobs_back():
+    # B may hold at most 2 GPUs (max_gpus): B2 waits for B1 although 2 GPUs are free; its reason says so.
+    w = frame([("B1", 0, 2, 100, 100, "B", None), ("B2", 0, 2, 10, 10, "B", None)], gpus=True)
+    budgets = {"A": {"share": 1}, "B": {"share": 1, "max_gpus": 2}}
+    res = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(budgets=budgets))
+    assert by_name(res, "start") == {"B1": 0.0, "B2": 100.0}
+    assert by_name(res, "wait_reason")["B2"] == "quota"
+
+
+def test_node_failure_requeues_and_repairs():
+    # Two 4-GPU nodes. J1 on node001 (0-100), J2 on node002 (0-50). node001 fails at 30: J1 is requeued
+    # (30 s of 4 GPUs lost), node001 is down until 30 + 60. J1 restarts on node002 when J2 ends at 50.
+    w = frame([("J1", 0, 4, 100, 100, "x", None), ("J2", 0, 4, 50, 50, "x", None)], gpus=True)
+    cfg = SimConfig(node_events=[NodeEvent(30.0, "node001", "fail")], repair_time_s=60)
+    res = simulate(w, Cluster.uniform(2, 4, 8), cfg)
+    assert by_name(res, "start", "end", "failures", "preemptions") == {"J1": (0.0, 150.0, 1, 0),
+                                                                      "J2": (0.0, 50.0, 0, 0)}
+    assert by_name(res, "lost_gpu_seconds")["J1"] == 120.0
+    assert by_name(res, "node_list")["J1"] == "node002"
+    assert attempts(res, "1") == [(0.0, 30.0, "fail"), (50.0, 150.0, "end")]
+    m = res.metrics
+    assert m["node_events"]["fail"] == 1 and m["node_down_hours"] == pytest.approx(60 / 3600)
+    assert m["failures_requeued"] == 1
+
+
+def test_drain_waits_for_min_runtime_and_blocks_new_work():
+    # node001 is drained at 10. J1 on it (min runtime 40) keeps running until 40, then is requeued and reruns
+    # on node002 from 40. J2 arrives at 20 and goes to node002 (node001 takes no new work). node001 goes
+    # down when empty (at 40) and is back 100 s later.
+    w = frame([("J1", 0, 4, 100, 100, "x", 40.0), ("J2", 20, 4, 10, 10, "x", None)], gpus=True)
+    cfg = SimConfig(node_events=[NodeEvent(10.0, "node001", "drain")], repair_time_s=100)
+    res = simulate(w, Cluster.uniform(2, 4, 8), cfg)
+    assert by_name(res, "start", "end", "node_list") == {"J1": (0.0, 140.0, "node002"),
+                                                        "J2": (20.0, 30.0, "node002")}
+    assert attempts(res, "1") == [(0.0, 40.0, "drain"), (40.0, 140.0, "end")]
+    assert res.metrics["node_down_hours"] == pytest.approx(100 / 3600)
+
+
+def test_drain_lets_jobs_without_contract_finish():
+    w = frame([("J1", 0, 4, 100, 100, "x", None)], gpus=True)
+    res = simulate(w, Cluster.uniform(2, 4, 8), SimConfig(node_events=[(10.0, "node001", "drain")], repair_time_s=5))
+    assert by_name(res, "start", "end", "preemptions") == {"J1": (0.0, 100.0, 0)}
+    assert res.metrics["node_down_hours"] == pytest.approx(5 / 3600)  # down 100 -> 105 once empty
+
+
+def test_random_drains_are_seeded():
+    w = frame([(f"j{i}", i * 50, 4, 400, 400, "x", 100.0) for i in range(40)], gpus=True)
+    runs = [simulate(w, Cluster.uniform(4, 4, 8), SimConfig(node_mtbf_s=2000, seed=s, repair_time_s=300))
+            for s in (1, 1, 2)]
+    ev = [r.metrics["node_events"]["drain"] + r.metrics["node_events"]["ignored"] for r in runs]
+    assert ev[0] == ev[1] > 0
+    assert runs[0].jobs.equals(runs[1].jobs)
+    assert not runs[0].timeline.equals(runs[2].timeline)

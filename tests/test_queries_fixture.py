@@ -1,0 +1,444 @@
+"""Every named query on a tiny store whose expected values are worked out by hand in the comments.
+
+The store (cluster ``c``, t0 = Monday 2026-01-05 00:00 UTC):
+
+=====  =====  ==============  =========  ====================  =====  =====  ======  ================
+job    user   account         state      run                   cpus   gpus   mem GB  usage
+=====  =====  ==============  =========  ====================  =====  =====  ======  ================
+j1     alice  lab/vision/a    COMPLETED  t0 .. t0+2h           8      2      64      4 samples x 30 min
+j2     alice  lab/vision/a    FAILED     t0+1h .. +60 s        4      1      8       totals only
+j3     bob    lab/speech      COMPLETED  t0+30m .. t0+3h30     12(16) 4      100(128) 2 samples x 1.5 h, over cap
+j4     bob    other           PENDING    never (submit t0+1h)  2      2      4       -
+j5     carol  lab/vision/b    CANCELLED  t0+1h .. t0+1h30      2      0      4       none; min_runtime 0
+=====  =====  ==============  =========  ====================  =====  =====  ======  ================
+
+(j3 asked 16 CPUs / 128 GB and was allocated 12 / 100: allocation wins.)
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import polars as pl
+import pytest
+
+import queries
+from queries.store import Store
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 1, 5, tzinfo=UTC)
+H = dt.timedelta(hours=1)
+M = dt.timedelta(minutes=1)
+GB = 1e9
+
+
+def fixture_jobs() -> pl.DataFrame:
+    rows = [
+        dict(job_id="j1", user="alice", account="lab/vision/a", state="COMPLETED", job_class="training",
+             job_name="train_01", partition="gpu", submit=T0, start=T0, end=T0 + 2 * H, elapsed_s=7200.0,
+             req_cpus=8.0, alloc_cpus=8.0, req_gpus=2.0, alloc_gpus=2.0, req_mem_bytes=64 * GB,
+             max_cpu_util=0.5, max_gpu_util=0.9, mean_gpu_util=0.6, max_rss_bytes=40 * GB, node_list="gpu-01",
+             nodes=1, min_runtime_s=3600.0),
+        dict(job_id="j2", user="alice", account="lab/vision/a", state="FAILED", job_class="debug",
+             job_name="dbg", partition="gpu", submit=T0 + H, start=T0 + H, end=T0 + H + dt.timedelta(seconds=60),
+             elapsed_s=60.0, req_cpus=4.0, req_gpus=1.0, req_mem_bytes=8 * GB, cpu_seconds_used=24.0,
+             mean_gpu_util=0.1, max_rss_bytes=1 * GB, max_cpu_util=0.2, node_list="gpu-02", nodes=1),
+        dict(job_id="j3", user="bob", account="lab/speech", state="COMPLETED", job_class="training",
+             job_name="train_02", partition="gpu", submit=T0, start=T0 + 30 * M, end=T0 + 3 * H + 30 * M,
+             elapsed_s=10800.0, req_cpus=16.0, alloc_cpus=12.0, req_gpus=4.0, alloc_gpus=4.0,
+             req_mem_bytes=128 * GB, alloc_mem_bytes=100 * GB, node_list="gpu-[01-02]", nodes=2),
+        dict(job_id="j4", user="bob", account="other", state="PENDING", job_class="training", job_name="big",
+             partition="gpu", submit=T0 + H, req_cpus=2.0, req_gpus=2.0, req_mem_bytes=4 * GB, elapsed_s=0.0),
+        dict(job_id="j5", user="carol", account="lab/vision/b", state="CANCELLED", job_class="interactive",
+             job_name="nb", partition="cpu", submit=T0, start=T0 + H, end=T0 + H + 30 * M, elapsed_s=1800.0,
+             req_cpus=2.0, req_gpus=0.0, req_mem_bytes=4 * GB, node_list="cpu-01", nodes=1, min_runtime_s=0.0),
+    ]
+    return pl.DataFrame(rows).with_columns(pl.lit("c").alias("cluster"))
+
+
+def fixture_samples() -> pl.DataFrame:
+    half = 30 * M
+    rows = [dict(job_id="j1", ts=T0 + i * half, interval_s=1800.0, cpu_used=c, gpu_util=g, mem_bytes=m * GB)
+            for i, (c, g, m) in enumerate([(2, 0.5, 20), (4, 0.5, 40), (4, 1.0, 40), (2, 1.0, 20)])]
+    rows += [dict(job_id="j3", ts=T0 + 30 * M, interval_s=5400.0, cpu_used=12.0, gpu_util=0.25, mem_bytes=50 * GB),
+             dict(job_id="j3", ts=T0 + 2 * H, interval_s=5400.0, cpu_used=20.0, gpu_util=0.75, mem_bytes=120 * GB)]
+    return pl.DataFrame(rows).with_columns(pl.lit("c").alias("cluster"))
+
+
+def fixture_nodes() -> pl.DataFrame:
+    return pl.DataFrame({"node": ["gpu-01", "gpu-02", "cpu-01"], "partition": ["gpu", "gpu", "cpu"],
+                         "cpus": [64.0, 64.0, 32.0], "gpus": [8.0, 8.0, 0.0], "mem_bytes": [512 * GB] * 3,
+                         "state": ["mixed", "drain", "idle"]})
+
+
+def build(root, jobs=None, samples=None, nodes=True):
+    with Store(root).transaction() as tx:
+        tx.upsert("jobs", fixture_jobs() if jobs is None else jobs)
+        tx.upsert("samples", fixture_samples() if samples is None else samples)
+        if nodes:
+            tx.replace_nodes("c", fixture_nodes())
+    return root
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("fixture_store"))
+
+
+def rows_by(df: pl.DataFrame, key: str) -> dict:
+    return {r[key]: r for r in df.iter_rows(named=True)}
+
+
+# ------------------------------------------------------------------ job_waste
+def test_job_waste_per_job(store):
+    got = rows_by(queries.run("job_waste", store=store), "job_id")
+    assert set(got) == {"j1", "j2", "j3", "j5"}  # j4 never ran
+    j1, j2, j3, j5 = got["j1"], got["j2"], got["j3"], got["j5"]
+    # j1: samples 30 min each: cpu (2+4+4+2) x 1800 = 21600 of 8 x 7200 = 57600
+    assert j1["cpu_seconds_requested"] == pytest.approx(57600)
+    assert j1["cpu_seconds_used"] == pytest.approx(21600)
+    assert j1["cpu_seconds_wasted"] == pytest.approx(36000)
+    assert j1["cpu_efficiency"] == pytest.approx(0.375)
+    # gpu: 2 GPUs x (0.5 + 0.5 + 1 + 1) x 1800 = 10800 of 14400 (mean_gpu_util 0.6 is ignored: samples win)
+    assert (j1["gpu_seconds_used"], j1["gpu_efficiency"]) == pytest.approx((10800, 0.75))
+    # mem: (20 + 40 + 40 + 20) GB x 1800 = 216000 GB-s of 64 x 7200 = 460800
+    assert (j1["mem_seconds_used"], j1["mem_seconds_requested"]) == pytest.approx((216000, 460800))
+    assert (j1["usage_source"], j1["mem_used_basis"], j1["sample_coverage"]) == ("samples", "samples", 1.0)
+    assert (j1["peak_cpu_util"], j1["peak_gpu_util"]) == (0.5, 0.9)  # the job's own peaks come first
+    assert j1["peak_mem_util"] == pytest.approx(40 / 64)
+    # j2: totals over 60 s: 24 CPU-s of 240; gpu 0.1 x 1 x 60 = 6 of 60; memory: peak 1 GB x 60 = 60 of 480
+    assert (j2["cpu_seconds_used"], j2["cpu_efficiency"]) == pytest.approx((24, 0.1))
+    assert (j2["gpu_seconds_used"], j2["gpu_seconds_wasted"]) == pytest.approx((6, 54))
+    assert (j2["mem_seconds_used"], j2["mem_efficiency"]) == pytest.approx((60, 0.125))
+    assert (j2["usage_source"], j2["mem_used_basis"]) == ("totals", "peak")
+    # j3: allocated 12 CPUs / 100 GB count as the request; the second sample's 20 CPUs and 120 GB are
+    # capped at 12 and 100: cpu 12 x 5400 x 2 = 129600 = all of 12 x 10800
+    assert (j3["cpu_seconds_requested"], j3["cpu_seconds_used"]) == pytest.approx((129600, 129600))
+    assert j3["cpu_efficiency"] == pytest.approx(1.0)
+    assert (j3["gpu_seconds_used"], j3["gpu_efficiency"]) == pytest.approx((4 * 5400, 0.5))
+    assert (j3["mem_seconds_used"], j3["mem_seconds_requested"]) == pytest.approx((50 * 5400 + 100 * 5400, 1.08e6))
+    assert j3["peak_cpu_util"] == pytest.approx(20 / 12)  # no job-level peak: the sampled one, uncapped
+    # j5: no usage at all; no GPUs: GPU use is known to be 0, CPU and memory use unknown
+    assert j5["usage_source"] is None and j5["cpu_seconds_used"] is None and j5["cpu_efficiency"] is None
+    assert (j5["gpu_seconds_requested"], j5["gpu_seconds_used"], j5["gpu_efficiency"]) == (0.0, 0.0, None)
+    # ordered by wasted GPU-seconds: j3 (21600) > j1 (3600) > j2 (54) > j5 (0)
+    assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
+
+
+def test_job_waste_window_clips(store):
+    # window [t0+1h, t0+2h15): j1 keeps its last hour (samples 3, 4), j3 1h15 of its first sample
+    got = rows_by(queries.run("job_waste", store=store, start=T0 + H, end=T0 + 2 * H + 15 * M), "job_id")
+    assert set(got) == {"j1", "j2", "j3", "j5"}
+    assert got["j1"]["in_window_s"] == 3600
+    assert got["j1"]["cpu_seconds_used"] == pytest.approx((4 + 2) * 1800)
+    assert got["j1"]["gpu_seconds_used"] == pytest.approx(2 * (1.0 + 1.0) * 1800)
+    # j3 in window: t0+1h .. t0+2h15 = 4500 s: first sample covers t0+1h..t0+2h (3600 s at 12 CPUs, 0.25),
+    # second from t0+2h..t0+2h15 (900 s at 20 -> 12 CPUs, 0.75)
+    assert got["j3"]["in_window_s"] == 4500
+    assert got["j3"]["cpu_seconds_used"] == pytest.approx(12 * 4500)
+    assert got["j3"]["gpu_seconds_used"] == pytest.approx(4 * (0.25 * 3600 + 0.75 * 900))
+    # j2's totals spread evenly over its minute, all inside
+    assert got["j2"]["cpu_seconds_used"] == pytest.approx(24)
+    later = queries.run("job_waste", store=store, start=T0 + 3 * H)
+    assert later["job_id"].to_list() == ["j3"]
+    assert later["cpu_seconds_requested"][0] == pytest.approx(12 * 1800)
+
+
+def test_job_waste_filters(store):
+    assert sorted(queries.run("job_waste", store=store, account_prefix="lab/vision")["job_id"]) == ["j1", "j2", "j5"]
+    assert sorted(queries.run("job_waste", store=store, account_prefix="lab/vision/")["job_id"]) == ["j1", "j2", "j5"]
+    assert queries.run("job_waste", store=store, account_prefix="lab/vis").height == 0  # a subtree, not a prefix
+    assert sorted(queries.run("job_waste", store=store, account_prefix="lab")["job_id"]) == ["j1", "j2", "j3", "j5"]
+    assert queries.run("job_waste", store=store, state="FAILED")["job_id"].to_list() == ["j2"]
+    assert sorted(queries.run("job_waste", store=store, job_class="training")["job_id"]) == ["j1", "j3"]
+    assert queries.run("job_waste", store=store, user="carol")["job_id"].to_list() == ["j5"]
+    assert queries.run("job_waste", store=store, partition="cpu")["job_id"].to_list() == ["j5"]
+    assert queries.run("job_waste", store=store, cluster="elsewhere").height == 0
+    assert queries.run("job_waste", store=store, limit_rows=2)["job_id"].to_list() == ["j3", "j1"]
+
+
+# ------------------------------------------------------------------ gap_area
+def test_gap_area_hourly_gpu(store):
+    got = queries.run("gap_area", store=store, resource="gpu", bucket_s=3600)
+    assert got["bucket_start"].to_list() == [T0 + i * H for i in range(4)]
+    # requested GPUs: j1 2 (0-2h), j2 1 (1h..1h01), j3 4 (0h30..3h30)
+    # hour 0: 2 x 3600 + 4 x 1800 = 14400; hour 1: 2 x 3600 + 60 + 4 x 3600 = 21660; hour 2: 4 x 3600; hour 3: 4 x 1800
+    assert got["requested_seconds"].to_list() == pytest.approx([14400, 21660, 14400, 7200])
+    # used: j1 2 x (0.5, 0.5 | 1, 1) x 1800; j2 6 in hour 1; j3 4 x 0.25 from 0h30 to 2h, 4 x 0.75 from 2h to 3h30
+    used = [2 * 0.5 * 3600 + 1.0 * 1800, 2 * 1.0 * 3600 + 6 + 1.0 * 3600, 3.0 * 3600, 3.0 * 1800]
+    assert got["used_seconds"].to_list() == pytest.approx(used)
+    assert got["wasted_seconds"].to_list() == pytest.approx([r - u for r, u in zip([14400, 21660, 14400, 7200], used)])
+    assert got["requested_level"].to_list() == pytest.approx([4.0, 21660 / 3600, 4.0, 2.0])
+
+
+def test_gap_area_sums_equal_job_waste(store):
+    waste = queries.run("job_waste", store=store)
+    for resource in ("cpu", "gpu", "mem"):
+        for bucket_s in (60.0, 1000.0, 3600.0, 86400.0 * 7):
+            got = queries.run("gap_area", store=store, resource=resource, bucket_s=bucket_s)
+            assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-12)
+            # used: jobs without usage (j5's CPU and memory) add nothing on either side
+            assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-12)
+
+
+def test_gap_area_grouped_and_windowed(store):
+    got = queries.run("gap_area", store=store, resource="cpu", bucket_s=1800, group_by="user",
+                      start=T0 + H, end=T0 + 2 * H)
+    assert sorted(set(got["group_key"])) == ["alice", "bob", "carol"]
+    alice = got.filter(pl.col("group_key") == "alice").sort("bucket_start")
+    # alice: j1 8 CPUs for both halves, j2 4 CPUs for 60 s in the first; used j1 4 then 2 CPUs, j2 24 CPU-s
+    assert alice["requested_seconds"].to_list() == pytest.approx([8 * 1800 + 240, 8 * 1800])
+    assert alice["used_seconds"].to_list() == pytest.approx([4 * 1800 + 24, 2 * 1800])
+    carol = got.filter(pl.col("group_key") == "carol").sort("bucket_start")
+    assert carol["requested_seconds"].to_list() == pytest.approx([2 * 1800, 0.0])
+    assert carol["used_seconds"].to_list() == pytest.approx([0.0, 0.0])  # unknown usage adds nothing
+    team = queries.run("gap_area", store=store, resource="mem", bucket_s=86400, group_by="team", team_level=2)
+    assert set(team["group_key"]) == {"lab/vision", "lab/speech"}
+
+
+def test_gap_area_rejects_bad_values(store):
+    import duckdb
+
+    with pytest.raises(duckdb.Error, match="resource must be"):
+        queries.run("gap_area", store=store, resource="disk")
+    with pytest.raises(duckdb.Error, match="group_by must be"):
+        queries.run("gap_area", store=store, group_by="planet")
+    with pytest.raises(duckdb.Error, match="bucket_s must be"):
+        queries.run("gap_area", store=store, bucket_s=0)
+
+
+# ------------------------------------------------------------------ rankings and scores
+def _legacy_task(cpus, minutes, peak):
+    return math.log(cpus * minutes + 50) * math.exp(2.5 - peak)
+
+
+def test_user_ranking_hand_computed(store):
+    got = rows_by(queries.run("user_ranking", store=store), "user")
+    assert list(queries.run("user_ranking", store=store)["user"]) == ["bob", "alice", "carol"]  # by wasted GPU-h
+    a = got["alice"]
+    assert a["job_count"] == 2
+    assert a["gpu_hours_requested"] == pytest.approx((14400 + 60) / 3600)
+    assert a["gpu_hours_wasted"] == pytest.approx((3600 + 54) / 3600)
+    assert a["gpu_efficiency"] == pytest.approx(10806 / 14460)
+    assert a["cpu_hours_wasted"] == pytest.approx((36000 + 216) / 3600)
+    assert a["mem_tb_hours_wasted"] == pytest.approx((460800 + 480 - 216000 - 60) / 3.6e6)
+    # GPU-equivalent seconds (16 CPUs = 128 GB = 1 GPU): footprint 14460 + 57840/16 + 461280/128
+    foot = 14460 + 57840 / 16 + 461280 / 128
+    used = 10806 + 21624 / 16 + 216060 / 128
+    assert a["footprint_gpu_equiv_hours"] == pytest.approx(foot / 3600)
+    assert a["rec_efficiency"] == pytest.approx(used / foot)
+    assert a["rec_confidence"] == pytest.approx(foot / (foot + 36000))
+    span = 3.5 * 3600  # the store's extent: t0 .. t0+3h30
+    assert a["rec_demand"] == pytest.approx(used / span / 8)
+    x = (used / foot - 0.1) / 0.8
+    factor = 0.25 * 12 ** x
+    assert a["rec_efficiency_factor"] == pytest.approx(factor)
+    cap = max(1.0, 2 * used / span / 8)
+    assert a["rec_coefficient"] == pytest.approx(min(factor ** (foot / (foot + 36000)), cap))
+    # legacy: j1 8 CPUs x 120 min at peak 0.5, j2 4 CPUs x 1 min at peak 0.2; j3's sampled peak 20/12
+    tasks = [_legacy_task(8, 120, 0.5), _legacy_task(4, 1, 0.2)]
+    assert a["legacy_task_score_avg"] == pytest.approx(sum(tasks) / 2)
+    assert a["legacy_score"] == pytest.approx(sum(tasks) / 2 / math.log(2 / 10 + 1))
+    b = got["bob"]
+    assert b["legacy_score"] == pytest.approx(_legacy_task(16, 180, 20 / 12) / math.log(1.1))
+    assert got["carol"]["legacy_score"] is None  # no peak CPU utilisation recorded
+    assert got["carol"]["rec_efficiency"] is None and got["carol"]["rec_coefficient"] == 1.0
+    # bob's score (about 193) is lower, i.e. better, than alice's (about 249): his peak above 1 shrinks the
+    # exp() term although he wasted more GPU-hours. Ranks 1, 2 -> coefficients 3 and 0.25
+    assert b["legacy_score"] < a["legacy_score"]
+    assert (b["legacy_rank"], a["legacy_rank"]) == (1, 2)
+    assert (b["legacy_coefficient"], a["legacy_coefficient"]) == pytest.approx((3.0, 0.25))
+
+
+def test_team_ranking_levels(store):
+    top = rows_by(queries.run("team_ranking", store=store), "team")
+    assert set(top) == {"lab"}
+    assert top["lab"]["job_count"] == 4 and top["lab"]["user_count"] == 3
+    two = rows_by(queries.run("team_ranking", store=store, team_level=2), "team")
+    assert set(two) == {"lab/vision", "lab/speech"}
+    assert two["lab/speech"]["gpu_hours_wasted"] == pytest.approx(21600 / 3600)
+    assert two["lab/vision"]["cpu_hours_requested"] == pytest.approx((57600 + 240 + 3600) / 3600)
+
+
+# ------------------------------------------------------------------ researcher lookup
+def test_user_low_efficiency_jobs(store):
+    got = queries.run("user_low_efficiency_jobs", store=store, user="alice", min_footprint_gpu_equiv_hours=0.0,
+                      min_run_s=600, min_similar=3)
+    # j2 failed after 60 s < 600 s: left out, so only j1 remains for each resource
+    assert got["job_id"].unique().to_list() == ["j1"]
+    cpu = rows_by(got, "resource")["cpu"]
+    assert cpu["efficiency"] == pytest.approx(0.375)
+    assert cpu["wasted_hours"] == pytest.approx(36000 / 3600) and cpu["unit"] == "CPU-hours"
+    # peak 0.5 x 8 = 4 CPUs; + 20 % = 4.8 -> 5
+    assert (cpu["peak"], cpu["suggested_from_peak"], cpu["suggested_request"]) == (4.0, 5.0, 5.0)
+    assert "request 5" in cpu["suggestion"] and "peak + 20 %" in cpu["suggestion"]
+    mem = rows_by(got, "resource")["mem"]
+    assert (mem["peak"], mem["suggested_from_peak"]) == (40.0, 48.0)  # 40 GB + 20 %
+    gpu = rows_by(got, "resource")["gpu"]
+    assert gpu["suggested_from_peak"] == 2.0  # 0.9 x 2 x 1.2 = 2.16 -> 3, but never above the 2 asked
+    assert "keep 2" in gpu["suggestion"]
+    with_failed = queries.run("user_low_efficiency_jobs", store=store, user="alice",
+                              min_footprint_gpu_equiv_hours=0.0, min_run_s=0)
+    assert rows_by(with_failed.filter(pl.col("resource") == "cpu"), "rank")[1]["job_id"] == "j2"  # eff 0.1 < 0.375
+    tiny = queries.run("user_low_efficiency_jobs", store=store, user="alice", min_run_s=0,
+                       min_footprint_gpu_equiv_hours=0.05)
+    assert "j2" not in tiny["job_id"].to_list()  # footprint 60 + 15 + 3.75 s = 0.02 GPU-equiv hours
+
+
+def test_user_low_efficiency_jobs_history(tmp_path):
+    # four similar jobs of one user (name stem "train", class training), CPU peaks 2, 3, 4, 8 of 16 asked
+    rows = []
+    for i, peak in enumerate([2.0, 3.0, 4.0, 8.0]):
+        rows.append(dict(cluster="c", job_id=f"h{i}", user="dana", account="x", state="COMPLETED",
+                         job_class="training", job_name=f"train-{i:03d}", submit=T0, start=T0 + i * H,
+                         end=T0 + (i + 1) * H, elapsed_s=3600.0, req_cpus=16.0, req_gpus=0.0, req_mem_bytes=64 * GB,
+                         cpu_seconds_used=peak / 2 * 3600, max_cpu_util=peak / 16, max_rss_bytes=8 * GB))
+    build(tmp_path, jobs=pl.DataFrame(rows), samples=pl.DataFrame(schema={"job_id": pl.String}), nodes=False)
+    got = queries.run("user_low_efficiency_jobs", store=tmp_path, user="dana", per_resource=1)
+    cpu = rows_by(got, "resource")["cpu"]
+    assert cpu["job_id"] == "h0"  # efficiency 1/16
+    # p95 of [2, 3, 4, 8] (linear): 4 + 0.85 x 4 = 7.4 -> + 20 % = 8.88 -> 9
+    assert cpu["similar_jobs"] == 4 and cpu["similar_p95_peak"] == pytest.approx(7.4)
+    assert cpu["suggested_from_history"] == 9.0 and cpu["suggested_request"] == 9.0
+    assert cpu["suggested_from_peak"] == 3.0  # 2 x 1.2 = 2.4 -> 3
+    assert "p95 peak of 4 similar jobs" in cpu["suggestion"]
+
+
+def test_user_summary(store):
+    got = queries.run("user_summary", store=store, user="alice")
+    assert got["job_id"].to_list() == ["j1", "j2"]
+    j1, j2 = got.row(0, named=True), got.row(1, named=True)
+    w1 = (14400 + 57600 / 16 + 460800 / 128) - (10800 + 21600 / 16 + 216000 / 128)
+    w2 = (60 + 240 / 16 + 480 / 128) - (6 + 24 / 16 + 60 / 128)
+    assert j1["wasted_gpu_equiv_hours"] == pytest.approx(w1 / 3600)
+    assert j1["share_of_user_waste"] == pytest.approx(w1 / (w1 + w2))
+    assert j2["cumulative_share_of_user_waste"] == pytest.approx(1.0)
+    # without j1 only j2 is left: its own efficiency
+    assert j1["rec_efficiency_without_job"] == pytest.approx((6 + 24 / 16 + 60 / 128) / (60 + 240 / 16 + 480 / 128))
+    ranking = rows_by(queries.run("user_ranking", store=store), "user")["alice"]
+    for col in ("rec_efficiency", "rec_confidence", "rec_demand", "rec_coefficient", "legacy_score"):
+        assert j1[col] == pytest.approx(ranking[col]), col  # the same terms as the ranking
+    assert queries.run("user_summary", store=store, user="alice", top_n=1).height == 1
+    with pytest.raises(Exception, match="user parameter is required"):
+        queries.run("user_summary", store=store)
+
+
+# ------------------------------------------------------------------ fair share, pyramid, waits
+def test_fairshare_equal_shares(store):
+    got = rows_by(queries.run("fairshare_attainment", store=store, team_level=2), "team")
+    # teams at level 2: lab/vision, lab/speech, other -> top level: lab 1/2, other 1/2; lab's two children 1/4 each
+    assert {t: r["share"] for t, r in got.items()} == pytest.approx({"lab/vision": 0.25, "lab/speech": 0.25,
+                                                                      "other": 0.5})
+    # capacity from the nodes table: 16 GPUs; span t0 (first submit) .. t0+3h30 (last end) = 3.5 h
+    v = got["lab/vision"]
+    assert (v["capacity_gpus"], v["capacity_source"], v["span_hours"]) == (16.0, "nodes", 3.5)
+    assert v["entitled_gpu_hours"] == pytest.approx(0.25 * 16 * 3.5)
+    # received: j1 2 x 2 h + j2 1 x 60 s; nothing queued
+    assert v["received_gpu_hours"] == pytest.approx(4 + 60 / 3600)
+    assert v["demanded_gpu_hours"] == pytest.approx(4 + 60 / 3600)
+    assert v["attainment"] == pytest.approx(1.0)
+    s = got["lab/speech"]
+    # j3: 4 GPUs x 3 h received + 4 x 30 min queued
+    assert (s["received_gpu_hours"], s["demanded_gpu_hours"]) == pytest.approx((12.0, 14.0))
+    assert s["attainment"] == pytest.approx(12 / min(14, 14.0))  # entitled 14 = demanded 14
+    o = got["other"]
+    # j4 pending 2 GPUs from t0+1h to the span end (t0+3h30): 5 GPU-hours demanded, nothing received
+    assert (o["received_gpu_hours"], o["demanded_gpu_hours"], o["attainment"]) == pytest.approx((0.0, 5.0, 0.0))
+    assert v["occupancy"] == pytest.approx((4 + 60 / 3600 + 12) / (16 * 3.5))
+
+
+def test_fairshare_with_budget_shares(store):
+    shares = pl.DataFrame({"account": ["LAB/vision", "lab/speech/nobody"], "share": [3.0, 1.0]})
+    con = queries.connect(store, extra={"budget_shares": shares})
+    got = rows_by(queries.run("fairshare_attainment", con=con, capacity_gpus=8.0), "team")
+    con.close()
+    # lab/vision matches case-insensitively; lab/speech is not under lab/speech/nobody -> unbudgeted with "other"
+    assert got["LAB/vision"]["share"] == pytest.approx(0.75) and got["LAB/vision"]["share_source"] == "budget_shares"
+    assert got["LAB/vision"]["entitled_gpu_hours"] == pytest.approx(0.75 * 8 * 3.5)
+    assert got["LAB/vision"]["received_gpu_hours"] == pytest.approx(4 + 60 / 3600)
+    assert got["lab/speech/nobody"]["received_gpu_hours"] == 0.0
+    assert got["unbudgeted"]["share"] == 0.0
+    assert got["unbudgeted"]["received_gpu_hours"] == pytest.approx(12.0)
+    assert got["unbudgeted"]["demanded_gpu_hours"] == pytest.approx(14.0 + 5.0)
+    assert got["unbudgeted"]["attainment"] is None  # entitled 0
+    assert got["unbudgeted"]["capacity_source"] == "parameter"
+
+
+def test_metric_pyramid(store):
+    got = rows_by(queries.run("metric_pyramid", store=store, team_level=2), "team")
+    allrow = got["(all)"]
+    # nodes: 16 GPUs, gpu-02 (8) drained -> availability 8 / 16 (cpu-01 has no GPUs)
+    assert allrow["availability"] == pytest.approx(0.5)
+    assert allrow["capacity_gpu_hours"] == pytest.approx(16 * 3.5)
+    assert allrow["available_gpu_hours"] == pytest.approx(8 * 3.5)
+    allocated = 4 + 60 / 3600 + 12
+    assert allrow["allocated_gpu_hours"] == pytest.approx(allocated)
+    assert allrow["occupancy"] == pytest.approx(allocated / (8 * 3.5))
+    assert allrow["impact"] == pytest.approx(1.0)  # every GPU job is funded (equal shares, min runtime not 0)
+    used = (10800 + 6 + 21600) / 3600
+    assert allrow["utilisation"] == pytest.approx(used / allocated)
+    assert got["lab/speech"]["utilisation"] == pytest.approx(0.5)
+    assert "other" not in got  # j4 never ran
+
+
+def test_queue_waits(store):
+    got = queries.run("queue_waits", store=store, team_level=2)
+    key = {(r["job_class"], r["team"]): r for r in got.iter_rows(named=True)}
+    # started jobs: j1 wait 0, j2 0, j3 1800, j5 3600; j4 never started
+    assert key[("training", "lab/speech")]["wait_median_s"] == 1800
+    tr = key[("training", "(all)")]
+    assert (tr["jobs_started"], tr["jobs_never_started"]) == (2, 1)
+    assert tr["wait_median_s"] == pytest.approx(900) and tr["wait_p90_s"] == pytest.approx(1620)
+    everything = key[("(all)", "(all)")]
+    assert everything["jobs_started"] == 4 and everything["jobs_never_started"] == 1
+    # waits 0, 0, 1800, 3600: median 900, p90 = 1800 + 0.7 x 1800 = 3060, p99 = 1800 + 0.97 x 1800
+    assert everything["wait_median_s"] == pytest.approx(900)
+    assert everything["wait_p90_s"] == pytest.approx(3060)
+    assert everything["wait_p99_s"] == pytest.approx(1800 + 0.97 * 1800)
+    assert everything["share_started_immediately"] == pytest.approx(0.5)
+    windowed = rows_by(queries.run("queue_waits", store=store, start=T0 + 20 * M).filter(
+        pl.col("team") == "(all)"), "job_class")
+    assert windowed["(all)"]["jobs_started"] == 3  # by start time: j1 started before the window
+
+
+# ------------------------------------------------------------------ small helpers for the dashboard
+def test_overview(store):
+    got = queries.run("overview", store=store).row(0, named=True)
+    assert (got["jobs"], got["users"], got["teams"]) == (4, 3, 1)
+    assert got["gpu_hours_requested"] == pytest.approx((14400 + 60 + 43200) / 3600)
+    assert got["cpu_efficiency"] == pytest.approx((21600 + 24 + 129600) / (57600 + 240 + 129600))
+    assert (got["jobs_with_samples"], got["jobs_with_totals"], got["jobs_without_usage"]) == (2, 1, 1)
+    assert got["wait_median_s"] == pytest.approx(900)
+
+
+def test_window_bounds_and_filter_options(store):
+    wb = rows_by(queries.run("window_bounds", store=store), "cluster")
+    assert wb["(all)"]["jobs"] == 5 and wb["(all)"]["samples"] == 6
+    assert wb["c"]["first_submit"] == T0 and wb["c"]["last_end"] == T0 + 3 * H + 30 * M
+    opts = queries.run("filter_options", store=store, team_level=2)
+    accounts = opts.filter(pl.col("field") == "account")
+    assert dict(zip(accounts["value"], accounts["jobs"])) == {
+        "lab": 4, "lab/speech": 1, "lab/vision": 3, "lab/vision/a": 2, "lab/vision/b": 1, "other": 1}
+    assert set(opts.filter(pl.col("field") == "state")["value"]) == {"COMPLETED", "FAILED", "PENDING", "CANCELLED"}
+    assert set(opts.filter(pl.col("field") == "team")["value"]) == {"lab/vision", "lab/speech", "other"}
+
+
+def test_job_timeline(store):
+    got = queries.run("job_timeline", store=store)
+    assert got["job_id"].to_list() == ["j1", "j3", "j2", "j5"]  # by start
+    j3 = rows_by(got, "job_id")["j3"]
+    assert (j3["wait_s"], j3["run_s"], j3["gpus"]) == (1800.0, 10800.0, 4.0)
+    assert queries.run("job_timeline", store=store, limit_rows=1)["job_id"].to_list() == ["j3"]  # biggest GPU area
+
+
+def test_node_occupancy_at(store):
+    got = queries.run("node_occupancy_at", store=store, at=T0 + H + 10 * M)
+    # running at t0+1h10: j1 (gpu-01), j3 (gpu-01, gpu-02: 2 GPUs each), j5 (cpu-01); j2 ended at t0+1h01
+    pairs = {(r["node"], r["job_id"]): r for r in got.iter_rows(named=True)}
+    assert set(pairs) == {("gpu-01", "j1"), ("gpu-01", "j3"), ("gpu-02", "j3"), ("cpu-01", "j5")}
+    assert pairs[("gpu-01", "j3")]["gpus_on_node"] == 2.0 and pairs[("gpu-01", "j3")]["cpus_on_node"] == 6.0
+    assert pairs[("gpu-01", "j1")]["node_allocated_gpus"] == 4.0
+    assert pairs[("gpu-02", "j3")]["node_state"] == "drain" and pairs[("gpu-02", "j3")]["node_gpus"] == 8.0
+    idle = queries.run("node_occupancy_at", store=store, at=T0 + 3 * H)
+    assert {(r["node"], r["job_id"]) for r in idle.iter_rows(named=True)} == {
+        ("gpu-01", "j3"), ("gpu-02", "j3"), ("cpu-01", None)}

@@ -1,0 +1,176 @@
+"""The query loader and the CLI: names, parameters, includes, binding (never formatting), output formats."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+import queries
+from queries.store import Store
+
+from test_queries_fixture import T0, build, fixture_jobs
+
+REQUIRED = ("job_waste", "gap_area", "user_ranking", "team_ranking", "quota_backtest", "user_low_efficiency_jobs",
+            "fairshare_attainment", "queue_waits")
+NEEDS_USER = {"user_low_efficiency_jobs", "user_summary"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("loader_store"))
+
+
+def test_required_queries_exist_and_document_their_parameters():
+    names = queries.names()
+    assert set(REQUIRED) <= set(names)
+    assert not [n for n in names if n.startswith("_")]  # fragments are not queries
+    for name in names:
+        q = queries.load(name)
+        assert q.description, name
+        assert all(p.description for p in q.params), name
+        assert not [l for l in q.sql.splitlines() if l.strip().startswith("-- include:")], name  # expanded
+
+
+def test_common_filters_are_declared_where_they_apply():
+    for name in REQUIRED + ("overview", "user_summary", "metric_pyramid", "job_timeline"):
+        declared = {p.name for p in queries.load(name).params}
+        assert {"start", "end", "cluster", "partition", "account_prefix", "state", "job_class", "user"} <= declared, name
+
+
+def test_unknown_query_and_parameter_are_clear_errors(store):
+    with pytest.raises(queries.QueryError, match="unknown query 'nope'.*job_waste"):
+        queries.run("nope", store=store)
+    with pytest.raises(queries.QueryError, match="unknown query"):
+        queries.run("../store", store=store)
+    with pytest.raises(queries.QueryError, match="has no parameter colour"):
+        queries.run("job_waste", store=store, colour="red")
+    with pytest.raises(queries.QueryError, match="bucket_s='wide' is not a double"):
+        queries.run("gap_area", store=store, bucket_s="wide")
+    with pytest.raises(queries.QueryError, match="is not a timestamp"):
+        queries.run("job_waste", store=store, start="yesterday")
+
+
+@pytest.mark.parametrize("evil", ["alice' or '1'='1", "alice'; drop table jobs; --", "%", "_", "*", "alice\\"])
+def test_parameters_are_bound_not_formatted(store, evil):
+    manifest = (store / "_manifest.json").read_text()
+    assert queries.run("job_waste", store=store, user=evil).height == 0
+    assert queries.run("job_waste", store=store, account_prefix=evil).height == 0
+    assert queries.run("user_low_efficiency_jobs", store=store, user=evil).height == 0
+    assert (store / "_manifest.json").read_text() == manifest
+    assert queries.run("job_waste", store=store).height == 4  # nothing broke
+
+
+def test_names_with_quotes_and_like_metacharacters_match_exactly(tmp_path):
+    jobs = fixture_jobs().with_columns(
+        pl.Series("user", ["o'brien", "o'brien", "bob", "bob", "x_y"]),
+        pl.Series("account", ["a_b/c%d", "a_b/c%d", "axb/c", "other", "a_b"]))
+    build(tmp_path, jobs=jobs)
+    assert sorted(queries.run("job_waste", store=tmp_path, user="o'brien")["job_id"]) == ["j1", "j2"]
+    # `a_b` is a subtree (itself and a_b/...), not the LIKE pattern a?b
+    assert sorted(queries.run("job_waste", store=tmp_path, account_prefix="a_b")["job_id"]) == ["j1", "j2", "j5"]
+    assert sorted(queries.run("job_waste", store=tmp_path, account_prefix="a_b/c%d")["job_id"]) == ["j1", "j2"]
+    assert queries.run("job_waste", store=tmp_path, account_prefix="a%").height == 0
+
+
+@pytest.mark.parametrize("name", queries.names())
+def test_every_query_runs_on_an_empty_store(tmp_path, name):
+    params = {"user": "nobody"} if name in NEEDS_USER else {}
+    df = queries.run(name, store=tmp_path, **params)
+    assert isinstance(df, pl.DataFrame)
+    assert df.width > 0
+
+
+def test_required_parameters_fail_clearly(store):
+    import duckdb
+
+    with pytest.raises(duckdb.Error, match="user parameter is required"):
+        queries.run("user_low_efficiency_jobs", store=store)
+
+
+def test_include_expansion(tmp_path, monkeypatch):
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "_frag.sql").write_text("-- param: x integer 2  from the fragment\n-- param: y integer 5  y\n"
+                                   "frag as (select $x::integer as x, $y::integer as y),\n")
+    (sql / "top.sql").write_text("-- A query.\n-- param: y integer 7  overrides the fragment\nwith\n"
+                                 "-- include: _frag\nlast as (select * from frag)\nselect * from last\n")
+    (sql / "broken.sql").write_text("-- Broken.\nwith\n-- include: _missing\nselect 1\n")
+    (sql / "_loop.sql").write_text("-- include: _loop\n")
+    (sql / "cyclic.sql").write_text("-- Cyclic.\nwith\n-- include: _loop\nselect 1\n")
+    monkeypatch.setattr(queries, "SQL_DIR", sql)
+    queries.load.cache_clear()
+    try:
+        q = queries.load("top")
+        assert q.description == "A query."
+        assert [(p.name, p.default) for p in q.params] == [("y", 7), ("x", 2)]
+        assert queries.names() == ["broken", "cyclic", "top"]
+        assert queries.run("top", store=tmp_path).rows() == [(2, 7)]
+        assert queries.run("top", store=tmp_path, x=3, y=4).rows() == [(3, 4)]
+        with pytest.raises(queries.QueryError, match="include '_missing' not found"):
+            queries.load("broken")
+        with pytest.raises(queries.QueryError, match="is cyclic"):
+            queries.load("cyclic")
+    finally:
+        queries.load.cache_clear()
+
+
+def test_budget_shares_is_optional(store):
+    con = queries.connect(store)
+    assert con.sql("select count(*) from budget_shares").fetchall() == [(0,)]
+    con.close()
+
+
+# ------------------------------------------------------------------ CLI
+def _cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "dashboard.cli", "query", *args], capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_cli_formats(store):
+    out = _cli("job_waste", "--store", str(store), "--param", f"start={T0.isoformat()}", "-p", "user=alice",
+               "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["job_id"] for r in rows] == ["j1", "j2"]
+    assert float(rows[0]["gpu_seconds_used"]) == pytest.approx(10800)
+    data = json.loads(_cli("user_ranking", "--store", str(store), "--format", "json").stdout)
+    assert [r["user"] for r in data] == ["bob", "alice", "carol"]
+    assert data[2]["legacy_score"] is None
+    waits = json.loads(_cli("queue_waits", "--store", str(store), "-f", "json").stdout)
+    assert waits[-1]["job_class"] == "(all)"
+    table = _cli("job_waste", "--store", str(store), "--limit", "2").stdout
+    assert "j3" in table and "j1" in table and "j5" not in table and "2 more rows" in table
+    window = json.loads(_cli("window_bounds", "--store", str(store), "-f", "json").stdout)
+    assert window[0]["first_submit"].startswith("2026-01-05T00:00:00")
+
+
+def test_cli_list_and_errors(store):
+    listing = _cli("--list").stdout
+    for name in REQUIRED:
+        assert f"\n{name}\n" in "\n" + listing
+    assert "--param bucket_s=<double>" in listing
+    bad = _cli("nope", "--store", str(store), check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("quotaloop query: unknown query 'nope'")
+    assert len(bad.stderr.strip().splitlines()) == 1
+    bad = _cli("job_waste", "--store", str(store), "-p", "colour=red", check=False)
+    assert bad.returncode == 2 and "has no parameter colour" in bad.stderr
+    bad = _cli("gap_area", "--store", str(store), "-p", "resource=disk", check=False)
+    assert bad.returncode == 2 and "resource must be cpu, gpu or mem" in bad.stderr
+    bad = _cli("job_waste", "--store", str(store), "-p", "user", check=False)
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+    nulls = json.loads(_cli("job_waste", "--store", str(store), "-p", "user=null", "-f", "json").stdout)
+    assert len(nulls) == 4  # `null` unsets a parameter
+
+
+def test_store_untouched_by_queries(store):
+    before = Store(store).manifest()
+    for name in REQUIRED:
+        queries.run(name, store=store, **({"user": "alice"} if name in NEEDS_USER else {}))
+    assert Store(store).manifest() == before
