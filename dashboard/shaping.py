@@ -181,3 +181,96 @@ def prefixes(accounts) -> list[str]:
         parts = str(acc).split("/")
         out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
     return sorted(out)
+
+
+def gaming_verdict(check: pl.DataFrame, tol: float = 1e-6) -> dict:
+    """Did splitting improve the recommended coefficient (unsound) and the legacy one (the known flaw)?"""
+    by = {r["metric"]: r for r in check.iter_rows(named=True)}
+
+    def moved(metric):
+        r = by.get(metric) or {}
+        return r.get("change") is not None and r["change"] > tol
+
+    rec, legacy = moved("rec_coefficient"), moved("legacy_coefficient") or (
+        (by.get("legacy_score") or {}).get("change") or 0) < -tol
+    if rec:
+        text = "The recommended coefficient improved after splitting: the score can be gamed. Investigate."
+    else:
+        text = ("The recommended coefficient did not improve (sums only: splitting changes nothing)"
+                + ("; the legacy score did improve — the job-count term rewards splitting." if legacy else "."))
+    return {"sound": not rec, "legacy_gamed": legacy, "text": text}
+
+
+def gantt_from_jobs(jobs: pl.DataFrame, start, end, see_all: bool, viewer: str | None) -> pl.DataFrame:
+    """``job_timeline`` rows -> one row per (job, node): node, start, end (clipped to [start, end)), team, label.
+
+    Jobs of other users are labelled by team only unless ``see_all``."""
+    rows = []
+    for j in jobs.iter_rows(named=True):
+        if j["start"] is None or j["run_end"] is None:
+            continue
+        own = see_all or j["user"] == viewer
+        label = f"{j['job_id']} {j['job_name']} · {j['user']} · {j['gpus']:g} GPUs" if own else \
+            f"{j['team']} job · {j['gpus']:g} GPUs"
+        for node in expand_hostlist(j["node_list"]) or ["(unplaced)"]:
+            rows.append((node, max(j["start"], start), min(j["run_end"], end), j["team"] or "(none)", label))
+    return pl.DataFrame(rows, schema=GANTT_SCHEMA, orient="row")
+
+
+GANTT_SCHEMA = {"node": pl.String, "start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC"),
+                "team": pl.String, "label": pl.String}
+
+
+def anonymise_slots(slots: pl.DataFrame, viewer: str | None) -> pl.DataFrame:
+    """Slot hover text of other users' jobs becomes "another user's job"."""
+    mine = pl.col("job").str.contains(f" · {viewer} · ", literal=True) if viewer else pl.lit(False)
+    return slots.with_columns(pl.when(pl.col("job").is_null() | mine).then(pl.col("job"))
+                              .otherwise(pl.lit("another user's job")).alias("job"))
+
+
+def sim_gantt_rows(result, see_all: bool, viewer: str | None, max_rows: int = 6000) -> pl.DataFrame:
+    """Gantt rows (node, start, end, team, label) from a simulation's node x time timeline."""
+    tl = result.timeline
+    if tl.is_empty():
+        return pl.DataFrame(schema=GANTT_SCHEMA)
+    jobs = result.jobs.select("job_id", "user", "account", "job_name")
+    df = tl.join(jobs, on="job_id", how="left").sort("start").head(max_rows)
+    own = pl.lit(True) if see_all else (pl.col("user") == viewer)
+    label = pl.when(own).then(pl.format("{} {} · {} · {} GPUs · {}", "job_id", "job_name", "user", "gpus", "ended_by")) \
+        .otherwise(pl.format("{} job · {} GPUs", "account", "gpus"))
+    return df.select("node", "start", "end", pl.col("account").fill_null("(none)").alias("team"), label.alias("label"))
+
+
+def coefficient_lines(user: str, me: dict | None, bt: pl.DataFrame | None) -> list[str]:
+    """Plain-language lines: the score terms of the user's ranking row and the last move in the back-test."""
+    if me is None:
+        return [f"{user} has no jobs in this window, so no coefficient."]
+    lines = []
+    if bt is not None and bt.height:
+        shape = backtest_shape(bt)
+        mine = bt.filter(pl.col(shape["user"]) == user).sort(shape["period"])
+        if mine.height >= 2:
+            a, b = mine.row(-2, named=True), mine.row(-1, named=True)
+            before, after = a[shape["applied"]], b[shape["applied"]]
+            verb = "stayed at" if abs(after - before) < 1e-9 else "moved from"
+            text = (f"Your applied coefficient {verb} **{after:.2f} ×** in the last period" if verb == "stayed at"
+                    else f"Your applied coefficient {verb} **{before:.2f} ×** to **{after:.2f} ×** in the last period")
+            if b.get("held"):
+                text += " — held, because that period had too few jobs or too little measured footprint to judge"
+            elif shape["raw"] and b.get(shape["raw"]) is not None:
+                text += (f" (that period alone would give {b[shape['raw']]:.2f} ×; EWMA smoothing, the dead band and "
+                         "the per-period cap damp the move)")
+            lines.append(text + ".")
+    eff = me.get("rec_efficiency")
+    lines.append("Efficiency term: your jobs used "
+                 + (f"**{100 * eff:.0f} %** of the resource-time they held" if eff is not None else "an unknown share")
+                 + " (absolute, not a rank: it rises when you right-size, whatever others do).")
+    if me.get("rec_confidence") is not None:
+        lines.append(f"Confidence term: **{me['rec_confidence']:.2f}** — how much history the score trusts "
+                     "(more measured footprint → closer to 1).")
+    if me.get("rec_demand") is not None:
+        lines.append(f"Demand term: **{me['rec_demand']:.2f}** of the base quota actually used; the coefficient is "
+                     "never raised far above what you use.")
+    lines.append(f"Recommended coefficient **{me['rec_coefficient']:.2f} ×**; the legacy score (peak CPU, relative "
+                 f"rank {me.get('legacy_rank')}) would give **{me['legacy_coefficient']:.2f} ×**.")
+    return lines

@@ -261,9 +261,7 @@ def fmt_delta(delta, kind: str) -> str | None:
     """The change for ``st.metric`` (None hides it; 0 shows as no change)."""
     if delta is None:
         return None
-    if abs(delta) < 1e-12:
+    shown = f"{abs(100 * delta):.1f} pts" if kind == "pct" else fmt_kind(abs(delta), kind)
+    if abs(delta) < 1e-12 or shown.split()[0].strip("0.") == "":  # rounds to zero at display precision
         return "no change"
-    sign = "+" if delta > 0 else "−"
-    if kind == "pct":
-        return f"{sign}{abs(100 * delta):.1f} pts"
-    return sign + fmt_kind(abs(delta), kind)
+    return ("+" if delta > 0 else "−") + shown

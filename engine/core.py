@@ -24,6 +24,7 @@ import numpy as np
 from . import fastpath, health, passes, preempt
 from .intervals import Intervals
 from .policy import make_queue
+from .qstats import QueueStats
 from .pool import Pool
 from .tenants import Budgeting, Ledger
 
@@ -83,6 +84,8 @@ class Simulator:
         self.depth = cfg.depth
         self.default_reason = "priority" if self.depth == 0 else "resources"
         self.preemptible: set[int] = set()
+        self.preemptible_on: dict[int, set] = {}  # node -> preemptible jobs holding resources there
+        self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
         self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
         self.version = 0                  # bumps on every change of running jobs or node availability
         self.seq_counter = 0
@@ -90,11 +93,12 @@ class Simulator:
         self.heap: list[tuple] = []
         self.pstate = None
         self.shape_count: dict = {}
+        self.qstats = QueueStats()
         self.frag_g_seconds = 0.0
         self.whole_waiting = 0
         self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0}
         self._elig: dict = {}
-        self._why_cache: dict = {}
+        self._served_cache = (None, None)
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
@@ -205,12 +209,14 @@ class Simulator:
             self.reason_since[j] = self.now
         s = self.shape[j]
         self.shape_count[s] = self.shape_count.get(s, 0) + 1
+        self.qstats.add(*s)
         if self.whole[j]:
             self.whole_waiting += 1
 
     def dequeue(self, j) -> None:
         self.queue.remove(j)
         s = self.shape[j]
+        self.qstats.remove(*s)
         k = self.shape_count[s] - 1
         if k:
             self.shape_count[s] = k
@@ -261,7 +267,10 @@ class Simulator:
             self._hold_caps(j, -self.req_g[j])
         if self.track_usage and self.charge[j]:
             self.ledger.change(a, now, -self.charge[j])
-        self.preemptible.discard(j)
+        if j in self.preemptible:
+            self.preemptible.discard(j)
+            for n, *_ in self.alloc[j]:
+                self.preemptible_on[n].discard(j)
         preempt.on_stop(self, j)
         self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful)
         self.run_s[j] += now - self.att_start[j]
@@ -302,6 +311,12 @@ class Simulator:
         if a is None:
             a = cache[name] = np.asarray(getattr(self, name), dtype=dtype)
         return a
+
+    def preempt_add(self, j) -> None:
+        self.preemptible.add(j)
+        self.preempt_added += 1
+        for n, *_ in self.alloc[j]:
+            self.preemptible_on.setdefault(n, set()).add(j)
 
     # ------------------------------------------------------------------ wait reasons
     def note(self, j, r) -> None:

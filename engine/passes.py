@@ -203,38 +203,56 @@ def node_pass(sim, now, jobs, st):
             return started
     T = st.T
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
-    failed = st.failed
+    failed = st.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
     n_shapes = len(sim.shape_count)
+    reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
+    procs = pool.cluster.procs_mode
+    nothing_fits = sim.qstats.nothing_fits
+    if nothing_fits(pool):
+        return started
     for j in _sort_backfill(sim, it):
         if st.n_failed_short >= n_shapes:
             break
         sh = shape[j]
         short = now + est[j] * inv <= T
         f = failed.get(sh)
-        if f is not None and (f == "short" or not short):
-            note(j, "resources" if f == "short" else "reservation")
+        if f is not None and (f != "long" or not short):
+            r = "reservation" if f == "long" else f
+            if reason[j] != r:
+                note(j, r)
             continue
-        if capped and sim.over_cap(j):
+        if capped and over_cap(j):
             note(j, "quota")
             continue
         grp = group[j]
-        pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None if short else st.limit)
+        g, c, m, gang = req_g[j], req_c[j], req_m[j], gangs[j]
+        b = bounds(grp)  # constant-time rejection: most candidates of a busy pass fail here
+        if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
+            pl = fits_now = None
+        else:
+            nodes = grp[2] if gang else grp[1]
+            pl = place(nodes, gang, g, c, m, limit=None if short else st.limit)
+            fits_now = pl if short or pl is not None else place(nodes, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
             started.append(j)
             if not short and st.limit:
-                for n, a, b, d in pl:
+                for n, a, bb, d in pl:
                     if n in st.limit:
                         x = st.limit[n]
-                        st.limit[n] = (x[0] - a, x[1] - b, x[2] - d)
+                        st.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
+            if nothing_fits(pool):
+                break
             continue
-        if short or _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None) is None:
-            failed[sh] = "short"
+        if fits_now is None:
+            r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
+            failed[sh] = r
             st.n_failed_short += 1
-            note(j, _why(sim, j))
         else:
             failed[sh] = "long"
-            note(j, "reservation")
+            r = "reservation"
+        if reason[j] != r:
+            note(j, r)
     return started
 
 

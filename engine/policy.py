@@ -135,48 +135,59 @@ class TenantQueue:
         ten = sim.budgeting.at(now)
         n = len(ten.paths)
         usage = [0.0] * n
-        for a in range(len(sim.accounts)):
-            u = sim.ledger.window(a, now)
+        chains, bucket, accounts = ten.depth_chain, ten.bucket, sim.accounts
+        for a, u in enumerate(sim.ledger.window_all(now)):
             if u:
-                for i in ten.depth_chain[ten.bucket[sim.accounts[a]]]:
+                for i in chains[bucket[accounts[a]]]:
                     usage[i] += u
         # per-bucket iterators over the accounts that map to it
         per_bucket: dict[int, list] = {}
         rem = [0] * n
         for a, q in self.funded.items():
             if q:
-                b = ten.bucket[sim.accounts[a]]
+                b = bucket[accounts[a]]
                 per_bucket.setdefault(b, []).append(a)
-                for i in ten.depth_chain[b]:
+                for i in chains[b]:
                     rem[i] += len(q)
         if not per_bucket:
             return
         heads = {b: _Merge([self.funded[a] for a in accts]) for b, accts in per_bucket.items()}
-        frac, children, paths = ten.frac, ten.children, ten.paths
-        inv = [1.0 / f if f > 0 else 0.0 for f in frac]
+        frac, children, paths, parent = ten.frac, ten.children, ten.paths, ten.parent
         horizon = sim.cfg.lookback_s
         charge, est = sim.charge, sim.limit_left
-        chains = ten.depth_chain
+        # one heap of (key, stamp, child) per internal node; a child's entry is stale once its stamp moved on
+        stamp = [0] * n
+        heaps: dict[int, list] = {}
+
+        def key(c):
+            f = frac[c]
+            return (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
+
+        for c in range(1, n):
+            if rem[c] > 0:
+                heaps.setdefault(parent[c], []).append((key(c), 0, c))
+        for h in heaps.values():
+            heapq.heapify(h)
+        push, pop = heapq.heappush, heapq.heappop
         total = sum(rem[c] for c in children[0])
         while total > 0:
             node = 0
-            kids = children[0]
-            while kids:
-                best, bz, bv = -1, 2, 0.0
-                for c in kids:
-                    if rem[c] <= 0:
-                        continue
-                    z = 0 if inv[c] else 1
-                    v = usage[c] / frac[c] if z == 0 else usage[c]
-                    if z < bz or (z == bz and (v < bv or (v == bv and paths[c] < paths[best]))):
-                        best, bz, bv = c, z, v
-                node = best
-                kids = children[node]
+            while children[node]:
+                h = heaps[node]
+                while True:
+                    _, st, c = h[0]
+                    if st == stamp[c] and rem[c] > 0:
+                        break
+                    pop(h)
+                node = c
             j = heads[node].pop()
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
             for i in chains[node]:
                 rem[i] -= 1
                 usage[i] += proj
+                stamp[i] += 1
+                if rem[i] > 0:
+                    push(heaps[parent[i]], (key(i), stamp[i], i))
             total -= 1
             yield j
 

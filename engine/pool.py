@@ -42,6 +42,8 @@ class Pool:
         self._stranded = [0] * self.n
         self.track_stranded = not cluster.procs_mode and any(self.cap_g)
         self.epoch = 0          # bumps on every change of free resources or availability
+        self.gepoch: dict = {}  # group key -> bumps when a node of the group changes
+        self._node_groups = [[] for _ in range(self.n)]
         self._bounds: dict = {}
         self._groups: dict = {}
         self._parts = {p for p in cluster.partition if p}
@@ -64,14 +66,24 @@ class Pool:
                      sum(min(self.cap_m[n], UNLIMITED) for n in nodes))
             g = (key, nodes, gang, total)
             self._groups[key] = g
+            self.gepoch[key] = 0
+            for n in nodes:
+                self._node_groups[n].append(key)
         return g
+
+    def _touch(self, n) -> None:
+        self.epoch += 1
+        ge = self.gepoch
+        for k in self._node_groups[n]:
+            ge[k] += 1
 
     def bounds(self, grp) -> tuple:
         """Upper bounds on what a group can take now: the largest free g, c, m on any available node (each
         separately), the summed capacity of its idle nodes (a gang above it cannot be placed) and the summed
         free resources (a request within them that does not fit is blocked by fragmentation)."""
+        ep = self.gepoch[grp[0]]
         hit = self._bounds.get(grp[0])
-        if hit is not None and hit[0] == self.epoch:
+        if hit is not None and hit[0] == ep:
             return hit[1]
         fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
         cg, cc, cm = self.cap_g, self.cap_c, self.cap_m
@@ -90,7 +102,7 @@ class Pool:
             if a == cg[n] and b == cc[n] and d == cm[n]:
                 ig, ic, im = ig + a, ic + b, im + min(d, UNLIMITED)
         out = (mg, mc, mm, ig, ic, im, tg, tc, tm)
-        self._bounds[grp[0]] = (self.epoch, out)
+        self._bounds[grp[0]] = (ep, out)
         return out
 
     def fits_one_node(self, nodes, g, c, m) -> bool:
@@ -140,8 +152,8 @@ class Pool:
 
     # ------------------------------------------------------------------ bookkeeping
     def allocate(self, alloc) -> None:
-        self.epoch += 1
         for n, g, c, m in alloc:
+            self._touch(n)
             self.free_g[n] -= g
             self.free_c[n] -= c
             self.free_m[n] -= m
@@ -150,8 +162,8 @@ class Pool:
                 self._restrand(n)
 
     def release(self, alloc) -> None:
-        self.epoch += 1
         for n, g, c, m in alloc:
+            self._touch(n)
             self.free_g[n] += g
             self.free_c[n] += c
             self.free_m[n] += m
@@ -163,7 +175,7 @@ class Pool:
         return self.free_g[n] == self.cap_g[n] and self.free_c[n] == self.cap_c[n] and self.free_m[n] == self.cap_m[n]
 
     def set_avail(self, n, up: bool) -> None:
-        self.epoch += 1
+        self._touch(n)
         self.avail[n] = up
         if self.track_stranded:
             self._restrand(n)

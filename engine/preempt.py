@@ -14,7 +14,8 @@ Invariants:
 - No job is preempted before ``att_start + min_runtime``; jobs without a contract (min runtime infinite)
   are never preempted (``preemptible`` only ever holds jobs past their min runtime).
 - Only the first blocked job of the last pass preempts (the reserved / most under-served one), taking the
-  fewest victims, in preference order: unfunded, burst, most over-served, least work lost, latest start.
+  fewest victims, in preference order: unfunded, burst, most over-served bucket, least work lost, latest
+  start; only jobs holding resources on nodes the preemptor may use are considered.
   Victims are requeued (work since the last checkpoint lost) and the preemptor starts at once.
 - Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
   checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its
@@ -40,7 +41,7 @@ def on_start(sim, j, now, dur) -> None:
             sim.gheld[sim.acct[j]] += sim.req_g[j]
     mrt = sim.min_rt[j]
     if mrt == 0:
-        sim.preemptible.add(j)
+        sim.preempt_add(j)
     elif mrt < dur:
         sim.push(now + mrt, P_MINRT, (j, sim.attempt[j]))
 
@@ -72,7 +73,7 @@ def on_minrt(sim, j, att, now) -> bool:
     if sim.health.on_draining_node(j):
         sim.requeue(j, now, "drain")
         return True
-    sim.preemptible.add(j)
+    sim.preempt_add(j)
     return False  # nothing to re-plan: the preemption round after the (incremental) pass sees the new victim
 
 
@@ -94,7 +95,16 @@ def _within_guarantee(sim, j, now) -> bool:
 
 
 def _served(sim, ten, now) -> dict:
-    """bucket -> served ratio (1 = exactly its entitled fraction)."""
+    """bucket -> served ratio (1 = exactly its entitled fraction); cached per instant and running set."""
+    key = (now, sim.version, id(ten))
+    if sim._served_cache[0] == key:
+        return sim._served_cache[1]
+    out = _served_now(sim, ten, now)
+    sim._served_cache = (key, out)
+    return out
+
+
+def _served_now(sim, ten, now) -> dict:
     out: dict[int, float] = {}
     if sim.cfg.policy == "drf":
         held = sim.held_by_bucket(ten)
@@ -105,9 +115,9 @@ def _served(sim, ten, now) -> dict:
             out[b] = s / ten.frac[b] if ten.frac[b] > 0 else (INF if s > 0 else 0.0)
         return out
     usage: dict[int, float] = {}
-    for a, name in enumerate(sim.accounts):
+    for name, u in zip(sim.accounts, sim.ledger.window_all(now)):
         b = ten.bucket[name]
-        usage[b] = usage.get(b, 0.0) + sim.ledger.window(a, now)
+        usage[b] = usage.get(b, 0.0) + u
     total = sum(usage.values())
     for b, u in usage.items():
         share = u / total if total > 0 else 0.0
@@ -124,21 +134,32 @@ def _victims(sim, J, now):
     sJ = served.get(bJ, 0.0)
     reclaim = sim.cfg.quota == "guarantee" and _within_guarantee(sim, J, now)
     gJ = _guarantee_node(ten, bJ) if reclaim else None
+    fair_ok = fair and sJ < 1.0 - th
+    elig = sim.eligible(J)
+    min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
     cands = []
-    for v in sim.preemptible:
-        bv = ten.bucket[sim.accounts[sim.acct[v]]]
-        unfunded = sim.min_rt[v] == 0
-        sv = served.get(bv, 0.0)
-        ok = unfunded
-        if not ok and fair and sJ < 1.0 - th and sv > 1.0 + th:
-            ok = True
-        if not ok and reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ:
-            ok = True
-        if ok:
-            elapsed = now - sim.att_start[v]
-            ci = sim.cfg.checkpoint_interval_s
-            lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
-            cands.append((not unfunded, not sim.burst[v], -sv, lost, -sim.att_start[v], v))
+    near = set()  # preemptible jobs holding something on the nodes J may use
+    by_node = sim.preemptible_on
+    for n in elig:
+        s = by_node.get(n)
+        if s:
+            near |= s
+    for v in sorted(near):
+        unfunded = min_rt[v] == 0
+        if unfunded:
+            sv = 0.0
+        elif fair_ok or reclaim:
+            bv = bucket[accounts[acct[v]]]
+            sv = served.get(bv, 0.0)
+            if not ((fair_ok and sv > 1.0 + th)
+                    or (reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ)):
+                continue
+        else:
+            continue
+        elapsed = now - sim.att_start[v]
+        ci = sim.cfg.checkpoint_interval_s
+        lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
+        cands.append((not unfunded, not sim.burst[v], -sv, lost, -sim.att_start[v], v))
     if not cands:
         return None
     cands.sort()
@@ -146,7 +167,6 @@ def _victims(sim, J, now):
     grp = sim.group[J]
     gang = sim.gang[J]
     nodes = grp[2] if gang else grp[1]
-    elig = sim.eligible(J)
     g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     chosen = []
@@ -206,7 +226,9 @@ def rounds(sim, now) -> None:
             return
         if sim.budgeting_caps() and sim.over_cap(J):
             return
-        key = (J, sim.version, len(sim.preemptible))
+        # a search fails again until J's nodes change or a job becomes preemptible (guarantees: any change)
+        key = (J, sim.pool.gepoch[sim.group[J][0]], sim.preempt_added,
+               sim.version if sim.cfg.quota == "guarantee" else 0)
         if sim._victims_failed == key:  # nothing changed since the last fruitless search
             return
         found = _victims(sim, J, now)

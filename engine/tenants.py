@@ -177,6 +177,7 @@ class Ledger:
         self.last = [0.0] * n_accounts
         self.hist = [[(float("-inf"), 0.0, 0.0)] for _ in range(n_accounts)]  # (t, cum at t, rate after t)
         self.ptr = [0] * n_accounts
+        self._all_t, self._all = None, []
 
     def change(self, a: int, t: float, delta_rate: float) -> None:
         self.cum[a] += self.rate[a] * (t - self.last[a])
@@ -190,6 +191,13 @@ class Ledger:
 
     def total(self, a: int, t: float) -> float:
         return self.cum[a] + self.rate[a] * (t - self.last[a])
+
+    def window_all(self, t: float) -> list:
+        """``window`` of every account at t (cached per instant: starts and stops at t do not change it)."""
+        if self._all_t != t:
+            self._all = [self.window(a, t) for a in range(len(self.rate))]
+            self._all_t = t
+        return self._all
 
     def window(self, a: int, t: float) -> float:
         lo = t - self.L

@@ -99,3 +99,16 @@ def open_page(page, url: str, timeout_ms: float = 120_000) -> float:
     wait_done(page, timeout_ms)
     page.wait_for_selector("h1", timeout=timeout_ms)
     return time.perf_counter() - t0
+
+
+def screenshot_full(page, path, max_height: int = 6000) -> None:
+    """A screenshot of the whole page: Streamlit scrolls inside its main block, so grow the viewport to fit."""
+    width = page.viewport_size["width"] if page.viewport_size else 1500
+    height = page.evaluate("() => { const m = document.querySelector('[data-testid=stMain]');"
+                           " return Math.max(m ? m.scrollHeight : 0, document.body.scrollHeight); }")
+    old = page.viewport_size
+    page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 600), max_height)})
+    page.wait_for_timeout(600)  # Plotly re-lays out on resize
+    page.screenshot(path=str(path), full_page=True)
+    if old:
+        page.set_viewport_size(old)

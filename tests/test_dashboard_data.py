@@ -215,3 +215,33 @@ def test_attainment_and_waits_frames_and_headline():
                         "delta": [0.1, -5.0]})
     rows = scenario.headline(cmp)
     assert [r["key"] for r in rows] == ["occupancy", "wait_s.p90"] and rows[1]["better"] == -1
+
+
+# ------------------------------------------------------------------ gaming check
+def test_split_jobs_tiles_each_run_and_keeps_totals():
+    from dashboard import gaming
+
+    jobs = fx.jobs_frame()
+    split = gaming.split_jobs(jobs, "alice", 4)
+    a, b = jobs.filter(pl.col("user") == "alice"), split.filter(pl.col("user") == "alice")
+    assert b.height == 4 * a.height
+    assert split.filter(pl.col("user") != "alice").equals(jobs.filter(pl.col("user") != "alice"))
+    assert b["cpu_seconds_used"].sum() == pytest.approx(a["cpu_seconds_used"].sum())
+    assert (b["req_gpus"].unique().sort().to_list() == a["req_gpus"].unique().sort().to_list())
+    one = b.filter(pl.col("job_id").str.starts_with(a["job_id"][0] + ".split")).sort("start")
+    assert one["start"][0] == a["start"][0] and one["end"][-1] == a["end"][0]
+    assert all(e == s for e, s in zip(one["end"][:-1], one["start"][1:]))  # back to back, no gap, no overlap
+
+
+def test_gaming_check_on_the_fixture_store(store):
+    check = data.gaming_check(_window(), "alice", 10)
+    by = {r["metric"]: r for r in check.iter_rows(named=True)}
+    assert by["job_count"]["after_split"] == 10 * by["job_count"]["before"]
+    assert by["gpu_hours_wasted"]["change"] == pytest.approx(0, abs=1e-9)
+    assert by["rec_coefficient"]["change"] == pytest.approx(0, abs=1e-9)
+    assert by["legacy_score"]["change"] < 0  # the legacy score's flaw, shown
+    verdict = shaping.gaming_verdict(check)
+    assert verdict["sound"] and verdict["legacy_gamed"]
+    bad = check.with_columns(pl.when(pl.col("metric") == "rec_coefficient").then(0.5).otherwise(pl.col("change"))
+                             .alias("change"))
+    assert not shaping.gaming_verdict(bad)["sound"]

@@ -213,6 +213,18 @@ def test_rankings_quota_loop_reports_oscillation(make_app):
     assert metric(at, "Sign changes of the applied coefficient").isdigit()
 
 
+def test_rankings_gaming_check_runs_on_demand(make_app):
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    at.selectbox(key="r_gaming_user").select("bob").run()
+    at.button(key="r_gaming_run").click().run()
+    no_errors(at)
+    assert any("did not improve" in s.value for s in at.success)
+    table = at.dataframe[-1].value
+    row = table[table["metric"] == "job_count"].iloc[0]
+    assert row["after_split"] == 10 * row["before"] == 10 * fx.jobs_frame().filter(pl.col("user") == "bob").height
+
+
 def test_layout_time_slider_moves_the_grid(make_app):
     at = make_app()
     at.switch_page("views/layout.py").run()

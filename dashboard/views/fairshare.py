@@ -107,8 +107,10 @@ rows = scenario.headline(cmp)
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
     for col, r in zip(cols, chunk):
-        col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]), ui.fmt_delta(r["delta"], r["kind"]),
-                   delta_color={1: "normal", -1: "inverse", 0: "off"}[r["better"]],
+        delta = ui.fmt_delta(r["delta"], r["kind"])
+        col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]), delta,
+                   delta_color="off" if delta == "no change" else {1: "normal", -1: "inverse", 0: "off"}[r["better"]],
+                   delta_arrow="off" if delta == "no change" else "auto",
                    help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}", border=True)
 
 att = scenario.attainment_frame(base.metrics, scen.metrics)

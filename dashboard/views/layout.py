@@ -82,7 +82,7 @@ with sim_tab:
         result, label = scenario
         st.caption(f"Scenario: {label}")
         try:
-            sim_rows = data.sim_gantt_rows(result, see_all, ident.user)
+            sim_rows = shaping.sim_gantt_rows(result, see_all, ident.user)
             ui.chart(charts.gantt(sim_rows, node="node", start="start", end="end", color_by="team", hover="label",
                                   title="Simulated jobs on nodes (scenario)"), "gantt", key="lay_sim_gantt")
         except data.NotAvailable as exc:

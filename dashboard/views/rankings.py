@@ -46,8 +46,8 @@ with users_tab:
                     "legacy_rank", "legacy_coefficient", "rec_efficiency", "rec_confidence", "rec_demand",
                     "rec_coefficient"]
             shown = users.select([c for c in dict.fromkeys(cols) if c in users.columns])
-            st.markdown(f"**Per-user ranking** — legacy (peak-based, relative) beside recommended "
-                        f"(efficiency × confidence × demand, absolute)")
+            st.markdown("**Per-user ranking** — legacy (peak-based, relative) beside recommended "
+                        "(efficiency × confidence × demand, absolute)")
             st.dataframe(shown, hide_index=True, column_config=ui.ranking_columns(unit))
             ui.download(users, f"user_ranking_{rank_by}.csv", key="dl_user_ranking")
 
@@ -102,16 +102,29 @@ with loop_tab:
             ui.download(bt, "quota_backtest.csv", key="dl_backtest")
 
 with gaming_tab:
-    st.caption("Split one job into N equal jobs and re-score the user: a sound score does not improve. "
-               "The legacy score divides by ln(job_count/10 + 1), so it does.")
-    try:
-        gaming = data.gaming_check(flt)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        gaming = None
-    if gaming is not None:
-        if gaming.is_empty():
-            ui.empty("No user to test in this window.")
-        else:
-            st.dataframe(gaming, hide_index=True)
-            ui.download(gaming, "gaming_check.csv", key="dl_gaming")
+    st.caption("Split each of one user's jobs into N equal back-to-back jobs — the same work, the same waste — and "
+               "re-score everyone with the production queries. A sound score does not move; the legacy score "
+               "divides by ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
+    g1, g2, g3 = st.columns([2, 2, 1])
+    users_all = data.options().users
+    g_user = g1.selectbox("User", users_all, index=0 if users_all else None, key="r_gaming_user")
+    g_n = g2.select_slider("Split every job into", [2, 4, 10, 20], value=10, key="r_gaming_n",
+                           format_func=lambda n: f"{n} jobs")
+    run_gaming = g3.button("Run the check", key="r_gaming_run", type="primary")
+    if run_gaming and g_user:
+        st.session_state["r_gaming"] = (g_user, g_n)
+    if st.session_state.get("r_gaming") == (g_user, g_n):
+        try:
+            with st.spinner("Re-scoring the history with the jobs split ..."):
+                gaming = data.gaming_check(flt, g_user, g_n)
+        except data.NotAvailable as exc:
+            ui.not_available(exc)
+            gaming = None
+        if gaming is not None:
+            verdict = shaping.gaming_verdict(gaming)
+            (st.success if verdict["sound"] else st.error)(verdict["text"], icon=":material/policy:")
+            st.dataframe(gaming, hide_index=True, column_config={
+                "before": st.column_config.NumberColumn(format="%.3f"),
+                "after_split": st.column_config.NumberColumn("after the split", format="%.3f"),
+                "change": st.column_config.NumberColumn(format="%+.3f")})
+            ui.download(gaming, f"gaming_check_{g_user}_{g_n}.csv", key="dl_gaming")

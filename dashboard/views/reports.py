@@ -15,7 +15,7 @@ if not data.report_available():
 
 ident = ui.viewer()
 audiences = ["platform", "manager", "user"] if ident.may_pick_any_user else ["user"]
-c1, c2, c3 = st.columns([1.2, 1.5, 1.5])
+c1, c2, c3 = st.columns([2.2, 1.5, 1.5])
 audience = c1.radio("Audience", audiences, key="rep_audience", horizontal=True,
                     format_func={"platform": "Platform team", "manager": "Manager", "user": "Researcher"}.get,
                     help=None if ident.may_pick_any_user else "Researchers can export their own report only.")
@@ -37,6 +37,11 @@ elif audience == "user":
         st.info("Sign in to export your own report.", icon=":material/lock:")
         st.stop()
     c2.markdown(f"Report for **{user}**")
+st.caption({"platform": "Platform team: overview, gap areas, rankings, quota coefficients and their changes, "
+                        "fair-share attainment and queue waits for the whole cluster.",
+            "manager": "Manager: the team's attainment against its entitlement, its users' waste and waits.",
+            "user": "Researcher: your own least efficient jobs with right-size suggestions, nothing of anyone else's."}
+           [audience])
 formats = c3.multiselect("Formats", list(data.REPORT_FORMATS), default=["html", "csv"], key="rep_formats")
 if audience == "manager" and not team:
     st.caption("Pick the team the manager report is about.")

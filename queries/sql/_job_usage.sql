@@ -13,7 +13,8 @@ jobs_in_window as (
         greatest(t_start, w_start) as lo,
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
-        t_end - t_start as run_s
+        t_end - t_start as run_s,
+        row_number() over () as jid  -- a dense integer key: later joins and groups on it are cheaper than on strings
     from filtered_jobs
     where t_start is not null
       and (least(t_end, w_end) > greatest(t_start, w_start)
@@ -23,11 +24,9 @@ jobs_in_window as (
 clipped_samples as (
     -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
     select
+        j.jid,
         s.cluster,
         s.job_id,
-        j."user",
-        j.team,
-        j.account,
         greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
         least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) as t_to,
         s.cpu_used,
@@ -47,8 +46,7 @@ sample_usage as (
     -- per job: counts of sampled values, the integrals of the clipped capped curves, and sampled peaks
     -- (peaks over all the job's samples, inside the window or not: a peak describes the job)
     select
-        cluster,
-        job_id,
+        jid,
         count(*) as n_samples,
         count(cpu_used) as n_cpu,
         count(gpu_util) as n_gpu,
@@ -61,7 +59,7 @@ sample_usage as (
         max(gpu_util) as peak_gpu_util_sampled,
         max(mem_gb_used) as peak_mem_gb_sampled
     from clipped_samples
-    group by cluster, job_id
+    group by jid
 ),
 
 job_rates as (
@@ -101,7 +99,7 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) as peak_mem_gb
     from job_rates as j
-    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
+    left join sample_usage as su on su.jid = j.jid
 ),
 
 window_span as (

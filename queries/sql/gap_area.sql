@@ -25,39 +25,60 @@ settings as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
-segments as (
-    -- requested: the job's level over its clipped run interval
+gap_jobs as (
+    -- one level and one group key per job: a narrow build side for the join with the samples
     select
-        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
-             else '(all)' end as group_key,
-        j.lo as t_from,
-        j.hi as t_to,
-        case st.resource when 'cpu' then j.cpus when 'gpu' then j.gpus else j.mem_gb end as req_level,
-        0.0 as used_level
-    from job_usage as j, settings as st
-    union all
-    -- used, sampled: each sample's clipped interval at its (capped) level
-    select
-        case st.group_by when 'team' then s.team when 'user' then s."user" when 'account' then s.account
-             else '(all)' end,
-        s.t_from,
-        s.t_to,
-        0.0,
-        case st.resource when 'cpu' then s.cpu_level when 'gpu' then s.gpu_level else s.mem_level end
-    from clipped_samples as s, settings as st
-    where s.t_to > s.t_from
-    union all
-    -- used, from totals: jobs without samples for this resource, at their constant rate
-    select
-        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
-             else '(all)' end,
+        j.cluster,
+        j.job_id,
         j.lo,
         j.hi,
-        0.0,
+        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
+             else '(all)' end as group_key,
+        case st.resource when 'cpu' then j.cpus when 'gpu' then j.gpus else j.mem_gb end as req_level,
         case st.resource when 'cpu' then j.cpu_rate_totals when 'gpu' then j.gpu_rate_totals
-             else j.mem_rate_peak end
-    from job_usage as j, settings as st
-    where not case st.resource when 'cpu' then j.cpu_sampled when 'gpu' then j.gpu_sampled else j.mem_sampled end
+             else j.mem_rate_peak end as totals_level
+    from job_rates as j, settings as st
+),
+
+resource_samples as (
+    -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB
+    select
+        s.cluster,
+        s.job_id,
+        epoch_us(s.ts) / 1e6 as t_sample,
+        s.interval_s,
+        case st.resource when 'cpu' then s.cpu_used when 'gpu' then s.gpu_util else s.mem_bytes / 1e9 end as value
+    from samples as s, settings as st
+    where s.ts is not null and s.interval_s is not null
+),
+
+sampled_jobs as (
+    -- jobs with at least one sampled value of the resource: their used curve comes from the samples
+    select distinct cluster, job_id from resource_samples where value is not null
+),
+
+segments as (
+    -- requested: the job's level over its clipped run interval
+    select group_key, lo as t_from, hi as t_to, req_level, 0.0 as used_level
+    from gap_jobs
+    union all
+    -- used, sampled: each sample's interval clipped to the job's, its value capped at the request
+    select
+        j.group_key,
+        greatest(s.t_sample, j.lo),
+        least(s.t_sample + s.interval_s, j.hi),
+        0.0,
+        case when st.resource = 'gpu' then case when s.value > 1.0 then 1.0 else s.value end * j.req_level
+             when s.value > j.req_level then j.req_level else s.value end
+    from resource_samples as s
+    join gap_jobs as j on s.cluster = j.cluster and s.job_id = j.job_id
+    cross join settings as st
+    where s.value is not null
+    union all
+    -- used, from totals: jobs without samples for this resource, at their constant rate
+    select j.group_key, j.lo, j.hi, 0.0, j.totals_level
+    from gap_jobs as j
+    where not exists (select 1 from sampled_jobs as sj where sj.cluster = j.cluster and sj.job_id = j.job_id)
 ),
 
 bucketed as (

@@ -1,0 +1,257 @@
+"""Cached analytics for the pages: waste, rankings, the gaming check, the researcher view, overview, layout."""
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import streamlit as st
+
+import queries
+from queries.store import Store
+
+from .. import shaping
+from .core import Filters, NotAvailable, _bind_filters, available, declared, query, store_dir, store_token
+
+# ------------------------------------------------------------------ waste
+# resource -> (label, level unit for curves, amount unit for totals, column prefix)
+RESOURCES = {
+    "gpu": ("GPU", "GPUs", "GPU-hours"),
+    "cpu": ("CPU", "CPU cores", "core-hours"),
+    "mem": ("Memory", "GB", "GB-hours"),
+}
+TEAM_LEVELS = {1: "org", 2: "group", 3: "team"}
+
+
+def job_waste(flt: Filters | None, *, user: str | None = None, team_level: int = 3, team: str | None = None,
+              limit: int | None = None) -> pl.DataFrame:
+    """One row per job in the window (``job_waste`` query), with *_hours columns added for display."""
+    df = query("job_waste", flt, user=user, team_level=team_level, limit_rows=limit)
+    if team is not None:
+        df = df.filter(pl.col("team") == team)
+    return df.with_columns(
+        [(pl.col(f"{r}_seconds_{k}") / 3600.0).alias(f"{r}_hours_{k}")
+         for r in RESOURCES for k in ("requested", "used", "wasted") if f"{r}_seconds_{k}" in df.columns])
+
+
+def waste_by(flt: Filters | None, by: str, resource: str, *, team_level: int = 3,
+             team: str | None = None) -> pl.DataFrame:
+    """Requested / used / wasted resource-hours and efficiency per ``by`` (team | user), largest waste first.
+
+    ``team`` narrows to one team (drill-down). Efficiency = used / requested over the group's jobs (an area
+    ratio, not a mean of job ratios). Cached as the small aggregate, so a rerun never reloads the per-job frame."""
+    store = str(store_dir())
+    return _waste_by(store, store_token(store), flt, by, resource, team_level, team)
+
+
+@st.cache_data(show_spinner=False, max_entries=256, ttl=6 * 3600)
+def _waste_by(store: str, token: str, flt, by: str, resource: str, team_level: int, team) -> pl.DataFrame:
+    df = job_waste(flt, team_level=team_level, team=team)
+    r = resource
+    if df.is_empty():
+        return pl.DataFrame(schema={by: pl.String, "jobs": pl.UInt32, "requested_hours": pl.Float64,
+                                    "used_hours": pl.Float64, "wasted_hours": pl.Float64, "efficiency": pl.Float64})
+    out = (df.group_by(by).agg(
+        pl.len().alias("jobs"),
+        pl.col(f"{r}_hours_requested").sum().alias("requested_hours"),
+        pl.col(f"{r}_hours_used").sum().alias("used_hours"),
+        pl.col(f"{r}_hours_wasted").sum().alias("wasted_hours"))
+        .with_columns((pl.col("used_hours") / pl.when(pl.col("requested_hours") > 0)
+                       .then(pl.col("requested_hours"))).alias("efficiency"))
+        .sort(["wasted_hours", by], descending=[True, False], nulls_last=True))
+    return out
+
+
+def gap_series(flt: Filters | None, resource: str, *, by: str | None, team_level: int = 3,
+               bucket_s: float = 3600.0, team: str | None = None) -> pl.DataFrame:
+    """Columns ``t``, ``group``, ``requested``, ``used``: mean resource level held / used in each bucket."""
+    if not available("gap_area"):
+        raise NotAvailable("the `gap_area` query is not available yet")
+    names = declared("gap_area")
+    params: dict = {"bucket_s": bucket_s, "team_level": team_level, "resource": resource}
+    for key, value in (("group_by", by or "none"), ("by", by or "none")):
+        params[key] = value
+    if team is not None:
+        params["account_prefix"] = team
+    df = query("gap_area", flt, **{k: v for k, v in params.items() if k in names})
+    return shaping.normalise_gap(df, resource, by)
+
+
+# ------------------------------------------------------------------ rankings and the quota loop
+RANK_BY = {"gpu": "GPU-hours", "cpu": "CPU core-hours", "mem": "memory TB-hours", "equiv": "GPU-equivalent hours"}
+
+
+def wasted_column(resource: str) -> str:
+    return {"gpu": "gpu_hours_wasted", "cpu": "cpu_hours_wasted", "mem": "mem_tb_hours_wasted",
+            "equiv": "wasted_gpu_equiv_hours"}[resource]
+
+
+def efficiency_column(resource: str) -> str:
+    return {"gpu": "gpu_efficiency", "cpu": "cpu_efficiency", "mem": "mem_efficiency",
+            "equiv": "rec_efficiency"}[resource]
+
+
+def user_ranking(flt: Filters | None, order_by: str = "gpu", **params) -> pl.DataFrame:
+    return query("user_ranking", flt, order_by=order_by, **params)
+
+
+def team_ranking(flt: Filters | None, order_by: str = "gpu", team_level: int = 3) -> pl.DataFrame:
+    return query("team_ranking", flt, order_by=order_by, team_level=team_level)
+
+
+def quota_backtest(flt: Filters | None, **params) -> pl.DataFrame:
+    return query("quota_backtest", flt, **params)
+
+
+def gaming_check(flt: Filters | None, user: str, splits: int = 10) -> pl.DataFrame:
+    """metric / before / after_split / change for ``user`` when each of their jobs is split into ``splits``."""
+    store = str(store_dir())
+    return _gaming_check(store, store_token(store), flt, user, splits)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=6 * 3600)
+def _gaming_check(store: str, token: str, flt, user: str, splits: int) -> pl.DataFrame:
+    from dashboard import gaming
+
+    if not available("user_ranking"):
+        raise NotAvailable("the `user_ranking` query is not available yet")
+    s = Store(store)
+    jobs = s.read("jobs")
+    if flt is not None and flt.cluster:
+        jobs = jobs.filter(pl.col("cluster") == flt.cluster)
+    if flt is not None and flt.start is not None and flt.end is not None:
+        # every job that can count in the window (ranks are relative: all users' jobs are needed)
+        jobs = jobs.filter((pl.col("submit") < flt.end) & (pl.col("end").is_null() | (pl.col("end") >= flt.start)))
+    ids = jobs.select("cluster", "job_id")
+    samples = s.read("samples").join(ids, on=["cluster", "job_id"], how="semi")
+    bound, _ = _bind_filters("user_ranking", flt)
+    return gaming.rescore(jobs, samples, s.read("nodes"), user, splits,
+                          lambda name, root, **p: queries.run(name, store=root, **p), bound)
+
+
+# ------------------------------------------------------------------ researcher view
+def user_row(flt: Filters | None, user: str) -> dict | None:
+    """The user's row of the ranking over *all* users (ranks are relative, so never rank a lone user)."""
+    df = user_ranking(flt)
+    rows = df.filter(pl.col("user") == user)
+    return rows.row(0, named=True) if rows.height else None
+
+
+def low_efficiency_jobs(flt: Filters | None, user: str, limit: int = 20) -> pl.DataFrame:
+    """The user's lowest-efficiency jobs with waste and a right-size suggestion (query of the waste issue)."""
+    df = query("user_low_efficiency_jobs", flt, user=user, limit_rows=limit)
+    if "user" in df.columns:  # defence in depth: never show another user's row on a personal page
+        df = df.filter(pl.col("user") == user)
+    return df
+
+
+def score_drivers(flt: Filters | None, user: str, top_n: int = 5) -> pl.DataFrame:
+    """The jobs that drove the user's score (``user_summary``): share of waste and the efficiency without each."""
+    df = query("user_summary", flt, user=user, top_n=top_n)
+    if "user" in df.columns:
+        df = df.filter(pl.col("user") == user)
+    cols = ["job_name", "job_id", "wasted_gpu_equiv_hours", "share_of_user_waste", "rec_efficiency_without_job"]
+    return df.select([c for c in cols if c in df.columns])
+
+
+def coefficient_explanation(flt: Filters | None, user: str) -> list[str]:
+    """Plain-language lines: the score terms behind the user's coefficient and, from the back-test, its move."""
+    me = user_row(flt, user)
+    bt = query("quota_backtest", flt) if available("quota_backtest") else None
+    return shaping.coefficient_lines(user, me, bt)
+
+
+# ------------------------------------------------------------------ overview
+def capacity_gpus(cluster: str | None = None) -> float | None:
+    """GPUs in the store's node list (of ``cluster``); None when the store has no node list."""
+    from queries.budgets import store_capacity_gpus
+
+    return _capacity(str(store_dir()), store_token(), cluster, store_capacity_gpus)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _capacity(store: str, token: str, cluster: str | None, _fn) -> float | None:
+    return _fn(store, cluster)
+
+
+def occupancy_series(flt: Filters | None, bucket_s: float = 3600.0) -> pl.DataFrame:
+    """Cluster-wide GPUs allocated and busy per bucket, with the node list's capacity: t, capacity, allocated, used."""
+    gap = gap_series(flt, "gpu", by=None, bucket_s=bucket_s)
+    cap = capacity_gpus(flt.cluster if flt else None)
+    return gap.select("t", pl.lit(cap, dtype=pl.Float64).alias("capacity"),
+                      pl.col("requested").alias("allocated"), "used")
+
+
+def overview_totals(flt: Filters | None) -> dict:
+    """Headline numbers of the window: resource-hours requested/used/wasted, jobs, users, occupancy, utilisation."""
+    store = str(store_dir())
+    return _overview_totals(store, store_token(store), flt)
+
+
+@st.cache_data(show_spinner=False, max_entries=128, ttl=6 * 3600)
+def _overview_totals(store: str, token: str, flt) -> dict:
+    row = query("overview", flt).row(0, named=True)
+    out: dict = {"jobs": int(row["jobs"] or 0), "users": int(row["users"] or 0)}
+    for r, col in (("gpu", "gpu_hours"), ("cpu", "cpu_hours"), ("mem", "mem_tb_hours")):
+        scale = 1000.0 if r == "mem" else 1.0  # GB-hours, like job_waste's memory columns
+        for k in ("requested", "used", "wasted"):
+            out[f"{r}_{k}_h"] = (row.get(f"{col}_{k}") or 0.0) * scale
+    cap = capacity_gpus(flt.cluster if flt else None)
+    span_h = ((flt.end - flt.start).total_seconds() / 3600.0) if flt and flt.start and flt.end else None
+    out["capacity_gpus"] = cap
+    out["occupancy"] = out["gpu_requested_h"] / (cap * span_h) if cap and span_h else None
+    out["utilisation"] = out["gpu_used_h"] / out["gpu_requested_h"] if out["gpu_requested_h"] else None
+    levels = dict(pyramid(flt))
+    for key in ("occupancy", "utilisation"):
+        if levels.get(key) is not None:  # the pyramid query knows node availability and usage coverage
+            out[key] = levels[key]
+    return out
+
+
+def pyramid(flt: Filters | None) -> list[tuple[str, float | None]]:
+    """(level, fraction) for availability -> occupancy -> impact -> utilisation (DOMAIN.md section 6)."""
+    levels = ("availability", "occupancy", "impact", "utilisation")
+    if available("metric_pyramid"):
+        df = query("metric_pyramid", flt)
+        if "team" in df.columns:
+            df = df.filter(pl.col("team") == "(all)")
+        if df.height and set(levels) <= set(df.columns):
+            row = df.row(0, named=True)
+            return [(k, row[k]) for k in levels]
+    return [(k, None) for k in levels]
+
+
+def waste_trend(flt: Filters | None, resource: str = "gpu", bucket_s: float = 86400.0) -> pl.DataFrame:
+    """Wasted resource-hours per bucket, cluster-wide: t, wasted_hours."""
+    gap = gap_series(flt, resource, by=None, bucket_s=bucket_s)
+    if "requested_s" in gap.columns:
+        wasted = (pl.col("requested_s") - pl.col("used_s")).sum() / 3600.0
+    else:
+        wasted = (pl.col("requested") - pl.col("used")).sum() * bucket_s / 3600.0
+    return gap.group_by("t").agg(wasted.alias("wasted_hours")).sort("t")
+
+
+# ------------------------------------------------------------------ cluster layout
+def layout_at(flt: Filters | None, at: dt.datetime, viewer_may_see_all: bool = True,
+              viewer: str | None = None) -> pl.DataFrame:
+    """The node x GPU slot grid at ``at`` (real history). Other users' job ids are hidden unless allowed."""
+    store = str(store_dir())
+    slots = _layout_slots(store, store_token(store), flt, at)
+    return slots if viewer_may_see_all else shaping.anonymise_slots(slots, viewer)
+
+
+@st.cache_data(show_spinner=False, max_entries=64, ttl=6 * 3600)
+def _layout_slots(store: str, token: str, flt, at: dt.datetime) -> pl.DataFrame:
+    occ = query("node_occupancy_at", flt, at=at)
+    waste = query("job_waste", flt)
+    running = set(occ["job_id"].drop_nulls().to_list())
+    waste = waste.filter(pl.col("job_id").is_in(running))
+    return shaping.node_slots(occ, dict(zip(waste["job_id"].to_list(), waste["gpu_efficiency"].to_list())))
+
+
+def gantt_rows(flt: Filters | None, start: dt.datetime, end: dt.datetime, *, max_jobs: int = 1500,
+               team_level: int = 3, viewer_may_see_all: bool = True, viewer: str | None = None) -> pl.DataFrame:
+    """One row per (job, node) for the Gantt of real history in [start, end) (``job_timeline``)."""
+    keep = ("cluster", "partition", "account", "state", "job_class")
+    sub = Filters(start, end, *(getattr(flt, k) for k in keep)) if flt else Filters(start, end)
+    jobs = query("job_timeline", sub, limit_rows=max_jobs, team_level=team_level)
+    return shaping.gantt_from_jobs(jobs, start, end, viewer_may_see_all, viewer)

@@ -1,0 +1,171 @@
+"""Dashboard speed, measured in a real browser, beside the bare query / engine times of the same run.
+
+For each page: time to first full render in headless Chromium (navigation until Streamlit reports the script
+done and no skeleton is left) on a cold server cache and again warm, printed next to the sum of the bare
+``queries.run`` times of the queries that page needs (uncached, same store, same run), so the dashboard's own
+overhead (Streamlit, Plotly, the browser) is visible as the difference and the ratio. Then the slider-to-result
+latency of a simulation (move a budget slider, press Simulate, wait for the comparison) beside a bare
+``engine.simulate`` of the same two runs.
+
+Stores: the bundled sample store (built by ``quotaloop sample`` when missing), and the 10M-job store of the
+query benchmark when it exists (``QUOTALOOP_BENCH_CACHE``/jobs-10000000, built by bench_queries.py).
+
+Run: ``python -m pytest tests/benchmarks/bench_dashboard.py -m benchmark -s``
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import dashboard_browser as br  # noqa: E402
+
+pytestmark = pytest.mark.benchmark
+REPO = br.REPO
+SAMPLE = REPO / "sample_data" / "store"
+BIG = Path(os.environ.get("QUOTALOOP_BENCH_CACHE", "/tmp/quotaloop-bench-queries")) / "jobs-10000000"
+PAGES = {"overview": "/", "waste": "/waste", "layout": "/layout", "rankings": "/rankings",
+         "fairshare": "/fairshare", "my_jobs": "/my-jobs", "reports": "/reports"}
+
+
+def _window(store) -> tuple[dt.datetime, dt.datetime]:
+    """The sidebar's default window: the last 30 days up to the store's last event, whole UTC days."""
+    from queries.store import Store
+    import polars as pl
+
+    files = Store(store).files("jobs")
+    lf = pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
+    row = lf.select(pl.col("submit").min().alias("a"),
+                    pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())
+                    .alias("b")).collect().row(0)
+    last = row[1].date()
+    first = max(row[0].date(), last - dt.timedelta(days=30))
+    utc = dt.timezone.utc
+    return (dt.datetime(first.year, first.month, first.day, tzinfo=utc),
+            dt.datetime(last.year, last.month, last.day, tzinfo=utc) + dt.timedelta(days=1))
+
+
+def _bare_queries(store, start, end) -> dict[str, float]:
+    """Seconds of the uncached queries each page issues on first render (default widget values)."""
+    import queries
+
+    def t(name, **params):
+        t0 = time.perf_counter()
+        queries.run(name, store=str(store), start=start, end=end, **params)
+        return time.perf_counter() - t0
+
+    at = start + (end - start) / 2
+    job_waste = t("job_waste", team_level=3)
+    user_ranking = t("user_ranking", order_by="gpu")
+    return {
+        "overview": t("overview") + t("metric_pyramid") + t("gap_area", resource="gpu", group_by="none",
+                                                                 bucket_s=3600.0)
+        + t("gap_area", resource="gpu", group_by="none", bucket_s=86400.0) + user_ranking,
+        "waste": job_waste + t("gap_area", resource="gpu", group_by="team", team_level=3, bucket_s=3600.0),
+        "layout": t("node_occupancy_at", at=at) + job_waste + t("job_timeline", limit_rows=1500),
+        "rankings": user_ranking + t("team_ranking", team_level=3) + t("quota_backtest", period_s=7 * 86400.0),
+        "fairshare": 0.0,
+        "my_jobs": 0.0,  # depends on the picked user; measured below with the first user
+        "reports": 0.0,
+    }
+
+
+def _render_times(url: str, browser) -> dict[str, tuple[float, float]]:
+    out = {}
+    for name, path in PAGES.items():
+        times = []
+        for _ in range(2):  # cold server cache, then warm
+            ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+            page = ctx.new_page()
+            times.append(br.open_page(page, url + path, timeout_ms=600_000))
+            assert page.locator("[data-testid=stException]").count() == 0, name
+            ctx.close()
+        out[name] = (times[0], times[1])
+    return out
+
+
+def _slider_latency(url: str, browser) -> tuple[float, float]:
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = ctx.new_page()
+    br.open_page(page, url + "/fairshare", timeout_ms=600_000)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Simulate").click()
+    page.get_by_text("Baseline vs scenario", exact=True).wait_for(timeout=900_000)
+    br.wait_done(page, 900_000)
+    baseline_s = time.perf_counter() - t0
+    thumb = page.locator("[data-testid=stSlider] input[type=range]").first
+    thumb.focus()
+    page.keyboard.press("End")
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Simulate").click()
+    page.get_by_text(re.compile(r"Scenario:.*shares")).wait_for(timeout=900_000)
+    br.wait_done(page, 900_000)
+    scenario_s = time.perf_counter() - t0
+    ctx.close()
+    return baseline_s, scenario_s
+
+
+def _bare_engine(store, start, end) -> float:
+    """One bare engine run of the last 7 days (the Fair share page's default replay), no dashboard around it."""
+    import polars as pl
+
+    import engine
+    from dashboard import scenario
+    from queries.store import Store
+
+    s = Store(store)
+    jobs = s.read("jobs").filter((pl.col("submit") >= end - dt.timedelta(days=7)) & (pl.col("submit") < end))
+    nodes = s.read("nodes")
+    budgets_file = REPO / "sample_data" / "budgets.toml"
+    tree = None
+    if budgets_file.is_file() and Path(store).resolve() == SAMPLE.resolve():
+        from engine import budget_tree
+
+        tree = budget_tree.load(budgets_file)
+    t0 = time.perf_counter()
+    engine.simulate(jobs.sort("submit", "job_id"), nodes, scenario.sim_config(scenario.Scenario(), tree))
+    return time.perf_counter() - t0
+
+
+def _report(label: str, store: Path, browser) -> None:
+    start, end = _window(store)
+    bare = _bare_queries(store, start, end)
+    with br.serve(store, auth="demo" if store.resolve() == SAMPLE.resolve() else "open") as url:
+        renders = _render_times(url, browser)
+        print(f"\n== dashboard on {label} ({store}), window {start:%Y-%m-%d} – {end:%Y-%m-%d}")
+        print(f"{'page':<10} {'cold render s':>14} {'warm render s':>14} {'bare queries s':>15} {'cold/bare':>10}")
+        for name, (cold, warm) in renders.items():
+            q = bare.get(name) or 0.0
+            ratio = f"{cold / q:10.2f}" if q > 0 else f"{'–':>10}"
+            print(f"{name:<10} {cold:14.2f} {warm:14.2f} {q:15.2f} {ratio}")
+        if store.resolve() == SAMPLE.resolve():
+            base_s, scen_s = _slider_latency(url, browser)
+            engine_s = _bare_engine(store, start, end)
+            print(f"simulate (7-day replay): first press {base_s:.2f} s (baseline + scenario runs), slider-to-result "
+                  f"{scen_s:.2f} s; bare engine.simulate {engine_s:.2f} s per run -> overhead ratio "
+                  f"{scen_s / engine_s:.2f}x of one run")
+
+
+def test_dashboard_speed():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    br.require_chromium()
+    if not (SAMPLE / "_manifest.json").exists():
+        from dashboard.commands.serve import ensure_sample_store
+
+        ensure_sample_store(SAMPLE)
+    with sync_api.sync_playwright() as p:
+        browser = br.launch(p)
+        try:
+            _report("the sample store", SAMPLE, browser)
+            if (BIG / "_manifest.json").exists() or (BIG / "jobs").is_dir():
+                _report("the 10M-job store", BIG, browser)
+            else:
+                print(f"\n(10M-job store not found at {BIG}: run tests/benchmarks/bench_queries.py first to build it)")
+        finally:
+            browser.close()
