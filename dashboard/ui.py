@@ -231,13 +231,6 @@ def download(frame, file_name: str, label: str = "Download CSV", key: str | None
                        key=key or f"dl_{file_name}", icon=":material/download:", on_click="ignore")
 
 
-def hours(seconds: float | None, unit: str = "h") -> str:
-    if seconds is None:
-        return "–"
-    h = seconds / 3600.0
-    return f"{h:,.0f} {unit}" if abs(h) >= 100 else f"{h:,.1f} {unit}"
-
-
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f} %"
 

@@ -45,12 +45,14 @@ class Simulator:
         self.acct, self.accounts = wl.acct, wl.accounts
         self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
         self.min_rt = self._min_runtimes()
-        qp = cfg.qos_priority
-        self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
+        if cfg.policy == "priority":
+            qp = cfg.qos_priority
+            self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
         res = pool.cluster.charge_resource
         src = self.req_g if res == "gpus" else self.req_c
         # charge per second in resource units; unallocated occupancy (min runtime 0) is free of charge
-        self.charge = [0.0 if mr == 0 else x / 1000.0 for mr, x in zip(self.min_rt, src)]
+        self.charge = ([0.0 if mr == 0 else x / 1000.0 for mr, x in zip(self.min_rt, src)]
+                       if cfg.policy in ("fairshare", "drf") else None)
         self.capacity = (sum(pool.cap_g), sum(pool.cap_c), sum(min(m, 1 << 60) for m in pool.cap_m))
         # per-job mutable state
         self.status = [NEW] * n
@@ -110,6 +112,9 @@ class Simulator:
         """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else
         the config default; none at all = no contract (never preempted)."""
         wl, cfg = self.wl, self.cfg
+        if (not cfg.min_runtime_by_class and self.budgeting.tree is None and
+                ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
+            return [INF if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
         cache: dict = {}
         out = []
         for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
@@ -249,7 +254,7 @@ class Simulator:
         if self._caps:
             self._hold_caps(j, g)
         if self.track_usage and self.charge[j]:
-            self.ledger.change(a, now, self.charge[j])
+            self.ledger.change(a, now, self.charge[j])  # charge is only built for fairshare / drf
         if self.preempt_on:
             preempt.on_start(self, j, now, dur)
         self.version += 1

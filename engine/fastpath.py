@@ -15,6 +15,8 @@ import bisect
 import heapq
 import math
 
+import numpy as np
+
 INF = math.inf
 ENABLED = True  # tests switch it off to compare against the generic path
 
@@ -148,18 +150,17 @@ def run(sim) -> None:
     sim.seq_counter = seq
     sim.counters["passes"] += passes
     sim.counters["full_passes"] += full_passes
-    for j in range(n):
-        sim.run_s[j] = end[j] - start[j]
+    # the intervals, in the order the generic path records them (by end, then start sequence), as arrays
+    st = np.asarray(start, dtype=np.float64)
+    en = np.asarray(end, dtype=np.float64)
+    sq = np.asarray(seq_of, dtype=np.int64)
+    sim.__dict__.setdefault("_arrays", {}).update(first_start=st, end_time=en)
+    sim.run_s = en - st
+    order = np.lexsort((sq, en))
+    sizes = np.asarray(size, dtype=np.int64)[order]
+    zeros = np.zeros(n, dtype=np.int64)
     iv = sim.intervals
-    order = sorted(range(n), key=lambda j: (end[j], seq_of[j]))  # the order the generic path records ends
-    iv.job = order
-    iv.att = [0] * n
-    iv.start = [start[j] for j in order]
-    iv.end = [end[j] for j in order]
-    iv.how = [0] * n
-    iv.useful = [e - s for s, e in zip(iv.start, iv.end)]
-    iv.a_iv = list(range(n))
-    iv.a_node = [0] * n
-    iv.a_g = [0 if use_c else size[j] for j in order]
-    iv.a_c = [size[j] if use_c else 0 for j in order]
-    iv.a_m = [0] * n
+    iv.job, iv.att, iv.start, iv.end = order, zeros, st[order], en[order]
+    iv.how, iv.useful = np.zeros(n, dtype=np.int8), en[order] - st[order]
+    iv.a_iv, iv.a_node, iv.a_m = np.arange(n, dtype=np.int64), zeros, zeros
+    iv.a_g, iv.a_c = (zeros, sizes) if use_c else (sizes, zeros)

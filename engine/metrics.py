@@ -158,19 +158,19 @@ def _attainment(sim, wl, res, iv, units, min_rt, first, last) -> dict:
     L = sim.cfg.lookback_s
     n_win = max(1, int(math.ceil((last - first) / L))) if last > first else 1
     cap = (sum(sim.pool.cap_g) if res == "gpus" else sum(sim.pool.cap_c)) / 1000.0
+    dem = _per_window(sub - first, run, rate, acc_j, L, n_win, na)
+    rec = _per_window(s_iv - first, u_iv, r_iv, a_iv, L, n_win, na)
     totals = {}
     for k in range(n_win):
+        dem_a, rec_a = dem[k], rec[k]
         w0, w1 = first + k * L, min(first + (k + 1) * L, max(last, first + 1e-9))
-        dem_a = np.bincount(acc_j, weights=rate * np.clip(np.minimum(sub + run, w1) - np.maximum(sub, w0), 0, None),
-                            minlength=na) / 3600.0
-        rec_a = np.bincount(a_iv, weights=r_iv * np.clip(np.minimum(s_iv + u_iv, w1) - np.maximum(s_iv, w0), 0, None),
-                            minlength=na) / 3600.0
         demand: dict[str, float] = {}
         received: dict[str, float] = {}
-        for a in range(na):
-            if dem_a[a] > 0 or rec_a[a] > 0:
-                demand[names[a]] = demand.get(names[a], 0.0) + float(dem_a[a])
-                received[names[a]] = received.get(names[a], 0.0) + float(rec_a[a])
+        for a in np.flatnonzero((dem_a > 0) | (rec_a > 0)):
+            demand[names[a]] = demand.get(names[a], 0.0) + float(dem_a[a])
+            received[names[a]] = received.get(names[a], 0.0) + float(rec_a[a])
+        if not demand:
+            continue
         hours = cap * (w1 - w0) / 3600.0
         if sim.budgeting.tree is not None:
             ent = bt.entitlements(sim.budgeting.tree, hours, dict(demand))
@@ -190,6 +190,22 @@ def _attainment(sim, wl, res, iv, units, min_rt, first, last) -> dict:
     return {"window_s": L, "windows": n_win, "teams": teams,
             "mean": float(np.mean(vals)) if vals else None, "worst": float(min(vals)) if vals else None,
             "teams_at_95pct": int(sum(1 for v in vals if v >= 0.95 - 1e-12))}
+
+
+def _per_window(s, length, weight, acct, L, n_win, na):
+    """[window, account] -> sum of weight x overlap of [s, s + length) with window k = [k L, (k + 1) L), hours."""
+    out = np.zeros((n_win, na))
+    e = s + length
+    w0 = np.clip(np.floor(s / L), 0, n_win - 1).astype(np.int64)
+    w1 = np.clip(np.ceil(e / L) - 1, 0, n_win - 1).astype(np.int64)
+    one = w0 == w1
+    np.add.at(out, (w0[one], acct[one]), weight[one] * (e[one] - s[one]))
+    for i in np.flatnonzero(~one):  # the few intervals crossing a window boundary
+        for k in range(w0[i], w1[i] + 1):
+            ov = min(e[i], (k + 1) * L) - max(s[i], k * L)
+            if ov > 0:
+                out[k, acct[i]] += weight[i] * ov
+    return out / 3600.0
 
 
 def clean(obj):

@@ -9,6 +9,7 @@ Invariants:
 - FCFS: index order, i.e. submit time then job id; a requeued job goes back to its original place.
 - priority: higher ``priority`` first (the log's priority column, else the QoS rank), then FCFS.
 - fairshare: jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order.
+  Jobs a borrowing cap (``max_gpus``) holds back are left out of the order (wait reason ``quota``).
   Funded jobs are merged progressively: from the root, descend into the child with pending jobs whose
   ``(window usage + usage projected for the jobs already emitted this pass) / fraction`` is lowest
   (zero-fraction children last; ties by path), emit that bucket's oldest job and add its projected charge
@@ -169,6 +170,8 @@ class TenantQueue:
         for h in heaps.values():
             heapq.heapify(h)
         push, pop = heapq.heappush, heapq.heappop
+        capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
+        reason, note = sim.reason, sim.note
         total = sum(rem[c] for c in children[0])
         while total > 0:
             node = 0
@@ -181,6 +184,16 @@ class TenantQueue:
                     pop(h)
                 node = c
             j = heads[node].pop()
+            total -= 1
+            cn = capped[node]
+            if cn and any(held[i] + req_g[j] > cap[i] for i in cn):
+                # held back by a borrowing cap: not runnable, so not part of this pass's order (no projected
+                # usage); the bucket keeps its key and offers its next job
+                if reason[j] != "quota":
+                    note(j, "quota")
+                for i in chains[node]:
+                    rem[i] -= 1
+                continue
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
             for i in chains[node]:
                 rem[i] -= 1
@@ -188,7 +201,6 @@ class TenantQueue:
                 stamp[i] += 1
                 if rem[i] > 0:
                     push(heaps[parent[i]], (key(i), stamp[i], i))
-            total -= 1
             yield j
 
     # ------------------------------------------------------------------ DRF

@@ -247,13 +247,13 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     at = make_app()
     at.switch_page("views/fairshare.py").run()
     assert any("press **Simulate**" in i.value for i in at.info)
-    at.button[0].click().run()  # unchanged settings: scenario == baseline
+    at.button(key="fs_simulate").click().run()  # unchanged settings: scenario == baseline
     no_errors(at)
     assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs · users")
     slider = at.slider(key="share_lab/vision")
     slider.set_value(round(slider.value * 3, 1))
     at.select_slider(key="mrt_training").set_value(4)
-    at.button[0].click().run()
+    at.button(key="fs_simulate").click().run()
     no_errors(at)
     assert any(m.delta not in (None, "no change") for m in at.metric)
     captions = " ".join(c.value for c in at.caption)

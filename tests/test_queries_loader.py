@@ -174,3 +174,25 @@ def test_store_untouched_by_queries(store):
     for name in REQUIRED:
         queries.run(name, store=store, **({"user": "alice"} if name in NEEDS_USER else {}))
     assert Store(store).manifest() == before
+
+
+def test_results_are_reproducible(tmp_path):
+    """Bit-identical with one thread; DuckDB's parallel sums may only move the last bits (documented)."""
+    from test_queries_random import random_store
+
+    store = random_store(tmp_path, n_jobs=120)
+    for name in ("gap_area", "user_ranking", "quota_backtest", "job_waste"):
+        runs = []
+        for _ in range(2):
+            con = queries.connect(store, threads=1)
+            runs.append(queries.run(name, con=con))
+            con.close()
+        assert runs[0].equals(runs[1]), name
+        parallel = queries.run(name, store=store)
+        assert parallel.columns == runs[0].columns and parallel.height == runs[0].height
+        for col, dtype in parallel.schema.items():
+            if dtype == pl.Float64:
+                a, b = runs[0][col].fill_null(0.0).to_numpy(), parallel[col].fill_null(0.0).to_numpy()
+                assert a == pytest.approx(b, rel=1e-12, abs=1e-9), (name, col)
+            else:
+                assert runs[0][col].to_list() == parallel[col].to_list(), (name, col)

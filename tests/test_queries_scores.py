@@ -241,3 +241,19 @@ def test_min_sample_size_holds(tmp_path):
     by_hours = _series(queries.run("quota_backtest", store=store, min_jobs=1, min_gpu_equiv_hours=30.0, **PURE), "few")
     # one job = 10 h x (1 GPU + 8/16 + 32/128) = 17.5 GPU-equivalent hours < 30
     assert by_hours["held"].to_list() == [True, True, False]
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_gaming_check_predicts_the_real_split(tmp_path, n):
+    """gaming_check simulates the split on the unsplit history; it must equal actually splitting the job."""
+    check = _by_user(queries.run("gaming_check", store=_gaming_store(tmp_path / "one", 1), split_n=n))
+    real = _by_user(queries.run("user_ranking", store=_gaming_store(tmp_path / "split", n)))
+    mia = check["mia"]
+    assert (mia["split_job_id"], mia["job_count_after"]) == ("m1", n)
+    assert mia["legacy_score_after"] == pytest.approx(real["mia"]["legacy_score"], rel=1e-9)
+    assert mia["legacy_rank_after"] == real["mia"]["legacy_rank"]
+    assert mia["legacy_coefficient_after"] == pytest.approx(real["mia"]["legacy_coefficient"], rel=1e-9)
+    assert mia["rec_coefficient_after"] == pytest.approx(real["mia"]["rec_coefficient"], rel=1e-9)
+    assert mia["legacy_improves"] is True
+    assert not any(r["recommended_improves"] for r in check.values())
+    assert all(r["legacy_improves"] for r in check.values())  # everybody could game the legacy score

@@ -13,5 +13,4 @@ that no file grows past a screenful; pages import ``dashboard.data`` and see one
 """
 from .analytics import *  # noqa: F401,F403
 from .core import *  # noqa: F401,F403
-from .core import _bind_filters  # noqa: F401  (used by the gaming check)
 from .sim import *  # noqa: F401,F403

@@ -2,22 +2,22 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import polars as pl
 import streamlit as st
 
 import queries
-from queries.store import Store
 
 from .. import shaping
-from .core import Filters, NotAvailable, _bind_filters, available, declared, query, store_dir, store_token
+from .core import Filters, NotAvailable, _bind_filters, available, declared, query, scan, store_dir, store_token
 
 # ------------------------------------------------------------------ waste
 # resource -> (label, level unit for curves, amount unit for totals, column prefix)
 RESOURCES = {
     "gpu": ("GPU", "GPUs", "GPU-hours"),
     "cpu": ("CPU", "CPU cores", "core-hours"),
-    "mem": ("Memory", "GB", "GB-hours"),
+    "mem": ("Memory", "GB", "TB-hours"),
 }
 TEAM_LEVELS = {1: "org", 2: "group", 3: "team"}
 
@@ -35,30 +35,29 @@ def job_waste(flt: Filters | None, *, user: str | None = None, team_level: int =
 
 def waste_by(flt: Filters | None, by: str, resource: str, *, team_level: int = 3,
              team: str | None = None) -> pl.DataFrame:
-    """Requested / used / wasted resource-hours and efficiency per ``by`` (team | user), largest waste first.
+    """Jobs and requested / used / wasted resource-hours with efficiency per ``by`` (team | user), most waste first.
 
-    ``team`` narrows to one team (drill-down). Efficiency = used / requested over the group's jobs (an area
-    ratio, not a mean of job ratios). Cached as the small aggregate, so a rerun never reloads the per-job frame."""
+    Aggregated in SQL by ``team_ranking`` / ``user_ranking`` (never a per-job frame, so it scales to a 10M-job
+    store); ``team`` narrows the users to one team (drill-down). Memory is in TB-hours, as the rankings give it."""
     store = str(store_dir())
     return _waste_by(store, store_token(store), flt, by, resource, team_level, team)
 
 
+_RANK_PREFIX = {"gpu": "gpu_hours", "cpu": "cpu_hours", "mem": "mem_tb_hours"}
+
+
 @st.cache_data(show_spinner=False, max_entries=256, ttl=6 * 3600)
 def _waste_by(store: str, token: str, flt, by: str, resource: str, team_level: int, team) -> pl.DataFrame:
-    df = job_waste(flt, team_level=team_level, team=team)
-    r = resource
-    if df.is_empty():
-        return pl.DataFrame(schema={by: pl.String, "jobs": pl.UInt32, "requested_hours": pl.Float64,
-                                    "used_hours": pl.Float64, "wasted_hours": pl.Float64, "efficiency": pl.Float64})
-    out = (df.group_by(by).agg(
-        pl.len().alias("jobs"),
-        pl.col(f"{r}_hours_requested").sum().alias("requested_hours"),
-        pl.col(f"{r}_hours_used").sum().alias("used_hours"),
-        pl.col(f"{r}_hours_wasted").sum().alias("wasted_hours"))
-        .with_columns((pl.col("used_hours") / pl.when(pl.col("requested_hours") > 0)
-                       .then(pl.col("requested_hours"))).alias("efficiency"))
-        .sort(["wasted_hours", by], descending=[True, False], nulls_last=True))
-    return out
+    name = "team_ranking" if by == "team" else "user_ranking"
+    params = {"order_by": resource, "team_level": team_level}
+    if team is not None:  # a team from the (already filtered) list: narrower than any sidebar subtree
+        flt = replace(flt or Filters(), account=team)
+    df = query(name, flt, **params)
+    p = _RANK_PREFIX[resource]
+    return (df.select(pl.col(by).cast(pl.String), pl.col("job_count").alias("jobs"),
+                      pl.col(f"{p}_requested").alias("requested_hours"), pl.col(f"{p}_used").alias("used_hours"),
+                      pl.col(f"{p}_wasted").alias("wasted_hours"), pl.col(f"{resource}_efficiency").alias("efficiency"))
+            .sort(["wasted_hours", by], descending=[True, False], nulls_last=True))
 
 
 def gap_series(flt: Filters | None, resource: str, *, by: str | None, team_level: int = 3,
@@ -114,17 +113,17 @@ def _gaming_check(store: str, token: str, flt, user: str, splits: int) -> pl.Dat
 
     if not available("user_ranking"):
         raise NotAvailable("the `user_ranking` query is not available yet")
-    s = Store(store)
-    jobs = s.read("jobs")
+    jobs = scan("jobs", store)
     if flt is not None and flt.cluster:
         jobs = jobs.filter(pl.col("cluster") == flt.cluster)
     if flt is not None and flt.start is not None and flt.end is not None:
         # every job that can count in the window (ranks are relative: all users' jobs are needed)
         jobs = jobs.filter((pl.col("submit") < flt.end) & (pl.col("end").is_null() | (pl.col("end") >= flt.start)))
-    ids = jobs.select("cluster", "job_id")
-    samples = s.read("samples").join(ids, on=["cluster", "job_id"], how="semi")
+    jobs = jobs.collect()
+    samples = scan("samples", store).join(jobs.select("cluster", "job_id").lazy(), on=["cluster", "job_id"],
+                                          how="semi").collect()
     bound, _ = _bind_filters("user_ranking", flt)
-    return gaming.rescore(jobs, samples, s.read("nodes"), user, splits,
+    return gaming.rescore(jobs, samples, scan("nodes", store).collect(), user, splits,
                           lambda name, root, **p: queries.run(name, store=root, **p), bound)
 
 
@@ -242,16 +241,15 @@ def layout_at(flt: Filters | None, at: dt.datetime, viewer_may_see_all: bool = T
 @st.cache_data(show_spinner=False, max_entries=64, ttl=6 * 3600)
 def _layout_slots(store: str, token: str, flt, at: dt.datetime) -> pl.DataFrame:
     occ = query("node_occupancy_at", flt, at=at)
-    waste = query("job_waste", flt)
-    running = set(occ["job_id"].drop_nulls().to_list())
-    waste = waste.filter(pl.col("job_id").is_in(running))
+    # efficiency of the jobs running at `at`, measured in the minute after it: only those jobs are in that window,
+    # and with samples it is the utilisation at that time rather than over the whole run
+    waste = query("job_waste", replace(flt or Filters(), start=at, end=at + dt.timedelta(minutes=1)))
     return shaping.node_slots(occ, dict(zip(waste["job_id"].to_list(), waste["gpu_efficiency"].to_list())))
 
 
 def gantt_rows(flt: Filters | None, start: dt.datetime, end: dt.datetime, *, max_jobs: int = 1500,
                team_level: int = 3, viewer_may_see_all: bool = True, viewer: str | None = None) -> pl.DataFrame:
     """One row per (job, node) for the Gantt of real history in [start, end) (``job_timeline``)."""
-    keep = ("cluster", "partition", "account", "state", "job_class")
-    sub = Filters(start, end, *(getattr(flt, k) for k in keep)) if flt else Filters(start, end)
-    jobs = query("job_timeline", sub, limit_rows=max_jobs, team_level=team_level)
+    jobs = query("job_timeline", replace(flt or Filters(), start=start, end=end), limit_rows=max_jobs,
+                 team_level=team_level)
     return shaping.gantt_from_jobs(jobs, start, end, viewer_may_see_all, viewer)

@@ -126,6 +126,16 @@ def query(name: str, filters: Filters | None = None, store: Path | str | None = 
     return _run(store, store_token(store), name, _jsonable(bound))
 
 
+def scan(table: str, store: Path | str | None = None) -> pl.LazyFrame:
+    """A lazy scan of a store table (filters push down to Parquet; never loads a 10M-row table to drop most)."""
+    from queries import schema
+
+    files = Store(store or store_dir()).files(table)
+    if not files:
+        return schema.empty(table).lazy()
+    return pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
+
+
 # ------------------------------------------------------------------ filter options
 @dataclass(frozen=True)
 class Options:

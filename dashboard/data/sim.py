@@ -7,9 +7,8 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from queries.store import Store
-
-from .core import Filters, NotAvailable, SimulationError, available, config, options, query, store_dir, store_token
+from .core import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
+                   store_token)
 
 # ------------------------------------------------------------------ reports (hook into dashboard/report.py)
 REPORT_FORMATS = ("html", "csv", "parquet", "png", "svg")
@@ -105,9 +104,7 @@ def _largest_cluster(store: str, token: str) -> str | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _engine_inputs(store: str, token: str, start, end, cluster):
-    s = Store(store)
-    jobs = s.read("jobs")
-    nodes = s.read("nodes")
+    jobs, nodes = scan("jobs", store), scan("nodes", store)
     if cluster is not None:
         jobs = jobs.filter(pl.col("cluster") == cluster)
         nodes = nodes.filter(pl.col("cluster") == cluster)
@@ -115,7 +112,9 @@ def _engine_inputs(store: str, token: str, start, end, cluster):
         jobs = jobs.filter(pl.col("submit") >= start)
     if end is not None:
         jobs = jobs.filter(pl.col("submit") < end)
-    return jobs.sort("submit", "job_id"), nodes
+    from queries import schema
+
+    return schema.conform(jobs.sort("submit", "job_id").collect(), "jobs"), schema.conform(nodes.collect(), "nodes")
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)

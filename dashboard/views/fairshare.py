@@ -62,7 +62,7 @@ with st.form("scenario_form", border=True):
             "Replay the last", REPLAY, value=7, key="fs_days", format_func=lambda d: "whole window" if d == 0 else
             f"{d} days", help="Jobs submitted in the last N days of the sidebar window are replayed. Long windows "
                               "take minutes: the simulator's cost grows faster than the number of jobs.")
-    submitted = st.form_submit_button("Simulate", type="primary", icon=":material/play_arrow:")
+    submitted = st.form_submit_button("Simulate", type="primary", icon=":material/play_arrow:", key="fs_simulate")
 
 if submitted:
     base_shares = {n["path"]: n["share"] for n in nodes}

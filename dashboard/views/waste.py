@@ -21,7 +21,10 @@ level = c3.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, k
                      format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})",
                      help="A team is the first N parts of the account path org/group/team.")
 BUCKETS = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
-bucket_s = c4.select_slider("Bucket size", list(BUCKETS), value=3600, key="w_bucket", format_func=BUCKETS.get)
+span_days = (flt.end - flt.start).days if flt.start and flt.end else 7
+default_bucket = 900 if span_days <= 2 else 3600 if span_days <= 10 else 6 * 3600  # ~100-700 points per curve
+bucket_s = c4.select_slider("Bucket size", list(BUCKETS), value=default_bucket, key="w_bucket",
+                            format_func=BUCKETS.get)
 label, level_unit, amount_unit = data.RESOURCES[resource]
 
 try:

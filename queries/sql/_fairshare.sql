@@ -61,7 +61,7 @@ shares as (
 account_team as (
     select
         a.account,
-        coalesce(arg_max(s.team, length(s.team)), 'unbudgeted') as fs_team
+        coalesce(arg_max(s.team, (length(s.team), s.team)), 'unbudgeted') as fs_team
     from (select distinct account from cluster_jobs) as a
     left join shares as s
         on lower(a.account) = lower(s.team) or starts_with(lower(a.account), lower(s.team) || '/')

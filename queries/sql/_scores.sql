@@ -49,8 +49,8 @@ entity_totals as (
         period_k,
         entity,
         any_value(span_s) as span_s,
-        arg_max(account, footprint_equiv_s) as main_account,
-        arg_max(team, footprint_equiv_s) as main_team,
+        arg_max(account, (footprint_equiv_s, account)) as main_account,  -- ties broken by name: deterministic
+        arg_max(team, (footprint_equiv_s, team)) as main_team,
         count(*) as job_count,
         count(distinct "user") as user_count,
         sum(in_window_s) / 3600 as run_hours,

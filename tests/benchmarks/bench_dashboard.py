@@ -53,6 +53,8 @@ def _window(store) -> tuple[dt.datetime, dt.datetime]:
 
 def _bare_queries(store, start, end) -> dict[str, float]:
     """Seconds of the uncached queries each page issues on first render (default widget values)."""
+    import polars as pl
+
     import queries
 
     def t(name, **params):
@@ -63,15 +65,19 @@ def _bare_queries(store, start, end) -> dict[str, float]:
     at = start + (end - start) / 2
     job_waste = t("job_waste", team_level=3)
     user_ranking = t("user_ranking", order_by="gpu")
+    bucket = 900.0 if (end - start).days <= 2 else 3600.0 if (end - start).days <= 10 else 21600.0  # page default
+    first_user = queries.run("filter_options", store=str(store)).filter(
+        pl.col("field") == "user")["value"].sort()[0]  # the demo picker's default
     return {
         "overview": t("overview") + t("metric_pyramid") + t("gap_area", resource="gpu", group_by="none",
                                                                  bucket_s=3600.0)
         + t("gap_area", resource="gpu", group_by="none", bucket_s=86400.0) + user_ranking,
-        "waste": job_waste + t("gap_area", resource="gpu", group_by="team", team_level=3, bucket_s=3600.0),
+        "waste": job_waste + t("gap_area", resource="gpu", group_by="team", team_level=3, bucket_s=bucket),
         "layout": t("node_occupancy_at", at=at) + job_waste + t("job_timeline", limit_rows=1500),
         "rankings": user_ranking + t("team_ranking", team_level=3) + t("quota_backtest", period_s=7 * 86400.0),
         "fairshare": 0.0,
-        "my_jobs": 0.0,  # depends on the picked user; measured below with the first user
+        "my_jobs": t("job_waste", user=first_user) + user_ranking + t("user_low_efficiency_jobs", user=first_user)
+        + t("user_summary", user=first_user) + t("quota_backtest"),
         "reports": 0.0,
     }
 

@@ -1,0 +1,1 @@
+"""Dashboard pages (layout only), routed by ``dashboard/app.py`` with ``st.navigation``."""

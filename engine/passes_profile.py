@@ -1,0 +1,158 @@
+"""Depth-K (K >= 2) and conservative backfill passes on free-resource profiles (see ``passes`` for the contract).
+
+Each blocked job, in queue order (backfill candidates in ``backfill_order``), up to K of them, reserves its
+earliest fit on the profile of running jobs' estimated ends and earlier reservations; a job starts now only if
+it fits for its whole limit (stretched by the walltime margin once a reservation exists) without touching any
+reservation. Conservative = K unbounded: every queued job holds a reservation, rebuilt at every full pass.
+
+Invariant: with exact run-time estimates every job starts no later than the first reservation it got (tested).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+from .passes import _sort_backfill, _why
+from .profile import Profile, ScalarProfile
+
+INF = math.inf
+
+
+def profile_pass(sim, now, jobs, st):
+    pool = sim.pool
+    if st.stopped:
+        return []
+    procs = pool.cluster.procs_mode
+    if st.profile is None:
+        alloc = sim.alloc
+        cls = ScalarProfile if procs else Profile
+        st.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end))
+    else:
+        st.profile.advance(now)
+    prof = st.profile
+    est, note = sim.limit_left, sim.note
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    capped = sim.budgeting_caps()
+    started = []
+    jobs = iter(jobs)
+    if st.blocked is None:
+        head = []
+        for j in jobs:
+            head.append(j)
+            break
+        rest = _sort_backfill(sim, jobs)
+        order = head + list(rest) if sim.cfg.backfill_order != "queue" else _chain(head, rest)
+    else:
+        order = _sort_backfill(sim, jobs)
+    if procs and not capped:
+        return _scalar_profile_loop(sim, now, order, st, prof, inv)
+    for j in order:
+        if capped and sim.over_cap(j):
+            note(j, "quota")
+            continue
+        grp = sim.group[j]
+        nodes = grp[1] if not sim.gang[j] else grp[2]
+        g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
+        dur = est[j] * inv if st.nres else est[j]
+        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur)
+        if t == now:
+            if dur != est[j]:  # place on the real limit; the stretched one only gated the start
+                t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+            prof.reserve(pl, now, now + est[j])
+            sim.start(j, now, pl)
+            started.append(j)
+            continue
+        if st.blocked is None:
+            st.blocked = j
+            st.T = t if st.nres < sim.depth else INF
+        if procs:
+            fg, fc, _ = prof.free_now(nodes)
+            note(j, "reservation" if fg >= g and fc >= c else "resources")
+        elif pool.place(nodes, sim.gang[j], g, c, m) is not None:
+            note(j, "reservation")
+        else:
+            note(j, _why(sim, j))
+        if st.nres >= sim.depth:
+            continue
+        if dur != est[j]:
+            t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+        st.nres += 1
+        if t < INF:
+            prof.reserve(pl, t, t + est[j])
+            if sim.reserved[j] is None:
+                sim.reserved[j] = t
+    return started
+
+
+def _scalar_profile_loop(sim, now, order, st, prof, inv):
+    """``profile_pass`` for processor-count mode with the profile scan and update inlined."""
+    use_c = prof.k == 2
+    size = sim.req_c if use_c else sim.req_g
+    est, note, reserved = sim.limit_left, sim.note, sim.reserved
+    ts, fs = prof.times, prof.free
+    depth = sim.depth
+    started = []
+    bisect_right = bisect.bisect_right
+    for j in order:
+        s = size[j]
+        e_j = est[j]
+        dur = e_j * inv if st.nres else e_j
+        # earliest start: first run of slots with free >= s covering dur
+        k, last = 0, len(ts) - 1
+        t0 = INF
+        while k <= last:
+            if fs[k] < s:
+                k += 1
+                continue
+            t0 = ts[k]
+            e = k
+            end = t0 + dur
+            while e < last and ts[e + 1] < end:
+                e += 1
+                if fs[e] < s:
+                    break
+            else:
+                break
+            k = e + 1
+            t0 = INF
+        if t0 == now:
+            t = now
+        else:
+            if st.blocked is None:
+                st.blocked = j
+                st.T = t0 if st.nres < depth else INF
+            note(j, "reservation" if fs[0] >= s else "resources")
+            if st.nres >= depth:
+                continue
+            st.nres += 1
+            if dur != e_j:
+                t, _ = prof.earliest(None, False, s, s, 0, e_j)
+            else:
+                t = t0
+            if t == INF:
+                continue
+            if reserved[j] is None:
+                reserved[j] = t
+        # reserve [t, t + est): split the slots, subtract
+        t1 = t + e_j
+        k0 = bisect_right(ts, t) - 1
+        if ts[k0] != t:
+            k0 += 1
+            ts.insert(k0, t)
+            fs.insert(k0, fs[k0 - 1])
+        k1 = bisect_right(ts, t1) - 1
+        if ts[k1] != t1:
+            k1 += 1
+            ts.insert(k1, t1)
+            fs.insert(k1, fs[k1 - 1])
+        for k in range(k0, k1):
+            fs[k] -= s
+        if t == now:
+            sim.start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+    return started
+
+
+def _chain(head, rest):
+    yield from head
+    yield from rest
