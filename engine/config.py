@@ -77,7 +77,7 @@ class SimConfig:
     min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
     min_runtime_by_class: dict = field(default_factory=dict)   # job_class -> seconds (beats the budget file)
     checkpoint_interval_s: float | None = None  # None/0: no checkpoints, a requeue loses the whole attempt
-    preemption: bool = True                   # fairshare/drf/guarantee may preempt jobs past their min runtime
+    preemption: bool = True                   # jobs past their min runtime may be requeued (see engine.preempt)
     preemption_threshold: float = 0.1         # fair-share preemption: preemptor served < 1 - t, victim > 1 + t
     preemption_cost_factor: float = 1.0       # preempt only if waiting saved >= factor x funded work lost (0: always)
     quota: str = "none"                       # "guarantee": guaranteed_gpus protected, beyond = burst (reclaimable)

@@ -3,8 +3,11 @@
 At each timestamp every event is applied first, in priority order (job ends, node repairs, node failures and
 drains, min-runtime expiries, submissions; ``seq`` keeps insertion order within a priority), then one
 scheduling pass runs. A pass is *incremental* (only the new submissions are examined, continuing the last
-pass's state) when the order is FCFS and nothing but submissions happened: the earlier jobs' outcome cannot
-have changed (free resources only shrank, reservations stayed). Any other event makes the next pass full.
+pass's state) when nothing but submissions and min-runtime expiries happened since the last pass and either
+the order is FCFS (new jobs queue last) or, for the other orders, at most one job arrived and the blocked head
+is unchanged (EASY / no backfill): the earlier jobs' outcome cannot have changed (free resources only shrank,
+the reservation stayed). Any other event makes the next pass full. A preemption round follows every pass.
+``fastpath`` runs the same algorithm for the common processor-count replay with every other feature idle.
 
 Invariants:
 - A job is in exactly one state: waiting (``NEW``), queued, running or done; a running job holds ``alloc``

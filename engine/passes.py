@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 INF = math.inf
+HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactly
 
 
 class PassState:
@@ -207,6 +208,42 @@ def node_pass(sim, now, jobs, st):
     nothing_fits = sim.qstats.nothing_fits
     if nothing_fits(pool):
         return started
+
+    def hint(j):
+        """What examining j would certainly give without placing it: a failure reason, False to stop the scan,
+        or None (examine it). Lets a lazy queue order skip such jobs without handing them over."""
+        if st.n_failed_short >= n_shapes:
+            return False
+        sh = shape[j]
+        f = failed.get(sh)
+        if f is not None and f != "long":
+            return f
+        g, c, m = req_g[j], req_c[j], req_m[j]
+        b = bounds(group[j])
+        if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
+            r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
+            failed[sh] = r
+            st.n_failed_short += 1
+            return r
+        return None
+
+    hinted = HINTS and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+    if hinted:
+        sim.queue.hint = hint
+    try:
+        _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped)
+    finally:
+        if hinted:
+            sim.queue.hint = None
+    return started
+
+
+def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped):
+    pool = sim.pool
+    est, note, shape = sim.limit_left, sim.note, sim.shape
+    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
+    reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
+    nothing_fits = sim.qstats.nothing_fits
     for j in _sort_backfill(sim, it):
         if st.n_failed_short >= n_shapes:
             break
@@ -250,7 +287,6 @@ def node_pass(sim, now, jobs, st):
             r = "reservation"
         if reason[j] != r:
             note(j, r)
-    return started
 
 
 def _place(pool, grp, gang, g, c, m, limit):

@@ -11,10 +11,11 @@ Invariants:
 - fairshare: jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order.
   Jobs a borrowing cap (``max_gpus``) holds back are left out of the order (wait reason ``quota``).
   Funded jobs are merged progressively: from the root, descend into the child with pending jobs whose
-  ``(window usage + usage projected for the jobs already emitted this pass) / fraction`` is lowest
-  (zero-fraction children last; ties by path), emit that bucket's oldest job and add its projected charge
-  (charge rate x min(time limit, lookback)). Under-served teams therefore come first, interleaved in
-  proportion to their shares rather than one whole queue after another.
+  ``(window usage + usage projected for the jobs started so far this pass) / fraction`` is lowest
+  (zero-fraction children last; ties by path) and offer that bucket's oldest job; if the pass starts it, its
+  projected charge (charge rate x min(time limit, lookback)) is added, else the bucket keeps its standing
+  and offers its next job. Under-served teams therefore come first, interleaved in proportion to their
+  shares rather than one whole queue after another, and a team's unstartable jobs do not push it back.
 - drf: the same merge, flat over buckets, by weighted dominant share max(gpu, cpu, mem share of the
   cluster held by the bucket's running + already-emitted jobs) / fraction.
 """
@@ -24,6 +25,7 @@ import bisect
 import heapq
 
 INF = float("inf")
+RUNNING = 2  # core.RUNNING (not imported: core imports this module)
 
 
 class FCFSQueue:
@@ -95,6 +97,7 @@ class TenantQueue:
         self.funded: dict[int, dict[int, None]] = {}   # account -> FIFO of funded jobs
         self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
         self.members: set[int] = set()
+        self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
 
     def __len__(self):
         return len(self.members)
@@ -128,7 +131,17 @@ class TenantQueue:
 
     def order(self, now):
         yield from (self._drf(now) if self.drf else self._fairshare(now))
-        yield from self.free.order(now)
+        hint = self.hint
+        for j in self.free.order(now):
+            if hint is not None:
+                r = hint(j)
+                if r is False:
+                    return
+                if r is not None:
+                    if self.sim.reason[j] != r:
+                        self.sim.note(j, r)
+                    continue
+            yield j
 
     # ------------------------------------------------------------------ fair share
     def _fairshare(self, now):
@@ -171,7 +184,7 @@ class TenantQueue:
             heapq.heapify(h)
         push, pop = heapq.heappush, heapq.heappop
         capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
-        reason, note = sim.reason, sim.note
+        reason, note, status = sim.reason, sim.note, sim.status
         total = sum(rem[c] for c in children[0])
         while total > 0:
             node = 0
@@ -185,23 +198,32 @@ class TenantQueue:
                 node = c
             j = heads[node].pop()
             total -= 1
-            cn = capped[node]
-            if cn and any(held[i] + req_g[j] > cap[i] for i in cn):
-                # held back by a borrowing cap: not runnable, so not part of this pass's order (no projected
-                # usage); the bucket keeps its key and offers its next job
-                if reason[j] != "quota":
-                    note(j, "quota")
-                for i in chains[node]:
-                    rem[i] -= 1
-                continue
-            proj = charge[j] * (est[j] if est[j] < horizon else horizon)
             for i in chains[node]:
                 rem[i] -= 1
+            cn = capped[node]
+            if cn and any(held[i] + req_g[j] > cap[i] for i in cn):
+                # held back by a borrowing cap: left out of this pass's order
+                if reason[j] != "quota":
+                    note(j, "quota")
+                continue
+            hint = self.hint
+            if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
+                r = hint(j)
+                if r is False:
+                    return
+                if r is not None:
+                    if reason[j] != r:
+                        note(j, r)
+                    continue
+            yield j
+            if status[j] != RUNNING:
+                continue  # not started: the bucket's standing is unchanged, it offers its next job
+            proj = charge[j] * (est[j] if est[j] < horizon else horizon)
+            for i in chains[node]:
                 usage[i] += proj
                 stamp[i] += 1
                 if rem[i] > 0:
                     push(heaps[parent[i]], (key(i), stamp[i], i))
-            yield j
 
     # ------------------------------------------------------------------ DRF
     def _drf(self, now):
