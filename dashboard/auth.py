@@ -14,6 +14,9 @@ Identity sources, chosen by ``Config.effective_auth``:
 Access rule (pure, unit-tested): a researcher sees only their own jobs; a user in the admin list may view
 anyone; in demo mode the picker decides (sample data only). Whatever the request asks for (a widget value, a
 URL query parameter such as ``?user=bob``) never widens this: ``visible_user`` falls back to the viewer.
+What counts as "jobs": job-level rows (ids, names, per-job waste, hover labels on the layout views, per-user
+report exports). Aggregates per user and team (rankings, waste by user, the gaming check) stay visible to every
+viewer: the quota loop is meant to be transparent, and a coefficient nobody can compare is not explainable.
 """
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def waste_trend(df: pl.DataFrame, *, t: str, value: str, unit: str, title: str |
 
 # ------------------------------------------------------------------ waste explorer
 def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str | None = None, unit: str,
-             top_n: int = 8, title: str | None = None) -> go.Figure:
+             top_n: int = 8, title: str | None = None, legend: str | None = None) -> go.Figure:
     """Per group (or cluster-wide): used band, then the hatched gap up to requested, stacked over groups.
 
     Groups beyond the ``top_n`` largest wasters are summed into ``other``. Per input row, used is capped at the
@@ -201,7 +201,7 @@ def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str 
     fig = _layout(fig, title, "time (UTC)", f"{unit} (mean over bucket)", height=440)
     if group:
         fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top",
-                                      title_text=f"{group} (hatched = held, unused)", font=dict(size=11)),
+                                      title_text=f"{legend or group} (hatched = held, unused)", font=dict(size=11)),
                           margin=dict(r=10))
     fig.update_layout(hovermode="x unified")
     return fig

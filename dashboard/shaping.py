@@ -228,9 +228,13 @@ def anonymise_slots(slots: pl.DataFrame, viewer: str | None) -> pl.DataFrame:
                               .otherwise(pl.lit("another user's job")).alias("job"))
 
 
-def sim_gantt_rows(result, see_all: bool, viewer: str | None, max_rows: int = 6000) -> pl.DataFrame:
-    """Gantt rows (node, start, end, team, label) from a simulation's node x time timeline."""
+def sim_gantt_rows(result, see_all: bool, viewer: str | None, max_rows: int = 6000, start=None,
+                   end=None) -> pl.DataFrame:
+    """Gantt rows (node, start, end, team, label) from a simulation's node x time timeline, in [start, end)."""
     tl = result.timeline
+    if start is not None and end is not None:
+        tl = tl.filter((pl.col("end") > start) & (pl.col("start") < end)).with_columns(
+            pl.max_horizontal("start", pl.lit(start)).alias("start"), pl.min_horizontal("end", pl.lit(end)).alias("end"))
     if tl.is_empty():
         return pl.DataFrame(schema=GANTT_SCHEMA)
     jobs = result.jobs.select("job_id", "user", "account", "job_name")
@@ -274,3 +278,27 @@ def coefficient_lines(user: str, me: dict | None, bt: pl.DataFrame | None) -> li
     lines.append(f"Recommended coefficient **{me['rec_coefficient']:.2f} ×**; the legacy score (peak CPU, relative "
                  f"rank {me.get('legacy_rank')}) would give **{me['legacy_coefficient']:.2f} ×**.")
     return lines
+
+
+def sim_occupancy_at(timeline: pl.DataFrame, jobs: pl.DataFrame, nodes: pl.DataFrame, at) -> pl.DataFrame:
+    """A simulated run's allocations at ``at`` in the shape of ``node_occupancy_at`` (for ``node_slots``).
+
+    Every node of the layout appears; a node with nothing running appears once with a null job."""
+    running = timeline.filter((pl.col("start") <= at) & (pl.col("end") > at))
+    info = jobs.select("job_id", "user", "job_class")
+    alloc = (running.join(info, on="job_id", how="left")
+             .select("node", "job_id", "user", "job_class", pl.col("gpus").alias("gpus_on_node")))
+    layout = nodes.select("node", pl.col("gpus").alias("node_gpus"), pl.col("state").alias("node_state"))
+    busy = layout.join(alloc, on="node", how="inner")
+    idle = layout.join(alloc.select("node").unique(), on="node", how="anti").with_columns(
+        pl.lit(None, pl.String).alias("job_id"), pl.lit(None, pl.String).alias("user"),
+        pl.lit(None, pl.String).alias("job_class"), pl.lit(None, pl.Float64).alias("gpus_on_node"))
+    # a replay starts every node healthy: the export's end-of-window node state does not apply to it
+    return pl.concat([busy, idle.select(busy.columns)]).with_columns(pl.lit("idle").alias("node_state"))
+
+
+def sim_efficiency(jobs: pl.DataFrame) -> dict:
+    """job_id -> GPU efficiency of a simulated job (its logged mean GPU utilisation: the work is the same)."""
+    if "mean_gpu_util" not in jobs.columns:
+        return {}
+    return dict(zip(jobs["job_id"].to_list(), jobs["mean_gpu_util"].to_list()))

@@ -245,3 +245,18 @@ def test_gaming_check_on_the_fixture_store(store):
     bad = check.with_columns(pl.when(pl.col("metric") == "rec_coefficient").then(0.5).otherwise(pl.col("change"))
                              .alias("change"))
     assert not shaping.gaming_verdict(bad)["sound"]
+
+
+def test_sim_occupancy_at_matches_the_timeline_by_hand():
+    t = lambda h: dt.datetime(2026, 11, 2, h, tzinfo=UTC)  # noqa: E731
+    timeline = pl.DataFrame({"node": ["n1", "n1", "n2"], "job_id": ["a", "b", "c"], "start": [t(0), t(2), t(1)],
+                             "end": [t(3), t(5), t(2)], "gpus": [4.0, 2.0, 8.0]})
+    jobs = pl.DataFrame({"job_id": ["a", "b", "c"], "user": ["u", "v", "w"], "job_class": ["training"] * 3,
+                         "mean_gpu_util": [0.5, None, 1.0]})
+    nodes = pl.DataFrame({"node": ["n1", "n2"], "gpus": [8.0, 8.0], "state": ["drain", "idle"]})
+    occ = shaping.sim_occupancy_at(timeline, jobs, nodes, t(2))  # a and b run on n1; c ended at 2:00
+    assert sorted(occ.filter(pl.col("job_id").is_not_null())["job_id"].to_list()) == ["a", "b"]
+    assert occ.filter(pl.col("node") == "n2")["job_id"].to_list() == [None]
+    slots = shaping.node_slots(occ, shaping.sim_efficiency(jobs))
+    # n1: a holds 4 (2 busy at 50 %), b holds 2 (unknown utilisation -> busy), 2 stranded; n2: 8 free
+    assert shaping.slot_counts(slots) == {"busy": 4, "allocated, idle": 2, "free": 8, "stranded free": 2, "down": 0}

@@ -263,7 +263,9 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     assert at.markdown and any("GPU-hours" in m.value for m in at.markdown)  # "why does my team get less"
     at.switch_page("views/layout.py").run()
     no_errors(at)
-    assert "lay_sim_gantt" in charts_by_key(at)
+    assert {"lay_sim_gantt", "lay_sim_heat"} <= set(charts_by_key(at))
+    held = int(metric(at, "GPUs held (simulated)"))
+    assert 0 <= held <= 32 and len(charts_by_key(at)["lay_sim_heat"]["data"][0]["y"]) == 4
 
 
 def test_reports_page_builds_a_download(make_app):

@@ -160,12 +160,22 @@ def mark_done(flt, scn) -> None:
 
 
 def last_scenario():
-    """(SimResult, description) of the session's most recent scenario, or None."""
+    """(SimResult, description, replayed filters) of the session's most recent scenario, or None."""
     last = st.session_state.get("last_scenario")
     if not last:
         return None
     flt, scn = last
-    return simulate(flt, scn), scn.describe()
+    return simulate(flt, scn), scn.describe(), flt
+
+
+def sim_slots_at(result, flt: Filters, at) -> pl.DataFrame:
+    """The node x GPU slot grid of a simulated run at ``at`` (same states as the real-history grid)."""
+    from dashboard import shaping
+
+    store = str(store_dir())
+    _, nodes = _engine_inputs(store, store_token(store), flt.start, flt.end, sim_cluster(flt))
+    occ = shaping.sim_occupancy_at(result.timeline, result.jobs, nodes, at)
+    return shaping.node_slots(occ, shaping.sim_efficiency(result.jobs))
 
 
 def compare(base, scen) -> pl.DataFrame:

@@ -79,11 +79,37 @@ with sim_tab:
                 icon=":material/play_circle:")
         st.page_link("views/fairshare.py", label="Go to Fair share & budgets", icon=":material/arrow_forward:")
     else:
-        result, label = scenario
-        st.caption(f"Scenario: {label}")
-        try:
-            sim_rows = shaping.sim_gantt_rows(result, see_all, ident.user)
+        result, label, sim_flt = scenario
+        st.caption(f"Scenario: {label} · replayed {sim_flt.describe()}")
+        tl = result.timeline
+        if tl.is_empty():
+            ui.empty("The simulated run placed no job on a node.")
+        else:
+            lo, hi = (v.replace(tzinfo=None, minute=0, second=0, microsecond=0) for v in (tl["start"].min(),
+                                                                                          tl["end"].max()))
+            hi = max(hi, lo + dt.timedelta(hours=1))
+            if not (isinstance(st.session_state.get("lay_sim_at"), dt.datetime)
+                    and lo <= st.session_state["lay_sim_at"] <= hi):
+                st.session_state["lay_sim_at"] = (lo + (hi - lo) / 2).replace(minute=0, second=0, microsecond=0)
+            sim_at = st.slider("Simulated time (UTC)", min_value=lo, max_value=hi, step=dt.timedelta(hours=1),
+                               key="lay_sim_at", format="YYYY-MM-DD HH:mm")
+            sim_at_utc = sim_at.replace(tzinfo=dt.timezone.utc)
+            slots = data.sim_slots_at(result, sim_flt, sim_at_utc)
+            if not see_all:
+                slots = shaping.anonymise_slots(slots, ident.user)
+            n = shaping.slot_counts(slots)
+            m = st.columns(4)
+            m[0].metric("GPUs held (simulated)", f"{n['busy'] + n['allocated, idle']:,}", border=True)
+            m[1].metric("Stranded free", f"{n['stranded free']:,}", border=True)
+            m[2].metric("Free (whole nodes)", f"{n['free']:,}", border=True)
+            total = sum(n.values())
+            m[3].metric("Occupancy at this time", ui.pct((n["busy"] + n["allocated, idle"]) / total if total else None),
+                        border=True)
+            ui.chart(charts.node_heatmap(slots, node="node", slot="slot", state="state", hover="job",
+                                         title=f"Simulated GPU slots per node at {sim_at:%Y-%m-%d %H:%M} UTC"),
+                     "node_heatmap", key="lay_sim_heat")
+            sim_rows = shaping.sim_gantt_rows(result, see_all, ident.user, start=sim_at_utc - dt.timedelta(hours=12),
+                                              end=sim_at_utc + dt.timedelta(hours=12))
             ui.chart(charts.gantt(sim_rows, node="node", start="start", end="end", color_by="team", hover="label",
-                                  title="Simulated jobs on nodes (scenario)"), "gantt", key="lay_sim_gantt")
-        except data.NotAvailable as exc:
-            ui.not_available(exc)
+                                  title="Simulated jobs on nodes, 24 hours around that time"), "gantt",
+                     key="lay_sim_gantt")

@@ -48,7 +48,8 @@ m4.metric("Efficiency", ui.pct(used / req if req else None), border=True, help="
 try:
     series = data.gap_series(flt, resource, by=by, team_level=level, bucket_s=bucket_s)
     ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", group="group", unit=level_unit,
-                             title=f"{label} requested vs used over time, by {by} (hatched gap = waste)"),
+                             title=f"{label} requested vs used over time, by {by} (hatched gap = waste)",
+                             legend=by),
              "gap_area", key="gap_chart")
 except data.NotAvailable as exc:
     ui.not_available(exc)
@@ -60,7 +61,7 @@ with left:
              "ranked_bars", key="rank_chart")
 with right:
     st.markdown(f"**{by.capitalize()}s by wasted {amount_unit}**")
-    st.dataframe(groups, hide_index=True, height=360, column_config=ui.hours_columns(amount_unit))
+    st.dataframe(groups, hide_index=True, column_config=ui.hours_columns(amount_unit))
     ui.download(groups, f"waste_by_{by}_{resource}.csv", key="dl_groups")
 
 st.subheader("Drill down: team → users → jobs")

@@ -7,7 +7,7 @@
 -- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the peak max_rss: an upper bound, mem_used_basis
 -- says 'peak'). Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
 -- = integral of max(r - u, 0) and efficiency stays in 0..1: overuse at one moment never hides waste at another.
-jobs_in_window as (
+jobs_in_window as materialized (  -- evaluated once: jid must mean the same job in every reference
     select
         *,
         greatest(t_start, w_start) as lo,

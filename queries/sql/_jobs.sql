@@ -18,6 +18,15 @@ window_bounds as (
         coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double) as w_end
 ),
 
+account_teams as (
+    -- a team per distinct account, not per job row: string splitting is the dear part of staging
+    select
+        account,
+        array_to_string(list_slice(string_split(account, '/'), 1, greatest(coalesce($team_level::integer, 1), 1)), '/')
+            as team
+    from (select distinct coalesce(account, '(none)') as account from jobs)
+),
+
 stg_jobs as (
     select
         cluster,
@@ -25,10 +34,7 @@ stg_jobs as (
         job_name,
         "user",
         coalesce(account, '(none)') as account,
-        array_to_string(
-            list_slice(string_split(coalesce(account, '(none)'), '/'), 1, greatest(coalesce($team_level::integer, 1), 1)),
-            '/'
-        ) as team,
+        (select t.team from account_teams as t where t.account = coalesce(jobs.account, '(none)')) as team,
         "partition",
         qos,
         job_class,

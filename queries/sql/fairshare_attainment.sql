@@ -17,9 +17,9 @@ per_team as (
         sum(received_gpu_s) / 3600 as received_gpu_hours,
         sum(received_gpu_s + waiting_gpu_s) / 3600 as demanded_gpu_hours,
         sum(received_gpu_s) filter (where min_runtime_s = 0) / 3600 as unallocated_gpu_hours
-    from job_gpu_time
-    where received_gpu_s > 0 or waiting_gpu_s > 0
+    from job_gpu_time  -- no where clause: DuckDB would push it into the join with the one-row capacity
     group by fs_team
+    having sum(received_gpu_s + waiting_gpu_s) > 0
 ),
 
 teams as (
