@@ -8,8 +8,18 @@
 -- number of GPUs allocated at once in the logs (capacity_source says which).
 -- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
 -- param: capacity_gpus double null  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
-cluster_jobs as (
-    select * from stg_jobs where $cluster::varchar is null or cluster = $cluster::varchar
+cluster_jobs as not materialized (
+    -- the cluster's jobs, straight from the table with only the columns the span, the teams and the observed
+    -- capacity need (not stg_jobs: a second reference would make DuckDB materialise all of it)
+    select
+        coalesce(account, '(none)') as account,
+        epoch_us(submit) / 1e6 as t_submit,
+        epoch_us(start) / 1e6 as t_start,
+        greatest(coalesce(epoch_us("end") / 1e6, epoch_us(start) / 1e6 + elapsed_s, epoch_us(start) / 1e6),
+                 epoch_us(start) / 1e6) as t_end,
+        coalesce(alloc_gpus, req_gpus, 0) as gpus
+    from jobs
+    where $cluster::varchar is null or cluster = $cluster::varchar
 ),
 
 fair_span as (
@@ -21,8 +31,12 @@ fair_span as (
     left join cluster_jobs as j on true
 ),
 
+cluster_accounts as (
+    select distinct account from cluster_jobs
+),
+
 org_teams as (
-    select distinct team from cluster_jobs
+    select distinct t.team from cluster_accounts as a join account_teams as t on t.account = a.account
 ),
 
 team_levels as (
@@ -62,7 +76,7 @@ account_team as (
     select
         a.account,
         coalesce(arg_max(s.team, (length(s.team), s.team)), 'unbudgeted') as fs_team
-    from (select distinct account from cluster_jobs) as a
+    from cluster_accounts as a
     left join shares as s
         on lower(a.account) = lower(s.team) or starts_with(lower(a.account), lower(s.team) || '/')
     group by a.account
