@@ -221,7 +221,8 @@ def attainment_history(store, tree: BudgetTree, start, end, *, window_hours: flo
 
 # ------------------------------------------------------------------------------------------ quota loop
 def quota_loop_multipliers(store, tree: BudgetTree, start, end, *, period_s: float = 7 * 86400.0,
-                           cpus_per_gpu: float = 16.0, con=None, **backtest_params) -> pl.DataFrame:
+                           cpus_per_gpu: float = 16.0, cluster: str | None = None, con=None,
+                           **backtest_params) -> pl.DataFrame:
     """The quota loop's coefficients (``quota_backtest``) as budget multipliers per budget bucket and period.
 
     ``quota_backtest`` scores users per period (aligned to ``start``) and gives each the stabilised
@@ -233,8 +234,10 @@ def quota_loop_multipliers(store, tree: BudgetTree, start, end, *, period_s: flo
     """
     start, end = _parse_ts(start), _parse_ts(end)
     back = run("quota_backtest", store, con=con, start=start, end=end, origin=start, period_s=period_s,
-               **backtest_params)
+               cluster=cluster, cpus_per_gpu=cpus_per_gpu, **backtest_params)
     jobs = Store(store or DEFAULT_STORE).read("jobs").filter((pl.col("submit") >= start) & (pl.col("submit") < end))
+    if cluster is not None:
+        jobs = jobs.filter(pl.col("cluster") == cluster)
     root = tree.at(end - dt.timedelta(microseconds=1))
     names = jobs["account"].unique().to_list()
     buckets = pl.DataFrame({"account": names, "bucket": [bucket(root, a) for a in names]},
