@@ -7,8 +7,9 @@ them the same way:
 - ``comparison``: one row per metric (engine metrics, ``queries.budgets`` attainment of both runs' jobs over
   the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
 - ``teams``: per budget bucket, attainment, received GPU-hours, share of the cluster's GPU-hours, p50/p90 wait,
-  and ``verdict`` gains / loses / same (received GPU-hours moved by more than 0.5 % of the baseline's and
-  1 GPU-hour).
+  and ``verdict`` gains / loses / same: received GPU-hours moved by more than 0.5 % of the baseline's and
+  1 GPU-hour; for ``rightsize``, whose jobs ask (and so receive) fewer GPU-hours for the same work, attainment
+  moved by more than 0.5 percentage points.
 - ``extra``: kind-specific tables (the quota loop's multipliers and their stability).
 
 Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
@@ -38,8 +39,8 @@ METRICS = [
     ("occupancy", "Occupancy", 1), ("utilisation", "Useful utilisation", 1),
     ("attainment.mean", "Mean attainment", 1), ("attainment.worst", "Worst team's attainment", 1),
     ("attainment.at_least_95", "Teams at >= 95 %", 1),
-    ("wait_s.p50", "Median wait (s)", -1), ("wait_s.p90", "p90 wait (s)", -1),
-    ("wait_s_by_class.debug.p90", "Debug p90 wait (s)", -1), ("wait_s_by_class.training.p90", "Training p90 wait (s)", -1),
+    ("wait_s.p50", "Median wait", -1), ("wait_s.p90", "p90 wait", -1),
+    ("wait_s_by_class.debug.p90", "Debug p90 wait", -1), ("wait_s_by_class.training.p90", "Training p90 wait", -1),
     ("preemptions", "Preemptions", -1), ("lost_gpu_hours", "Lost GPU-hours", -1),
     ("fragmentation_gpu_hours", "Stranded GPU-hours (fragmentation)", -1),
     ("unallocated_occupancy_share", "Unallocated occupancy", 0), ("bounded_slowdown_mean", "Mean bounded slowdown", -1),
@@ -211,7 +212,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
     say(0.85, "Comparing ...")
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
     comparison = compare(base, scen, ba.summary, sa.summary)
-    teams = team_table(base, scen, ba.table, sa.table, inputs)
+    teams = team_table(base, scen, ba.table, sa.table, inputs, by="attainment" if spec.kind == "rightsize" else "received")
     say(1.0, "Done")
     return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes))
 
@@ -275,7 +276,8 @@ def _waits_by_bucket(res) -> pl.DataFrame:
         pl.col("wait_s").quantile(0.5, "linear").alias("p50"), pl.col("wait_s").quantile(0.9, "linear").alias("p90"))
 
 
-def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs) -> pl.DataFrame:
+def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs,
+               by: str = "received") -> pl.DataFrame:
     hours = (inputs.end - inputs.start).total_seconds() / 3600.0
     cap = inputs.capacity_gpus * hours
     keep = ["node", "attainment", "entitled_gpu_hours", "received_gpu_hours", "demanded_gpu_hours"]
@@ -284,6 +286,8 @@ def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, input
     t = a.join(b, on="node", how="full", coalesce=True, suffix="_s").sort("node")
     delta = pl.col("received_gpu_hours_s").fill_null(0.0) - pl.col("received_gpu_hours").fill_null(0.0)
     tol = pl.max_horizontal(pl.lit(1.0), 0.005 * pl.col("received_gpu_hours").fill_null(0.0).abs())
+    moved, band = (delta, tol) if by == "received" else \
+        (pl.col("attainment_s").fill_null(0.0) - pl.col("attainment").fill_null(0.0), pl.lit(0.005))
     out = t.select(
         "node",
         pl.col("attainment").alias("attainment_baseline"), pl.col("attainment_s").alias("attainment_scenario"),
@@ -295,7 +299,7 @@ def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, input
         (pl.col("received_gpu_hours_s") / cap if cap > 0 else pl.lit(None)).alias("cluster_share_scenario"),
         pl.col("p50").alias("p50_wait_s_baseline"), pl.col("p50_s").alias("p50_wait_s_scenario"),
         pl.col("p90").alias("p90_wait_s_baseline"), pl.col("p90_s").alias("p90_wait_s_scenario"),
-        pl.when(delta > tol).then(pl.lit("gains")).when(delta < -tol).then(pl.lit("loses")).otherwise(pl.lit("same"))
+        pl.when(moved > band).then(pl.lit("gains")).when(moved < -band).then(pl.lit("loses")).otherwise(pl.lit("same"))
         .alias("verdict"))
     return out.with_columns(pl.col(c).cast(pl.Float64) for c in out.columns if c not in ("node", "verdict"))
 
