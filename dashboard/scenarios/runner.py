@@ -112,6 +112,7 @@ class ScenarioResult:
     teams: pl.DataFrame
     extra: dict = field(default_factory=dict)
     notes: tuple = ()
+    trees: tuple = ()          # (baseline budget tree, scenario budget tree): what each run's attainment uses
 
     def params(self) -> dict:
         return {"scenario": self.spec.to_dict(), "inputs": self.inputs, "notes": list(self.notes)}
@@ -214,7 +215,8 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
     comparison = compare(base, scen, ba.summary, sa.summary)
     teams = team_table(base, scen, ba.table, sa.table, inputs, by="attainment" if spec.kind == "rightsize" else "received")
     say(1.0, "Done")
-    return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes))
+    return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
+                          (base_cfg.budgets, scen_cfg.budgets))
 
 
 def _attainment(res, cfg, inputs):
@@ -304,15 +306,26 @@ def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, input
     return out.with_columns(pl.col(c).cast(pl.Float64) for c in out.columns if c not in ("node", "verdict"))
 
 
+def metric_kind(metric: str) -> str:
+    """How a comparison metric is shown: pct (a fraction), dur (seconds), int or num."""
+    if metric in ("occupancy", "utilisation", "attainment.mean", "attainment.worst", "unallocated_occupancy_share"):
+        return "pct"
+    if "wait_s" in metric:
+        return "dur"
+    if metric in ("attainment.at_least_95", "preemptions"):
+        return "int"
+    return "num"
+
+
 def fmt_value(x, metric: str) -> str:
     """A metric value for text output: shares as %, seconds as durations, the rest as numbers."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    if metric.endswith(("occupancy", "utilisation", "share")) or metric.startswith("attainment.m") \
-            or metric == "attainment.worst":
+    kind = metric_kind(metric)
+    if kind == "pct":
         return f"{100 * x:.1f} %"
-    if "wait_s" in metric:
+    if kind == "dur":
         from .explain import _dur
 
         return _dur(x)
-    return f"{x:,.1f}"
+    return f"{x:,.0f}" if kind == "int" else f"{x:,.1f}"
