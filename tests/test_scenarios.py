@@ -290,4 +290,16 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     assert main(["scenario", "shares", "--store", store, "--share", "lab/a", "--out", str(out)]) == 2
     assert "--share 'lab/a': expected NAME=VALUE" in capsys.readouterr().err
     assert main(["scenario", "backfill", "--store", str(tmp_path / "none"), "--out", str(out)]) == 2
+    oversold = tmp_path / "over.toml"
+    oversold.write_text("[tree.lab]\n[tree.lab.a]\nguaranteed_gpus = 12\n[tree.lab.b]\nguaranteed_gpus = 8\n")
+    capsys.readouterr()
+    assert main(["scenario", "shares", "--store", store, "--budgets", str(oversold), "--out", str(out)]) == 2
+    assert "above the cluster's 16 GPUs (oversold quota)" in capsys.readouterr().err
+    partial = tmp_path / "partial.toml"
+    partial.write_text("[tree.ops]\n")  # names nobody in the logs: lab/a and lab/b are unbudgeted (kept)
+    assert main(["scenario", "shares", "--store", store, "--budgets", str(partial), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "tree node ops has no account in the logs" in err and "2 account(s) not in the tree count as 'unbudgeted'" in err
+    teams = pl.read_csv(out / "teams.csv")
+    assert teams["node"].to_list() == ["unbudgeted"] and teams["received_baseline_h"][0] > 0
     assert math.isfinite(summary["metrics"]["occupancy"]["scenario"])

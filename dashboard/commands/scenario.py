@@ -15,6 +15,8 @@ waits per budget bucket; gains / loses), the kind's own tables (quota loop: ``mu
 ``stability.csv``) and ``scenario.json``: the parameters that produced it and the summary. The same command
 with the same store gives byte-identical files. The window is the jobs *submitted* in [end - window, end);
 ``--end latest`` (default) ends just after the newest submit. Without ``--budgets`` each account gets share 1.
+Guarantees above the cluster's GPUs (oversold quota) stop the command; tree nodes without an account in the
+window and accounts outside the tree (counted as ``unbudgeted``) are warnings on stderr.
 """
 from __future__ import annotations
 
@@ -123,7 +125,7 @@ def run(args) -> int:
     from dashboard.scenarios import runner
     from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
     from engine import parse_duration
-    from engine.budget_tree import BudgetError, load
+    from engine.budget_tree import BudgetError, load, validate
     from queries.store import Store
 
     try:
@@ -147,6 +149,9 @@ def run(args) -> int:
     try:
         inputs = runner.load_inputs(args.store, tree, window_s=parse_duration(args.window, "--window"),
                                     end=_end(args.end), cluster=args.cluster, budgets_source=source)
+        # oversold guarantees are an error; nodes without accounts / accounts outside the tree are warnings
+        for warning in validate(tree, inputs.capacity_gpus or None, inputs.jobs["account"].to_list()):
+            print(f"quotaloop scenario: warning: {warning}", file=sys.stderr)
         result = runner.run(spec, inputs)
     except (ValueError, BudgetError) as exc:
         if type(exc).__name__ in ("ConfigError", "QueryError"):

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dashboard import charts, data, scenario, ui
 from dashboard.scenarios import runner
-from dashboard.scenarios.spec import KINDS, LABELS, ScenarioSpec
+from dashboard.scenarios.spec import LABELS, ScenarioSpec
 
 flt = ui.filters()
 ui.page_header("Fair share & budgets",
