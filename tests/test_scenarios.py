@@ -301,5 +301,7 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "tree node ops has no account in the logs" in err and "2 account(s) not in the tree count as 'unbudgeted'" in err
     teams = pl.read_csv(out / "teams.csv")
-    assert teams["node"].to_list() == ["unbudgeted"] and teams["received_baseline_h"][0] > 0
+    rows = {r["node"]: r for r in teams.iter_rows(named=True)}
+    assert sorted(rows) == ["ops", "unbudgeted"] and rows["unbudgeted"]["received_baseline_h"] > 0
+    assert rows["ops"]["received_baseline_h"] == 0 and rows["ops"]["attainment_baseline"] is None
     assert math.isfinite(summary["metrics"]["occupancy"]["scenario"])
