@@ -23,6 +23,10 @@ Definitions, per window [start, end) and per account (then summed over the tree)
 - A window crossing an effective date is cut there; each piece uses the tree in force and the sums are added.
 - Rows: ``kind`` "node" (a tree node), "direct" (demand of accounts naming an internal node but none of its
   children) or "unbudgeted" (accounts the tree does not name). Rows of one level partition all demand.
+- The same numbers for a jobs frame (``attainment_of``: a simulation's ``jobs``, whose schema is the store's),
+  so a replay and the log it replays are measured identically; ``attainment_history`` slides a window
+  (default 7 days, stepped daily) over a store or a simulation's output directory (a flat store).
+- ``quota_loop_multipliers``: the quota loop's per-user coefficients as per-bucket budget multipliers (see it).
 - Summary: over "node" rows with attainment: ``teams``, ``mean`` of attainment capped at 1 (a team receiving
   more than its share is reported in ``over_entitled``, not used to hide another's shortfall), ``worst``
   (uncapped min) and ``worst_node``, ``at_least_95`` (attainment >= 0.95).

@@ -166,3 +166,17 @@ def test_attainment_log_path_equals_sim_path_on_a_replay_without_contention(tmp_
             assert a[k] == pytest.approx(b[k], abs=1e-9), (a["node"], k)
     # and by hand: me received 2x5 + 1x6 + 4x1 (the last job is cut at 10 h) = 20 GPU-hours
     assert log.filter(pl.col("node") == "me")["received_gpu_hours"][0] == pytest.approx(20.0)
+
+
+def test_attainment_history_runs_on_a_simulation_output(tmp_path):
+    """A simulation's --out directory is a flat store: the sliding-window history runs on it, window by window
+    equal to attainment_of on the simulated jobs."""
+    rows = [job(f"j{i}", "me" if i % 2 else "other", 8, 2 * i, 2 * i, 2 * i + 5, "n1") for i in range(8)]
+    res = engine.simulate(frame(rows), NODES, engine.SimConfig(budgets=TREE, policy="fairshare"))
+    out = res.write(tmp_path / "sim")
+    hist = budgets.attainment_history(out, TREE, h(0), h(16), window_hours=8, step_hours=4, capacity_gpus=16)
+    assert hist["window_end"].to_list() == [h(8), h(12), h(16)]
+    for r in hist.iter_rows(named=True):
+        one = budgets.attainment_of(res.jobs, TREE, r["window_start"], r["window_end"], capacity_gpus=16).summary
+        assert (r["teams"], r["worst_node"], r["at_least_95"]) == (one["teams"], one["worst_node"], one["at_least_95"])
+        assert r["mean"] == pytest.approx(one["mean"])
