@@ -305,3 +305,18 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     assert sorted(rows) == ["ops", "unbudgeted"] and rows["unbudgeted"]["received_baseline_h"] > 0
     assert rows["ops"]["received_baseline_h"] == 0 and rows["ops"]["attainment_baseline"] is None
     assert math.isfinite(summary["metrics"]["occupancy"]["scenario"])
+
+
+def test_budget_chart_builders():
+    from dashboard import charts_budget as cb
+
+    hist = pl.DataFrame({"window_end": [h(24), h(48)], "mean": [0.9, 0.97], "worst": [0.5, 0.8]})
+    fig = cb.attainment_history(hist, t="window_end", mean="mean", worst="worst")
+    assert [tr.name for tr in fig.data] == ["mean", "worst team"] and list(fig.data[1].y) == [0.5, 0.8]
+    mult = pl.DataFrame({"effective_from": [h(0), h(24), h(0)], "bucket": ["a", "a", "<b>"],
+                         "multiplier": [1.2, 1.4, 0.8]})
+    fig = cb.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier")
+    assert [tr.name for tr in fig.data] == ["&lt;b&gt;", "a"] and list(fig.data[1].y) == [1.2, 1.4]
+    assert fig.data[0].line.shape == "hv"
+    empty = cb.multiplier_series(mult.clear(), t="effective_from", bucket="bucket", value="multiplier")
+    assert "no coefficients" in empty.layout.annotations[0].text

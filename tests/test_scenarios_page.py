@@ -146,3 +146,20 @@ def test_quota_loop_scenario_shows_multipliers_and_stability(app, store):
     expected = ", ".join(res.teams.filter(pl.col("verdict") == "gains")["node"].to_list()) or "nobody"
     assert gains == [f"**Gains:** {expected} · **Loses:** " +
                      (", ".join(res.teams.filter(pl.col("verdict") == "loses")["node"].to_list()) or "nobody")]
+
+
+def test_logged_attainment_history_matches_queries(app, store):
+    at = app
+    at.toggle(key="fs_history").set_value(True).run()
+    no_errors(at)
+    shown = [pl.from_pandas(d.value) for d in at.dataframe if {"window_end", "worst_node"} <= set(d.value.columns)]
+    assert shown, "no history table"
+    hist = shown[0]
+    from dashboard.scenario import default_budgets
+    from queries import budgets as qb
+
+    tree = to_tree(default_budgets(sorted(set(fx.jobs_frame()["account"].to_list()))))
+    start, end = hist["window_start"][0], hist["window_end"][0]
+    one = qb.attainment(store, tree, start, end, capacity_gpus=32).summary
+    assert hist["mean"][0] == pytest.approx(one["mean"]) and hist["worst_node"][0] == one["worst_node"]
+    assert hist.height >= 1 and (hist["window_end"] - hist["window_start"]).unique().len() == 1

@@ -288,3 +288,26 @@ def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree
     if tree is None:
         tree = budget_tree()[0]
     return _explain(store, token, lo, hi, sim_cluster(flt), run_key, which, team, _budgets_key(), result, tree)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _attainment_history(store: str, token: str, start, end, cluster, window_h: float, step_h: float,
+                        budgets_key: str) -> pl.DataFrame:
+    from queries import budgets as qb
+
+    from .analytics import capacity_gpus
+
+    return qb.attainment_history(store, budget_tree()[0], start, end, window_hours=window_h, step_hours=step_h,
+                                 cluster=cluster, capacity_gpus=capacity_gpus(cluster))
+
+
+def attainment_history(flt: Filters, window_h: float = 168.0, step_h: float = 24.0) -> pl.DataFrame:
+    """The logged history's attainment summary over sliding windows inside the sidebar window (the window
+    shrinks to the sidebar's span when that is shorter), one row per window end."""
+    if flt.start is None or flt.end is None:
+        raise NotAvailable("pick a window in the sidebar first")
+    span_h = (flt.end - flt.start).total_seconds() / 3600.0
+    window_h = min(window_h, span_h)
+    store = str(store_dir())
+    return _attainment_history(store, store_token(store), flt.start, flt.end, sim_cluster(flt), window_h,
+                               min(step_h, window_h), _budgets_key())

@@ -2,7 +2,7 @@
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
-from dashboard import charts, data, scenario, ui
+from dashboard import charts, charts_budget, data, scenario, ui
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import LABELS, ScenarioSpec
 
@@ -21,6 +21,16 @@ except Exception as exc:  # noqa: BLE001 - a broken budget file is a message, no
 cluster = data.sim_cluster(flt)
 st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}**, jobs submitted "
            "in the window. Partition, account, state and class filters do not apply to a replay.")
+
+if st.toggle("Show the logged attainment history (7-day windows, stepped daily)", key="fs_history"):
+    try:
+        hist = data.attainment_history(flt)
+        st.plotly_chart(charts_budget.attainment_history(hist, t="window_end", mean="mean", worst="worst"),
+                        key="fs_hist_chart", config={"displaylogo": False})
+        st.caption(charts_budget.CAPTIONS["attainment_history"])
+        st.dataframe(hist, hide_index=True, key="fs_hist_table")
+    except (data.NotAvailable, ValueError) as exc:
+        ui.empty(f"No attainment history: {exc}.")
 
 nodes = scenario.budget_nodes(budgets)
 classes = [c for c in data.options().job_classes if c] or list(scenario.CLASSES)
@@ -223,8 +233,12 @@ if is_named:
         st.markdown("**Is the loop stable?** " + ("Yes: no team's multiplier changes direction twice." if not osc
                                                   else "No: oscillating multipliers for " + ", ".join(osc) + "."))
         st.dataframe(stab, hide_index=True, key="fs_stability")
+        mult = result.extra["multipliers"]
+        st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier"),
+                        key="fs_mult_chart", config={"displaylogo": False})
+        st.caption(charts_budget.CAPTIONS["multiplier_series"])
         with st.expander("Budget multipliers per period"):
-            st.dataframe(result.extra["multipliers"], hide_index=True, key="fs_multipliers")
+            st.dataframe(mult, hide_index=True, key="fs_multipliers")
     with st.expander("Parameters that produced this result"):
         st.json(result.params())
 
