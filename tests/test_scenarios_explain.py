@@ -180,3 +180,31 @@ def test_attainment_history_runs_on_a_simulation_output(tmp_path):
         one = budgets.attainment_of(res.jobs, TREE, r["window_start"], r["window_end"], capacity_gpus=16).summary
         assert (r["teams"], r["worst_node"], r["at_least_95"]) == (one["teams"], one["worst_node"], one["at_least_95"])
         assert r["mean"] == pytest.approx(one["mean"])
+
+
+PARTS = ("free GPUs but no block that fits", "a fitting GPU block was free (CPU, memory or queue order held the job)",
+         "waiting behind other teams' unpreemptible jobs", "too few free GPUs, held by preemptible or own work")
+
+
+def test_causes_partition_the_waiting_gpu_hours():
+    # 1-5 h: other holds 1 GPU per node (and, say, every CPU): 7 GPUs free on each node, yet me's 4-GPU job
+    # waits: a fitting block was free, its CPU/memory (or the queue) held it. 5-8 h: other's 8-GPU jobs (min
+    # runtime 1 h, from 5 h) fill both nodes: protected 5-6 h, merely full 6-8 h. Starts at 8 h.
+    rows = [job("a", "other", 1, 0, 0, 5, "n1"), job("b", "other", 1, 0, 0, 5, "n2"),
+            job("c", "other", 8, 5, 5, 8, "n1", min_rt=3600.0), job("d", "other", 8, 5, 5, 8, "n2", min_rt=3600.0),
+            job("x", "me", 4, 1, 8, 9, "n1")]
+    e = explain_logs(rows)
+    assert e.value("waiting GPU-hours") == pytest.approx(4 * 7)
+    got = [e.value(p) for p in PARTS]
+    assert got == pytest.approx([0.0, 4 * 4, 4 * 1, 4 * 2])
+    assert sum(got) == pytest.approx(e.value("waiting GPU-hours"))
+    assert any("a node had the GPUs it asked for" in s and "(57 %)" in s for s in e.sentences)
+
+
+def test_sim_path_lists_the_engine_wait_reasons():
+    rows = [job("a", "other", 5, 0, 0, 10, "n1"), job("b", "other", 5, 0, 0, 10, "n2"),
+            job("x", "me", 6, 1, 10, 12, "n1")]
+    res = engine.simulate(frame(rows), NODES, engine.SimConfig(budgets=TREE, policy="fairshare"))
+    e = ex.explain("me", ex.with_bucket(res.jobs, TREE), res.timeline, NODES, None, source="simulation")
+    assert e.value("waiting GPU-hours, engine reason fragmentation") == pytest.approx(6 * 9)
+    assert sum(e.value(p) for p in PARTS) == pytest.approx(e.value("waiting GPU-hours"))

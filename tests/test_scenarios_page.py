@@ -163,3 +163,33 @@ def test_logged_attainment_history_matches_queries(app, store):
     one = qb.attainment(store, tree, start, end, capacity_gpus=32).summary
     assert hist["mean"][0] == pytest.approx(one["mean"]) and hist["worst_node"][0] == one["worst_node"]
     assert hist.height >= 1 and (hist["window_end"] - hist["window_start"]).unique().len() == 1
+
+
+def test_custom_mix_measures_attainment_like_the_explanation(app, store):
+    """The cards, the per-team table and the "why" tab show one attainment: queries.budgets on the run's jobs."""
+    import engine
+    from dashboard import scenario
+    from queries import budgets as qb
+    from queries import schema
+    from queries.store import Store
+
+    at = app
+    at.button(key="fs_simulate").click().run()
+    no_errors(at)
+    flt, scn = at.session_state["last_scenario"]
+    assert scn == scenario.Scenario()
+    st_ = Store(store)
+    jobs = st_.read("jobs").filter((pl.col("submit") >= flt.start) & (pl.col("submit") < flt.end))
+    budgets = scenario.default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
+    res = engine.simulate(schema.conform(jobs.sort("submit", "job_id"), "jobs"), schema.conform(st_.read("nodes"), "nodes"),
+                          scenario.sim_config(scn, budgets))
+    att = qb.attainment_of(res.jobs, to_tree(budgets), flt.start, flt.end, capacity_gpus=32)
+    card = [m for m in at.metric if m.label == "Mean attainment"][0]
+    assert card.value == f"{100 * att.summary['mean']:.1f} %" and card.delta == "no change"
+    teams = frame(at, "fs_teams")
+    want = {r["node"]: r["attainment"] for r in att.table.iter_rows(named=True)}
+    for r in teams.iter_rows(named=True):
+        assert r["attainment_scenario"] == pytest.approx(want[r["node"]], nan_ok=True), r["node"]
+    team = at.selectbox(key="fs_team").value
+    why = frame(at, "fs_why_scenario")
+    assert why.filter(pl.col("measure") == "attainment")["value"][0] == pytest.approx(want[team])

@@ -311,3 +311,26 @@ def attainment_history(flt: Filters, window_h: float = 168.0, step_h: float = 24
     store = str(store_dir())
     return _attainment_history(store, store_token(store), flt.start, flt.end, sim_cluster(flt), window_h,
                                min(step_h, window_h), _budgets_key())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _custom_comparison(store: str, token: str, start, end, cluster, run_key, budgets_key: str, _base, _scen, _trees):
+    from dashboard.scenarios import runner
+    from queries import budgets as qb
+
+    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
+    lo, hi = _window(jobs, start, end)
+    inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster)
+    cap = inputs.capacity_gpus
+    ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
+    sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
+    return (runner.compare(_base, _scen, ba.summary, sa.summary),
+            runner.team_table(_base, _scen, ba.table, sa.table, inputs))
+
+
+def custom_comparison(flt: Filters, scn, base, scen, trees) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(comparison, teams) of the custom-mix scenario, measured like the named ones (``scenarios.runner``):
+    attainment from ``queries.budgets`` on both runs' jobs, against each run's own budget tree."""
+    store = str(store_dir())
+    return _custom_comparison(store, store_token(store), flt.start, flt.end, sim_cluster(flt), scn, _budgets_key(),
+                              base, scen, trees)

@@ -14,12 +14,16 @@ and ``lost_gpu_seconds``). Causes, each measured on the team's jobs that waited 
 - ``protection``: waiting GPU-hours during which the partition had fewer free GPUs than the job asked for
   while other teams' jobs that could not be preempted (inside their min runtime, or without a contract) held
   at least that many: what min-runtime protection of others cost the team.
+- ``requests``: waiting GPU-hours during which a usable GPU block was free: CPU or memory requests (the job's,
+  or its neighbours' on that node) or the queue order / a reservation held it back; ``full``: the rest (too
+  few free GPUs and not enough of them protected). holes + requests + protection + full = the waiting
+  GPU-hours. On the sim path also the waiting GPU-hours per engine ``wait_reason``.
 - ``preemption``: preemptions suffered and GPU-hours lost (sim: lost since the last checkpoint; logs: rows in
   state PREEMPTED, whose whole attempt counts as lost: the log does not record checkpoints).
 - ``waits``: p50 / p90 queue wait per job class (linear interpolation).
 
-Invariants: a cause's GPU-hours never exceed the team's waiting GPU-hours; ``holes`` and ``protection`` are
-disjoint at any instant (free >= ask vs free < ask); ``sentences`` only state numbers that are in ``table``.
+Invariants: holes, requests, protection and full partition the team's waiting GPU-hours (disjoint at every
+instant, summing to the total); ``sentences`` only state numbers that are in ``table``.
 """
 from __future__ import annotations
 
@@ -131,13 +135,16 @@ class _Profile:
         knots = np.append(self.t, self.t[-1] + 1.0)
         return np.maximum(np.interp(b, knots, cum) - np.interp(a, knots, cum), 0.0)
 
-    def causes(self, ask: float, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(seconds blocked by holes, seconds blocked behind protected jobs) of waits [a, b) asking ``ask`` GPUs."""
+    def causes(self, ask: float, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Seconds of waits [a, b) asking ``ask`` GPUs, split four ways (they partition each wait):
+        holes (enough free GPUs, no usable block), fits (a usable block was free: CPU, memory or the queue held
+        the job back), protected (too few free GPUs while others' unpreemptible jobs held >= ask), full (the rest)."""
         eps = 1e-9
         fits = (self.block >= ask - eps) if ask <= self.node_gpus else (self.whole >= ask - eps)
-        holes = (self.total >= ask - eps) & ~fits
-        prot = (self.total < ask - eps) & (self.protected >= ask - eps)
-        return self.measure(holes, a, b), self.measure(prot, a, b)
+        enough = self.total >= ask - eps
+        prot = ~enough & (self.protected >= ask - eps)
+        return (self.measure(enough & ~fits, a, b), self.measure(enough & fits, a, b), self.measure(prot, a, b),
+                self.measure(~enough & ~prot, a, b))
 
 
 # ------------------------------------------------------------------------------------------ explain
@@ -163,14 +170,24 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     lo = 0.0 if start is None else _secs(start, t0)
     hi = math.inf if end is None else _secs(end, t0)
     waits = _waits(mine, t0, lo, hi)
-    holes_h, prot_h, wait_h = _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi)
-    table.append(("holes", "waiting GPU-hours", wait_h, "GPU-hours"))
+    holes_h, fits_h, prot_h, full_h, wait_h = _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi)
+    table.append(("waits", "waiting GPU-hours", wait_h, "GPU-hours"))
     table.append(("holes", "free GPUs but no block that fits", holes_h, "GPU-hours"))
     if "wait_reason" in mine.columns:
         w = mine.filter(pl.col("wait_reason").is_in(["fragmentation", "reservation"]))
         table.append(("holes", "jobs whose longest wait reason was fragmentation/reservation", float(w.height), "jobs"))
         table.append(("holes", "their queue wait", float(w["wait_s"].fill_null(0).sum()) / 3600.0, "hours"))
     table.append(("protection", "waiting behind other teams' unpreemptible jobs", prot_h, "GPU-hours"))
+    table.append(("requests", "a fitting GPU block was free (CPU, memory or queue order held the job)", fits_h,
+                  "GPU-hours"))
+    table.append(("full", "too few free GPUs, held by preemptible or own work", full_h, "GPU-hours"))
+    if "wait_reason" in mine.columns:
+        a, b = _wait_spans(mine, t0, lo, hi)
+        by = (mine.select(pl.col("wait_reason").fill_null("(none)"), pl.col("req_gpus").fill_null(0.0))
+              .with_columns(pl.Series("gh", b - a) * pl.col("req_gpus") / 3600.0)
+              .group_by("wait_reason").agg(pl.col("gh").sum()).filter(pl.col("gh") > 0).sort("wait_reason"))
+        table += [("engine reason", f"waiting GPU-hours, engine reason {r}", gh, "GPU-hours")
+                  for r, gh in by.iter_rows()]
     pre, lost = _preemptions(mine)
     table.append(("preemption", "preemptions suffered", pre, "count"))
     table.append(("preemption", "GPU-hours lost", lost, "GPU-hours"))
@@ -212,16 +229,17 @@ def _waits(mine: pl.DataFrame, t0, lo, hi) -> pl.DataFrame:
             .sort("job_class").cast(WAITS_SCHEMA))
 
 
-def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, float, float]:
-    """(holes, protection, total) waiting GPU-hours of the team's jobs, per partition's node set."""
+def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, float, float, float, float]:
+    """Waiting GPU-hours of the team's jobs, per partition's node set: (holes, fits, protected, full, total)."""
     if mine.is_empty() or nodes.is_empty():
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, 0.0
     a, b = _wait_spans(mine, t0, lo, hi)
     ask = mine["req_gpus"].fill_null(0.0).cast(pl.Float64).to_numpy()
     wait_h = float((ask * (b - a)).sum()) / 3600.0
     keep = (b > a) & (ask > 0)
+    parts_h = np.zeros(4)
     if not keep.any():
-        return 0.0, 0.0, wait_h
+        return 0.0, 0.0, 0.0, 0.0, wait_h
     caps_all = nodes["gpus"].fill_null(0.0).cast(pl.Float64).to_numpy()
     name_ix = {n: i for i, n in enumerate(nodes["node"].to_list())}
     parts = _partitions(nodes)
@@ -230,7 +248,6 @@ def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, 
                                      .alias("ix")).filter(pl.col("ix") >= 0)
     prot = _protected(alloc, jobs, team)
     job_part = mine["partition"].cast(pl.String).to_list() if "partition" in mine.columns else [None] * mine.height
-    holes = prot_h = 0.0
     for part in sorted({p for p, k in zip(job_part, keep) if k}, key=str):
         node_rows = np.array(parts.get(part, range(len(caps_all))) if part else range(len(caps_all)), dtype=np.int64)
         local = {int(g): k for k, g in enumerate(node_rows)}
@@ -242,10 +259,8 @@ def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, 
         sel = np.array([k and p == part for p, k in zip(job_part, keep)])
         for g in np.unique(ask[sel]):
             m = sel & (ask == g)
-            h, p = prof.causes(float(g), a[m], b[m])
-            holes += float((h * g).sum()) / 3600.0
-            prot_h += float((p * g).sum()) / 3600.0
-    return holes, prot_h, wait_h
+            parts_h += [float((x * g).sum()) / 3600.0 for x in prof.causes(float(g), a[m], b[m])]
+    return (*parts_h.tolist(), wait_h)
 
 
 def _protected(alloc: pl.DataFrame, jobs: pl.DataFrame, team: str) -> pl.DataFrame:
@@ -305,6 +320,19 @@ def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str) -> 
         out.append(f"Min-runtime protection of others: {prot:,.0f} waiting GPU-hours "
                    f"({100 * prot / wait_h:.0f} %) passed while the partition was full and other teams' jobs "
                    "that could not yet be preempted held at least the GPUs it asked for.")
+    fits = v.get("a fitting GPU block was free (CPU, memory or queue order held the job)") or 0.0
+    if fits > 0:
+        out.append(f"For {fits:,.0f} waiting GPU-hours ({100 * fits / wait_h:.0f} %) a node had the GPUs it asked for: "
+                   "its (or its neighbours') CPU and memory requests, or the queue order, held it back; right-sizing "
+                   "requests is the lever there.")
+    full = v.get("too few free GPUs, held by preemptible or own work") or 0.0
+    if full > 0:
+        out.append(f"For {full:,.0f} waiting GPU-hours ({100 * full / wait_h:.0f} %) the partition simply had too few "
+                   "free GPUs.")
+    reasons = [(m.rsplit(" ", 1)[-1], x) for m, x in v.items() if m.startswith("waiting GPU-hours, engine reason ")]
+    if reasons:
+        out.append("The simulator's own wait reasons: " + ", ".join(
+            f"{r} {x:,.0f} GPU-hours" for r, x in sorted(reasons, key=lambda rx: -rx[1])) + ".")
     pre, lost = v.get("preemptions suffered") or 0.0, v.get("GPU-hours lost") or 0.0
     if pre:
         out.append(f"It was preempted {pre:,.0f} times and lost {lost:,.1f} GPU-hours of work"

@@ -177,19 +177,17 @@ except data.SimulationError as exc:
     st.stop()
 
 st.subheader("Baseline vs scenario")
-same = (not is_named and scn == scenario.Scenario()) or (is_named and scn.kind == "shares" and
-                                                                          not scn.values["shares"] and
-                                                                          not scn.values["guaranteed"])
+same = scn == scenario.Scenario() if not is_named else \
+    (scn.kind == "shares" and not scn.values["shares"] and not scn.values["guaranteed"])
 st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()}"
            + ("  \n_Same settings as the baseline: both columns are equal._" if same else ""))
 if is_named:
     for note in result.notes:
         st.caption(f":material/info: {note}")
-    rows = [dict(r, kind=runner.metric_kind(r["metric"])) for r in result.comparison.iter_rows(named=True)]
-    rows = [dict(r, key=r["metric"]) for r in rows]
+    cmp, t = result.comparison, result.teams
 else:
-    cmp = data.compare(base, scen)
-    rows = scenario.headline(cmp)
+    cmp, t = data.custom_comparison(sim_flt, scn, base, scen, trees)
+rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
     for col, r in zip(cols, chunk):
@@ -199,12 +197,8 @@ for chunk in (rows[:6], rows[6:12]):
                    delta_arrow="off" if delta == "no change" else "auto",
                    help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}", border=True)
 
-if is_named:
-    t = result.teams
-    att = t.select(t["node"].alias("team"), t["attainment_baseline"].alias("baseline"),
-                   t["attainment_scenario"].alias("scenario"))
-else:
-    att = scenario.attainment_frame(base.metrics, scen.metrics)
+att = t.select(t["node"].alias("team"), t["attainment_baseline"].alias("baseline"),
+               t["attainment_scenario"].alias("scenario"))
 left, right = st.columns(2)
 with left:
     ui.chart(charts.compare_bars(att, category="team", baseline="baseline", scenario="scenario",
@@ -221,12 +215,12 @@ ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenari
                               title="GPUs allocated over time: baseline vs scenario",
                               reference=data.capacity_gpus(cluster)), "compare_lines", key="fs_occ")
 
+st.subheader("Who gains, who loses")
+gains = t.filter(t["verdict"] == "gains")["node"].to_list()
+loses = t.filter(t["verdict"] == "loses")["node"].to_list()
+st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join(loses) or 'nobody'}")
+st.dataframe(t, hide_index=True, key="fs_teams")
 if is_named:
-    st.subheader("Who gains, who loses")
-    gains = t.filter(t["verdict"] == "gains")["node"].to_list()
-    loses = t.filter(t["verdict"] == "loses")["node"].to_list()
-    st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join(loses) or 'nobody'}")
-    st.dataframe(t, hide_index=True, key="fs_teams")
     if "stability" in result.extra:
         stab = result.extra["stability"]
         osc = stab.filter(stab["oscillating"])["bucket"].to_list()
@@ -263,7 +257,6 @@ if team:
             c2.dataframe(e.waits, hide_index=True, key=f"fs_waits_{which}")
 
 with st.expander("Every metric, baseline vs scenario"):
-    table = result.comparison if is_named else cmp
-    st.dataframe(table, hide_index=True)
-    ui.download(table, "scenario_comparison.csv", key="dl_cmp")
+    st.dataframe(cmp, hide_index=True)
+    ui.download(cmp, "scenario_comparison.csv", key="dl_cmp")
     ui.download(att, "scenario_attainment.csv", label="Download attainment CSV", key="dl_att")
