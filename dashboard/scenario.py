@@ -1,4 +1,7 @@
-"""What-if scenarios for the Fair share page: the parameters, their engine config, and the explanations.
+"""The Fair share page's "custom mix" scenario: the parameters, their engine config, and comparison frames.
+
+The named scenario kinds (shares, min runtime, right-size, quota loop, backfill) and the "why does my team get
+less?" explanation live in ``dashboard.scenarios``.
 
 Pure (no Streamlit, no queries): ``dashboard.data`` caches the runs; tests call these directly.
 
@@ -21,15 +24,6 @@ from engine import budget_tree as bt
 
 CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
 CHECKPOINTS = {0: "none", 900: "15 min", 1800: "30 min", 3600: "1 hour", 7200: "2 hours", 14400: "4 hours"}
-REASONS = {
-    "resources": "the cluster (or its partition) was full",
-    "fragmentation": "enough GPUs were free in total but scattered over partly used nodes",
-    "reservation": "they were held back so a larger job's reservation was not delayed",
-    "quota": "their team was above its guarantee/borrowing cap",
-    "priority": "higher-priority work was ahead in the queue",
-    "preempted": "they were preempted and requeued",
-    "node_failure": "their node failed and they were requeued",
-}
 
 
 @dataclass(frozen=True)
@@ -225,56 +219,6 @@ def headline(compare: pl.DataFrame) -> list[dict]:
     return [dict(key=k, label=label, kind=kind, better=better,
                  **{c: by.get(k, {}).get(c) for c in ("baseline", "scenario", "delta")})
             for k, label, kind, better in HEADLINE if k in by]
-
-
-# ------------------------------------------------------------------ "why does my team get less?"
-def why_less(base, scen, team: str) -> list[str]:
-    """Plain-language reasons, in numbers, for one budget bucket's attainment in the scenario."""
-    bm = ((base.metrics.get("attainment") or {}).get("teams") or {}).get(team, {})
-    sm = ((scen.metrics.get("attainment") or {}).get("teams") or {}).get(team, {})
-    if not sm:
-        return [f"`{team}` had no demand in the simulated window."]
-    lines = []
-    dem, ent, rec = sm.get("demanded_hours") or 0.0, sm.get("entitled_hours") or 0.0, sm.get("received_hours") or 0.0
-    att = sm.get("attainment")
-    lines.append(f"`{team}` asked for **{dem:,.0f} GPU-hours**, was entitled to **{ent:,.0f}** and received "
-                 f"**{rec:,.0f}**" + (f" — attainment **{100 * att:.0f} %**" if att is not None else "") +
-                 (f" (baseline {100 * bm['attainment']:.0f} %)." if bm.get("attainment") is not None else "."))
-    if att is not None and att >= 0.98:
-        lines.append("It received (almost) all it was entitled to: it does not get less in this scenario; longer "
-                     "waits below come from its own demand peaks, not from its share.")
-    elif dem < ent * 0.98:
-        lines.append("Its demand was **below its entitlement**: the unused part went to sibling teams first, "
-                     "then up the tree; submitting more work is the only way to receive more.")
-    elif ent < dem:
-        lines.append(f"Its entitlement covers **{100 * ent / dem:.0f} %** of its demand: other teams' shares claim the "
-                     "rest while they have work queued. A larger share (slider) is the lever.")
-    jobs = _team_jobs(scen.jobs, team)
-    if jobs.height:
-        waited = jobs.filter(pl.col("wait_s") > 60)
-        reasons = waited.group_by("wait_reason").agg(pl.len().alias("n"), pl.col("wait_s").sum().alias("s")) \
-            .drop_nulls("wait_reason").sort("s", descending=True)
-        for r in reasons.head(3).iter_rows(named=True):
-            lines.append(f"**{r['n']:,} jobs** waited {r['s'] / 3600:,.0f} hours in total because "
-                         f"{REASONS.get(r['wait_reason'], r['wait_reason'])}.")
-        pre = int(jobs["preemptions"].sum() or 0)
-        if pre:
-            lost = (jobs["lost_gpu_seconds"].sum() or 0.0) / 3600.0
-            lines.append(f"Its jobs were **preempted {pre:,} times**, losing **{lost:,.1f} GPU-hours** of work since "
-                         "their last checkpoint (a checkpoint interval reduces this).")
-        waits = jobs.group_by("job_class").agg(pl.col("wait_s").quantile(0.9, "linear").alias("p90")).sort("job_class")
-        parts = [f"{w['job_class']} {_fmt_dur(w['p90'])}" for w in waits.iter_rows(named=True) if w["job_class"]]
-        if parts:
-            lines.append("Its p90 queue wait by job class: " + ", ".join(parts) + ".")
-    return lines
-
-
-def _team_jobs(jobs: pl.DataFrame, team: str) -> pl.DataFrame:
-    if "budget_bucket" in jobs.columns:
-        mine = jobs.filter(pl.col("budget_bucket") == team)
-        if mine.height:
-            return mine
-    return jobs.filter((pl.col("account") == team) | pl.col("account").str.starts_with(team + "/"))
 
 
 def _fmt_dur(seconds) -> str:

@@ -23,6 +23,10 @@ Definitions, per window [start, end) and per account (then summed over the tree)
 - A window crossing an effective date is cut there; each piece uses the tree in force and the sums are added.
 - Rows: ``kind`` "node" (a tree node), "direct" (demand of accounts naming an internal node but none of its
   children) or "unbudgeted" (accounts the tree does not name). Rows of one level partition all demand.
+- The same numbers for a jobs frame (``attainment_of``: a simulation's ``jobs``, whose schema is the store's),
+  so a replay and the log it replays are measured identically; ``attainment_history`` slides a window
+  (default 7 days, stepped daily) over a store or a simulation's output directory (a flat store).
+- ``quota_loop_multipliers``: the quota loop's per-user coefficients as per-bucket budget multipliers (see it).
 - Summary: over "node" rows with attainment: ``teams``, ``mean`` of attainment capped at 1 (a team receiving
   more than its share is reported in ``over_entitled``, not used to hide another's shortfall), ``worst``
   (uncapped min) and ``worst_node``, ``at_least_95`` (attainment >= 0.95).
@@ -162,6 +166,21 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
     return Attainment(table, summarize(table), capacity_total, start, end, level, tuple(warnings))
 
 
+def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_gpus: float, level="leaf",
+                  cluster: str | None = None) -> Attainment:
+    """``attainment`` of a jobs frame in the store's schema (a simulation's ``jobs``, a filtered log) instead of
+    a store: the same SQL and tree math, so a replay and the log it replays are measured identically."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="quotaloop-att-") as empty:  # no store: only ``jobs`` is registered
+        con = connect(empty, extra={"jobs": jobs})
+        try:
+            return attainment(empty, tree, start, end, level=level, cluster=cluster, capacity_gpus=capacity_gpus,
+                              con=con)
+        finally:
+            con.close()
+
+
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 1e-12 else None
 
@@ -202,6 +221,50 @@ def attainment_history(store, tree: BudgetTree, start, end, *, window_hours: flo
               "mean": pl.Float64, "worst": pl.Float64, "worst_node": pl.String, "at_least_95": pl.Int64,
               "over_entitled": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
+
+
+# ------------------------------------------------------------------------------------------ quota loop
+def quota_loop_multipliers(store, tree: BudgetTree, start, end, *, period_s: float = 7 * 86400.0,
+                           cpus_per_gpu: float = 16.0, cluster: str | None = None, con=None,
+                           **backtest_params) -> pl.DataFrame:
+    """The quota loop's coefficients (``quota_backtest``) as budget multipliers per budget bucket and period.
+
+    ``quota_backtest`` scores users per period (aligned to ``start``) and gives each the stabilised
+    ``coefficient`` the loop applies *after* the period (a period's behaviour sets the next one's quota). A
+    bucket's multiplier = the mean of its users' coefficients weighted by each user's GPU-equivalent footprint
+    (GPU-hours + CPU-hours / ``cpus_per_gpu``, requested) in that bucket over [start, end); a bucket none of
+    whose users was scored keeps 1. Rows: ``effective_from`` (period start + ``period_s``), ``period_start``,
+    ``bucket``, ``multiplier``, ``users``; ``effective_from`` < ``end`` only (later ones act on no job).
+    """
+    start, end = _parse_ts(start), _parse_ts(end)
+    back = run("quota_backtest", store, con=con, start=start, end=end, origin=start, period_s=period_s,
+               cluster=cluster, cpus_per_gpu=cpus_per_gpu, **backtest_params)
+    jobs = Store(store or DEFAULT_STORE).read("jobs").filter((pl.col("submit") >= start) & (pl.col("submit") < end))
+    if cluster is not None:
+        jobs = jobs.filter(pl.col("cluster") == cluster)
+    root = tree.at(end - dt.timedelta(microseconds=1))
+    names = jobs["account"].unique().to_list()
+    buckets = pl.DataFrame({"account": names, "bucket": [bucket(root, a) for a in names]},
+                           schema={"account": pl.String, "bucket": pl.String})
+    secs = pl.col("elapsed_s").fill_null(0.0)
+    weights = (jobs.join(buckets, on="account", how="left")
+               .with_columns(((pl.col("req_gpus").fill_null(0.0) + pl.col("req_cpus").fill_null(0.0) / cpus_per_gpu)
+                              * secs / 3600.0).alias("w"))
+               .group_by("user", "bucket").agg(pl.col("w").sum()).filter(pl.col("w") > 0))
+    schema = {"effective_from": pl.Datetime("us", "UTC"), "period_start": pl.Datetime("us", "UTC"),
+              "bucket": pl.String, "multiplier": pl.Float64, "users": pl.UInt32}
+    if back.is_empty() or weights.is_empty():
+        return pl.DataFrame(schema=schema)
+    shift = dt.timedelta(seconds=period_s)
+    out = (back.select("user", pl.col("period_start").cast(pl.Datetime("us", "UTC")), "coefficient")
+           .join(weights, on="user", how="inner")
+           .group_by("period_start", "bucket")
+           .agg(((pl.col("coefficient") * pl.col("w")).sum() / pl.col("w").sum()).alias("multiplier"),
+                pl.col("user").n_unique().alias("users"))
+           .with_columns((pl.col("period_start") + shift).alias("effective_from"))
+           .filter(pl.col("effective_from") < end)
+           .select(list(schema)).sort("effective_from", "bucket"))
+    return out.cast(schema)
 
 
 # ------------------------------------------------------------------------------------------ frames for SQL

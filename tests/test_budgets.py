@@ -274,6 +274,15 @@ BAD = [
      "eight"),
     ("reserved name", "[tree.unbudgeted]\n", "tree.unbudgeted", "[tree.unbudgeted]"),
     ("slash in name", "[[node]]\nname = \"a/b\"\n", "node[0].name", "name ="),
+    ("negative guarantee", "[tree.a]\nguaranteed_gpus = -8\n", "tree.a.guaranteed_gpus", "guaranteed_gpus"),
+    ("negative cap", "[tree.a]\nmax_gpus = -1\n", "tree.a.max_gpus", "max_gpus"),
+    ("negative cluster", "cluster_gpus = -4\n[tree.a]\n", "cluster_gpus", "cluster_gpus"),
+    ("impossible date", "[tree.a]\n[[period]]\nstart = \"2026-13-01\"\n", "period[0].start", "2026-13-01"),
+    ("negative duration", "[min_runtime]\ndebug = -5\n[tree.a]\n", "min_runtime.debug", "debug = -5"),
+    ("duration unit", "[min_runtime]\ndebug = \"5w\"\n[tree.a]\n", "min_runtime.debug", "5w"),
+    ("period unknown key", "[tree.a]\n[[period]]\nstart = 2026-12-01\nshare = 2\n", "period[0].share", "share = 2"),
+    ("period negative share", "[tree.a]\n[[period]]\nstart = 2026-12-01\n[period.tree.a]\nshare = -2\n",
+     "period[0].tree.a.share", "share = -2"),
     ("no nodes", "cluster_gpus = 8\n", None, None),
 ]
 
@@ -467,6 +476,20 @@ def test_attainment_capacity_sources(store, tmp_path):
         budgets.attainment(store, T("[tree.a]\n"), W0, W1)
     # a capacity too small for what ran is reported, not silently accepted
     assert budgets.attainment(store, tree, W0, W1, capacity_gpus=2).warnings
+
+
+def test_attainment_history_overlapping_windows_match_independent_runs(store):
+    tree = T(SIMPLE)
+    hist = budgets.attainment_history(store, tree, ts(9, 20), W1, window_hours=6, step_hours=2)
+    # windows [t - 6 h, t) for t = 02:00, 04:00, ..., 10:00 on the 10th (stepped every 2 h, overlapping)
+    assert hist["window_end"].to_list() == [ts(10, 2 * k) for k in range(1, 6)]
+    for row in hist.iter_rows(named=True):
+        one = budgets.attainment(store, tree, row["window_start"], row["window_end"]).summary
+        for key in ("teams", "worst_node", "at_least_95", "over_entitled"):
+            assert row[key] == one[key], (row["window_end"], key)
+        for key in ("mean", "worst"):
+            assert row[key] == pytest.approx(one[key]), (row["window_end"], key)
+    assert hist["teams"].min() >= 1
 
 
 def test_attainment_history_slides(store):

@@ -127,6 +127,10 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
         raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
+    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
+        from dashboard.scenarios import transforms
+
+        jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
     try:
         return engine.simulate(jobs, nodes, scenario.sim_config(scn, budgets()[0]))
     except engine.ConfigError as exc:
@@ -159,15 +163,6 @@ def mark_done(flt, scn) -> None:
     st.session_state["last_scenario"] = (flt, scn)
 
 
-def last_scenario():
-    """(SimResult, description, replayed filters) of the session's most recent scenario, or None."""
-    last = st.session_state.get("last_scenario")
-    if not last:
-        return None
-    flt, scn = last
-    return simulate(flt, scn), scn.describe(), flt
-
-
 def sim_slots_at(result, flt: Filters, at) -> pl.DataFrame:
     """The node x GPU slot grid of a simulated run at ``at`` (same states as the real-history grid)."""
     from dashboard import shaping
@@ -191,3 +186,151 @@ def sim_occupancy(base, scen, bucket_s: float = 3600.0) -> pl.DataFrame:
     a = scenario.occupancy_series(base, bucket_s).rename({"gpus": "baseline"})
     b = scenario.occupancy_series(scen, bucket_s).rename({"gpus": "scenario"})
     return a.join(b, on="t", how="full", coalesce=True).fill_null(0.0).sort("t")
+
+
+# ------------------------------------------------------------------ named scenarios and explanations
+def budget_tree():
+    """The baseline budgets as a ``BudgetTree`` (the default equal shares become a one-version tree)."""
+    from engine.tenants import to_tree
+
+    b, source = budgets()
+    return to_tree(b), source
+
+
+def _budgets_key() -> str:
+    path = budgets_path()
+    return f"{path}:{Path(path).stat().st_mtime_ns}" if path and Path(path).is_file() else "default"
+
+
+def _window(jobs: pl.DataFrame, start, end) -> tuple[dt.datetime, dt.datetime]:
+    lo = start if start is not None else jobs["submit"].min()
+    hi = end if end is not None else jobs["submit"].max() + dt.timedelta(microseconds=1)
+    return lo, hi
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _progress=None):
+    from dashboard.scenarios import runner
+
+    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
+    if jobs.is_empty():
+        raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
+    if nodes.is_empty():
+        raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
+    tree, source = budget_tree()
+    lo, hi = _window(jobs, start, end)
+    inputs = runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source)
+    try:
+        return runner.run(spec, inputs, _progress)
+    except Exception as exc:  # noqa: BLE001 - an engine or scenario error must read as a message, never a traceback
+        raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def run_scenario(flt: Filters, spec, progress=None):
+    """A named scenario (``dashboard.scenarios.spec``) replayed over ``flt``'s window: its ``ScenarioResult``,
+    cached by store, window, cluster, spec and budget file; ``progress(fraction, text)`` runs on a cache miss."""
+    store = str(store_dir())
+    return _run_named(store, store_token(store), flt.start, flt.end, sim_cluster(flt), spec, _budgets_key(),
+                      _progress=progress)
+
+
+def mark_named_done(flt, spec) -> None:
+    st.session_state.setdefault("sim_done", set()).add(_scenario_key(flt, spec))
+    st.session_state["last_scenario"] = (flt, spec)
+
+
+def last_scenario():
+    """(SimResult, description, replayed filters) of the session's most recent scenario, or None."""
+    last = st.session_state.get("last_scenario")
+    if not last:
+        return None
+    flt, scn = last
+    from dashboard.scenarios.spec import ScenarioSpec
+
+    if isinstance(scn, ScenarioSpec):
+        return run_scenario(flt, scn).scenario, scn.describe(), flt
+    return simulate(flt, scn), scn.describe(), flt
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _explain(store: str, token: str, start, end, cluster, run_key, which: str, team: str, budgets_key: str,
+             _result, _tree):
+    from dashboard.scenarios import explain as ex
+    from queries import budgets as qb
+
+    _, nodes = _engine_inputs(store, token, start, end, cluster)
+    cap = float(nodes["gpus"].fill_null(0).sum())
+    if which == "logs":
+        lo, hi = start, end
+        jobs = scan("jobs", store)
+        if cluster is not None:
+            jobs = jobs.filter(pl.col("cluster") == cluster)
+        jobs = jobs.filter((pl.col("submit") < hi) & (pl.col("end").is_null() | (pl.col("end") > lo))).collect()
+        att = qb.attainment(store, _tree, lo, hi, cluster=cluster, capacity_gpus=cap)
+        allocations = ex.log_allocations(jobs, hi)
+        jobs = ex.with_bucket(jobs, _tree, hi)
+    else:
+        att = qb.attainment_of(_result.jobs, _tree, start, end, capacity_gpus=cap)
+        allocations, jobs = _result.timeline, ex.with_bucket(_result.jobs, _tree)
+    rows = att.table.filter(pl.col("node") == team)
+    row = rows.row(0, named=True) if rows.height else None
+    return ex.explain(team, jobs, allocations, nodes, row, source="logs" if which == "logs" else "simulation",
+                      start=start, end=end)
+
+
+def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree=None):
+    """"Why does my team get less?" for ``team`` in the ``baseline`` / ``scenario`` run (``result``, measured
+    against ``tree``) or in the logged history (``logs``) of the replayed window; cached per run and team."""
+    store = str(store_dir())
+    token = store_token(store)
+    jobs, _ = _engine_inputs(store, token, flt.start, flt.end, sim_cluster(flt))
+    lo, hi = _window(jobs, flt.start, flt.end)
+    if tree is None:
+        tree = budget_tree()[0]
+    return _explain(store, token, lo, hi, sim_cluster(flt), run_key, which, team, _budgets_key(), result, tree)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _attainment_history(store: str, token: str, start, end, cluster, window_h: float, step_h: float,
+                        budgets_key: str) -> pl.DataFrame:
+    from queries import budgets as qb
+
+    from .analytics import capacity_gpus
+
+    return qb.attainment_history(store, budget_tree()[0], start, end, window_hours=window_h, step_hours=step_h,
+                                 cluster=cluster, capacity_gpus=capacity_gpus(cluster))
+
+
+def attainment_history(flt: Filters, window_h: float = 168.0, step_h: float = 24.0) -> pl.DataFrame:
+    """The logged history's attainment summary over sliding windows inside the sidebar window (the window
+    shrinks to the sidebar's span when that is shorter), one row per window end."""
+    if flt.start is None or flt.end is None:
+        raise NotAvailable("pick a window in the sidebar first")
+    span_h = (flt.end - flt.start).total_seconds() / 3600.0
+    window_h = min(window_h, span_h)
+    store = str(store_dir())
+    return _attainment_history(store, store_token(store), flt.start, flt.end, sim_cluster(flt), window_h,
+                               min(step_h, window_h), _budgets_key())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _custom_comparison(store: str, token: str, start, end, cluster, run_key, budgets_key: str, _base, _scen, _trees):
+    from dashboard.scenarios import runner
+    from queries import budgets as qb
+
+    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
+    lo, hi = _window(jobs, start, end)
+    inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster)
+    cap = inputs.capacity_gpus
+    ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
+    sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
+    return (runner.compare(_base, _scen, ba.summary, sa.summary),
+            runner.team_table(_base, _scen, ba.table, sa.table, inputs))
+
+
+def custom_comparison(flt: Filters, scn, base, scen, trees) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(comparison, teams) of the custom-mix scenario, measured like the named ones (``scenarios.runner``):
+    attainment from ``queries.budgets`` on both runs' jobs, against each run's own budget tree."""
+    store = str(store_dir())
+    return _custom_comparison(store, store_token(store), flt.start, flt.end, sim_cluster(flt), scn, _budgets_key(),
+                              base, scen, trees)

@@ -1,11 +1,14 @@
-"""Fair share & budgets (managers): budget sliders -> replay the same history -> baseline vs scenario."""
+"""Fair share & budgets (managers): pick a scenario kind, replay the same history, compare with the baseline, and
+ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
-from dashboard import charts, data, scenario, ui
+from dashboard import charts, charts_budget, data, scenario, ui
+from dashboard.scenarios import runner
+from dashboard.scenarios.spec import LABELS, ScenarioSpec
 
 flt = ui.filters()
 ui.page_header("Fair share & budgets",
-               "Change a team's share, guarantees, minimum runtimes, backfill or checkpointing, then replay the same "
+               "Change shares, minimum runtimes, requests, backfill or turn the quota loop on, replay the same "
                "history in the simulator and compare with the unchanged replay.", flt)
 if not ui.require_store():
     st.stop()
@@ -19,44 +22,93 @@ cluster = data.sim_cluster(flt)
 st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}**, jobs submitted "
            "in the window. Partition, account, state and class filters do not apply to a replay.")
 
+if st.toggle("Show the logged attainment history (7-day windows, stepped daily)", key="fs_history"):
+    try:
+        hist = data.attainment_history(flt)
+        st.plotly_chart(charts_budget.attainment_history(hist, t="window_end", mean="mean", worst="worst"),
+                        key="fs_hist_chart", config={"displaylogo": False})
+        st.caption(charts_budget.CAPTIONS["attainment_history"])
+        st.dataframe(hist, hide_index=True, key="fs_hist_table")
+    except (data.NotAvailable, ValueError) as exc:
+        ui.empty(f"No attainment history: {exc}.")
+
 nodes = scenario.budget_nodes(budgets)
 classes = [c for c in data.options().job_classes if c] or list(scenario.CLASSES)
 HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]
 REPLAY = [1, 3, 7, 14, 0]
+KIND_NAMES = {"custom": "Custom mix", **{k: LABELS[k] for k in ("shares", "min_runtime", "rightsize", "quota_loop",
+                                                                   "backfill")}}
 base_mrt = {c: scenario.baseline_min_runtime_h(budgets, c) for c in classes}
+kind = st.segmented_control("Scenario kind", list(KIND_NAMES), default="custom", required=True, key="fs_kind",
+                            format_func=KIND_NAMES.get)
+
+
+def share_controls(shares: dict, guaranteed: dict) -> None:
+    st.markdown("**Budget shares** (relative weight among siblings)")
+    groups = scenario.slider_groups(nodes)
+    for i, (parent, kids) in enumerate(groups):
+        box = st.container() if i == 0 else st.expander(f"Shares under {parent} ({len(kids)})")
+        hi = max(n["share"] for n in kids) * 3 or 3.0
+        with box:
+            for kid in kids:
+                shares[kid["path"]] = st.slider(kid["path"], 0.0, float(hi), float(kid["share"]),
+                                                step=float(hi) / 60, key=f"share_{kid['path']}", format="%.1f")
+    if not groups:
+        st.caption("The budget tree has no siblings to weigh against each other.")
+    with st.expander("Guaranteed GPUs"):
+        cap = int(data.capacity_gpus(cluster) or 0)
+        for kid in (groups[0][1] if groups else []):
+            guaranteed[kid["path"]] = st.number_input(
+                f"{kid['path']} guaranteed GPUs", 0, max(cap, 0) or 100000, int(kid["guaranteed_gpus"] or 0), step=8,
+                key=f"guar_{kid['path']}")
+
+
+def contract_controls(mrt: dict) -> float:
+    st.markdown("**Scheduling contract**")
+    for c in classes:
+        default = min(HOURS, key=lambda h: abs(h - base_mrt[c]))
+        mrt[c] = st.select_slider(f"Min runtime: {c}", HOURS, value=default, key=f"mrt_{c}",
+                                  format_func=lambda h: "0 (preemptible)" if h == 0 else f"{h:g} h")
+    return st.select_slider("Checkpoint interval", list(scenario.CHECKPOINTS), value=0, key="fs_ckpt",
+                            format_func=scenario.CHECKPOINTS.get)
+
 
 with st.form("scenario_form", border=True):
     left, right = st.columns([3, 2], gap="large")
+    ckpt, backfill = 0, "easy"
+    shares, guaranteed, mrt, named = {}, {}, {}, {}
     with left:
-        st.markdown("**Budget shares** (relative weight among siblings)")
-        shares, guaranteed = {}, {}
-        groups = scenario.slider_groups(nodes)
-        for i, (parent, kids) in enumerate(groups):
-            box = st.container() if i == 0 else st.expander(f"Shares under {parent} ({len(kids)})")
-            hi = max(n["share"] for n in kids) * 3 or 3.0
-            with box:
-                for kid in kids:
-                    shares[kid["path"]] = st.slider(kid["path"], 0.0, float(hi), float(kid["share"]),
-                                                    step=float(hi) / 60, key=f"share_{kid['path']}", format="%.1f")
-        if not groups:
-            st.caption("The budget tree has no siblings to weigh against each other.")
-        with st.expander("Guaranteed GPUs"):
-            cap = int(data.capacity_gpus(cluster) or 0)
-            for kid in (groups[0][1] if groups else []):
-                guaranteed[kid["path"]] = st.number_input(
-                    f"{kid['path']} guaranteed GPUs", 0, max(cap, 0) or 100000,
-                    int(kid["guaranteed_gpus"] or 0), step=8, key=f"guar_{kid['path']}")
+        if kind in ("custom", "shares"):
+            share_controls(shares, guaranteed)
+        elif kind == "min_runtime":
+            ckpt = contract_controls(mrt)
+        elif kind == "rightsize":
+            named["margin"] = st.slider("Margin over what each job used", 0.0, 1.0, 0.2, 0.05, key="fs_margin",
+                                        format="%.2f", help="CPU and memory requests become use x (1 + margin)")
+            named["gpus"] = st.radio("GPU count of jobs that used less than one GPU", ["whole", "fraction", "keep"],
+                                     key="fs_gpus", horizontal=True,
+                                     format_func={"whole": "1 whole GPU", "fraction": "the fraction used (sharing)",
+                                                  "keep": "unchanged"}.get)
+        elif kind == "quota_loop":
+            named["period_s"] = st.select_slider("Quota period", [86400.0, 7 * 86400.0], value=7 * 86400.0,
+                                                 key="fs_period", format_func=lambda s: f"{s / 86400:g} days")
+            named["history_periods"] = st.slider("Back-test periods before the replay", 0, 8, 4, key="fs_hist")
+            named["backtest"] = {"alpha": st.slider("EWMA weight of the newest period (alpha)", 0.05, 1.0, 0.2, 0.05,
+                                                    key="fs_alpha"),
+                                 "dead_band": st.slider("Dead band", 0.0, 0.5, 0.15, 0.05, key="fs_band"),
+                                 "max_step": st.slider("Largest change per period", 0.05, 3.0, 0.25, 0.05, key="fs_step")}
+        else:
+            named["to"] = st.segmented_control("Scenario backfill", ["none", "easy", "conservative"],
+                                               default="conservative", required=True, key="fs_to")
+            depth = st.number_input("Reservation depth (0 = the mode's own)", 0, 1000, 0, key="fs_depth")
+            named["reservation_depth"] = depth or None
     with right:
-        st.markdown("**Scheduling contract**")
-        mrt = {}
-        for c in classes:
-            default = min(HOURS, key=lambda h: abs(h - base_mrt[c]))
-            mrt[c] = st.select_slider(f"Min runtime: {c}", HOURS, value=default, key=f"mrt_{c}",
-                                      format_func=lambda h: "0 (preemptible)" if h == 0 else f"{h:g} h")
-        backfill = st.segmented_control("Backfill", ["none", "easy", "conservative"], default="easy",
-                                        required=True, key="fs_backfill")
-        ckpt = st.select_slider("Checkpoint interval", list(scenario.CHECKPOINTS), value=0, key="fs_ckpt",
-                                format_func=scenario.CHECKPOINTS.get)
+        if kind == "custom":
+            ckpt = contract_controls(mrt)
+        if kind in ("custom", "backfill"):
+            backfill = st.segmented_control("Backfill" if kind == "custom" else "Baseline backfill",
+                                            ["none", "easy", "conservative"], default="easy", required=True,
+                                            key="fs_backfill")
         policy = st.selectbox("Queue policy", ["fairshare", "drf", "priority", "fcfs"], key="fs_policy")
         replay_days = st.select_slider(
             "Replay the last", REPLAY, value=7, key="fs_days", format_func=lambda d: "whole window" if d == 0 else
@@ -65,33 +117,58 @@ with st.form("scenario_form", border=True):
     submitted = st.form_submit_button("Simulate", type="primary", icon=":material/play_arrow:", key="fs_simulate")
 
 if submitted:
-    base_shares = {n["path"]: n["share"] for n in nodes}
-    base_guar = {n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}
     st.session_state["fs_days_run"] = replay_days
-    st.session_state["fs_scenario"] = scenario.Scenario.make(
-        policy=policy, backfill=backfill, checkpoint_interval_s=float(ckpt),
-        shares=scenario.overrides(base_shares, shares), guaranteed=scenario.overrides(base_guar, guaranteed),
-        min_runtime_h=scenario.overrides(base_mrt, mrt))
+    if kind == "custom":
+        base_shares = {n["path"]: n["share"] for n in nodes}
+        base_guar = {n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}
+        st.session_state["fs_scenario"] = scenario.Scenario.make(
+            policy=policy, backfill=backfill, checkpoint_interval_s=float(ckpt),
+            shares=scenario.overrides(base_shares, shares), guaranteed=scenario.overrides(base_guar, guaranteed),
+            min_runtime_h=scenario.overrides(base_mrt, mrt))
+    else:
+        if kind == "shares":
+            named = {"shares": scenario.overrides({n["path"]: n["share"] for n in nodes}, shares),
+                     "guaranteed": scenario.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}, guaranteed)}
+        elif kind == "min_runtime":
+            named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()},
+                     "checkpoint_interval_s": float(ckpt) or None}
+        st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
 scn = st.session_state.get("fs_scenario")
 if scn is None:
-    st.info("Move a slider and press **Simulate** to replay the window under your settings.",
+    st.info("Pick a scenario kind, set it up and press **Simulate** to replay the window under your settings.",
             icon=":material/tune:")
     st.stop()
 
-baseline = scenario.Scenario()
 sim_flt = data.replay_filters(flt, st.session_state.get("fs_days_run", 7))
+is_named = isinstance(scn, ScenarioSpec)
 try:
-    if data.is_cached(sim_flt, baseline) and data.is_cached(sim_flt, scn):
-        base, scen = data.simulate(sim_flt, baseline), data.simulate(sim_flt, scn)
+    if is_named:
+        if data.is_cached(sim_flt, scn):
+            result = data.run_scenario(sim_flt, scn)
+        else:
+            bar = st.progress(0.0, text=f"{LABELS[scn.kind]} ...")
+            result = data.run_scenario(sim_flt, scn, progress=lambda f, t: bar.progress(f, text=t))
+            bar.empty()
+        data.mark_named_done(sim_flt, scn)
+        base, scen = result.baseline, result.scenario
+        trees = result.trees
     else:
-        bar = st.progress(0.05, text="Replaying the baseline (current budgets) ...")
-        base = data.simulate(sim_flt, baseline)
-        data.mark_done(sim_flt, baseline)
-        bar.progress(0.5, text="Replaying your scenario ...")
-        scen = data.simulate(sim_flt, scn)
-        bar.progress(1.0, text="Done")
-        bar.empty()
-    data.mark_done(sim_flt, scn)
+        baseline = scenario.Scenario()
+        if data.is_cached(sim_flt, baseline) and data.is_cached(sim_flt, scn):
+            base, scen = data.simulate(sim_flt, baseline), data.simulate(sim_flt, scn)
+        else:
+            bar = st.progress(0.05, text="Replaying the baseline (current budgets) ...")
+            base = data.simulate(sim_flt, baseline)
+            data.mark_done(sim_flt, baseline)
+            bar.progress(0.5, text="Replaying your scenario ...")
+            scen = data.simulate(sim_flt, scn)
+            bar.progress(1.0, text="Done")
+            bar.empty()
+        data.mark_done(sim_flt, scn)
+        from engine.tenants import to_tree
+
+        tree0 = data.budget_tree()[0]
+        trees = (tree0, to_tree(scenario.apply_budget_overrides(budgets, dict(scn.shares), dict(scn.guaranteed))))
 except data.NotAvailable as exc:
     ui.empty(f"Cannot simulate: {exc}.")
     st.stop()
@@ -100,10 +177,17 @@ except data.SimulationError as exc:
     st.stop()
 
 st.subheader("Baseline vs scenario")
-st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()}" + ("  \n_Same settings as the baseline: both columns are equal._"
-                                                if scn == baseline else ""))
-cmp = data.compare(base, scen)
-rows = scenario.headline(cmp)
+same = scn == scenario.Scenario() if not is_named else \
+    (scn.kind == "shares" and not scn.values["shares"] and not scn.values["guaranteed"])
+st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()}"
+           + ("  \n_Same settings as the baseline: both columns are equal._" if same else ""))
+if is_named:
+    for note in result.notes:
+        st.caption(f":material/info: {note}")
+    cmp, t = result.comparison, result.teams
+else:
+    cmp, t = data.custom_comparison(sim_flt, scn, base, scen, trees)
+rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
     for col, r in zip(cols, chunk):
@@ -113,7 +197,8 @@ for chunk in (rows[:6], rows[6:12]):
                    delta_arrow="off" if delta == "no change" else "auto",
                    help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}", border=True)
 
-att = scenario.attainment_frame(base.metrics, scen.metrics)
+att = t.select(t["node"].alias("team"), t["attainment_baseline"].alias("baseline"),
+               t["attainment_scenario"].alias("scenario"))
 left, right = st.columns(2)
 with left:
     ui.chart(charts.compare_bars(att, category="team", baseline="baseline", scenario="scenario",
@@ -130,12 +215,46 @@ ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenari
                               title="GPUs allocated over time: baseline vs scenario",
                               reference=data.capacity_gpus(cluster)), "compare_lines", key="fs_occ")
 
+st.subheader("Who gains, who loses")
+gains = t.filter(t["verdict"] == "gains")["node"].to_list()
+loses = t.filter(t["verdict"] == "loses")["node"].to_list()
+st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join(loses) or 'nobody'}")
+st.dataframe(t, hide_index=True, key="fs_teams")
+if is_named:
+    if "stability" in result.extra:
+        stab = result.extra["stability"]
+        osc = stab.filter(stab["oscillating"])["bucket"].to_list()
+        st.markdown("**Is the loop stable?** " + ("Yes: no team's multiplier changes direction twice." if not osc
+                                                  else "No: oscillating multipliers for " + ", ".join(osc) + "."))
+        st.dataframe(stab, hide_index=True, key="fs_stability")
+        mult = result.extra["multipliers"]
+        st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier"),
+                        key="fs_mult_chart", config={"displaylogo": False})
+        st.caption(charts_budget.CAPTIONS["multiplier_series"])
+        with st.expander("Budget multipliers per period"):
+            st.dataframe(mult, hide_index=True, key="fs_multipliers")
+    with st.expander("Parameters that produced this result"):
+        st.json(result.params())
+
 st.subheader("Why does my team get less?")
-teams = att.sort("scenario", nulls_last=True)["team"].to_list()
+order = att.sort("scenario", nulls_last=True)["team"].to_list()
+teams = [x for x in order if x != "unbudgeted"] + [x for x in order if x == "unbudgeted"]
 team = st.selectbox("Team (budget bucket)", teams, index=0 if teams else None, key="fs_team")
 if team:
-    for line in scenario.why_less(base, scen, team):
-        st.markdown(f"- {line}")
+    tabs = st.tabs(["Scenario", "Baseline replay", "Logged history"])
+    for tab, which, res, tree in zip(tabs, ("scenario", "baseline", "logs"), (scen, base, None),
+                                     (trees[1], trees[0], trees[0])):
+        with tab:
+            try:
+                e = data.explain_team(sim_flt, scn, which, team, res, tree)
+            except Exception as exc:  # noqa: BLE001 - an explanation failure must not take the page down
+                st.warning(f"No explanation for {which}: {exc}", icon=":material/warning:")
+                continue
+            for line in e.sentences:
+                st.markdown(f"- {line}")
+            c1, c2 = st.columns([3, 2])
+            c1.dataframe(e.table, hide_index=True, key=f"fs_why_{which}")
+            c2.dataframe(e.waits, hide_index=True, key=f"fs_waits_{which}")
 
 with st.expander("Every metric, baseline vs scenario"):
     st.dataframe(cmp, hide_index=True)

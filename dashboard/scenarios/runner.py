@@ -1,0 +1,331 @@
+"""Run a named scenario against its baseline replay of the same history, and compare them.
+
+``load_inputs`` cuts the window (jobs *submitted* in [start, end) of one cluster, its node layout, the budget
+tree); ``run`` builds both engine configurations (``spec`` describes the kinds), simulates both and measures
+them the same way:
+
+- ``comparison``: one row per metric (engine metrics, ``queries.budgets`` attainment of both runs' jobs over
+  the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
+- ``teams``: per budget bucket, attainment, received GPU-hours, share of the cluster's GPU-hours, p50/p90 wait,
+  and ``verdict`` gains / loses / same: received GPU-hours moved by more than 0.5 % of the baseline's and
+  1 GPU-hour; for ``rightsize``, whose jobs ask (and so receive) fewer GPU-hours for the same work, attainment
+  moved by more than 0.5 percentage points.
+- ``extra``: kind-specific tables (the quota loop's multipliers and their stability).
+
+Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
+files from ``ScenarioResult.write``; the baseline of every kind is the unchanged replay (same policy, backfill,
+budgets, seed), so a scenario equal to its baseline compares equal everywhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+import engine
+from engine import budget_tree as bt
+
+from . import transforms
+from .spec import LABELS, ScenarioSpec
+
+UTC = dt.timezone.utc
+# (metric key, label, +1 higher is better / -1 lower is better / 0 neutral)
+METRICS = [
+    ("occupancy", "Occupancy", 1), ("utilisation", "Useful utilisation", 1),
+    ("attainment.mean", "Mean attainment", 1), ("attainment.worst", "Worst team's attainment", 1),
+    ("attainment.at_least_95", "Teams at >= 95 %", 1),
+    ("wait_s.p50", "Median wait", -1), ("wait_s.p90", "p90 wait", -1),
+    ("wait_s_by_class.debug.p90", "Debug p90 wait", -1), ("wait_s_by_class.training.p90", "Training p90 wait", -1),
+    ("preemptions", "Preemptions", -1), ("lost_gpu_hours", "Lost GPU-hours", -1),
+    ("fragmentation_gpu_hours", "Stranded GPU-hours (fragmentation)", -1),
+    ("unallocated_occupancy_share", "Unallocated occupancy", 0), ("bounded_slowdown_mean", "Mean bounded slowdown", -1),
+    ("usage.waiting_gpu_hours", "Queued GPU-hours", -1), ("usage.wait_job_hours", "Queued job-hours", -1),
+    ("usage.allocated_cpu_hours", "Allocated CPU-hours", 0), ("usage.idle_cpu_hours", "Idle reserved CPU-hours", -1),
+    ("usage.idle_mem_tb_hours", "Idle reserved memory TB-hours", -1),
+    ("usage.idle_gpu_hours", "Idle reserved GPU-hours", -1),
+]
+COMPARISON_SCHEMA = {"metric": pl.String, "label": pl.String, "better": pl.Int8, "baseline": pl.Float64,
+                     "scenario": pl.Float64, "delta": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    jobs: pl.DataFrame
+    nodes: pl.DataFrame
+    tree: bt.BudgetTree
+    start: dt.datetime
+    end: dt.datetime
+    store: str | None = None
+    cluster: str | None = None
+    budgets_source: str = ""
+
+    @property
+    def capacity_gpus(self) -> float:
+        return float(self.nodes["gpus"].fill_null(0).sum()) if self.nodes.height else float(self.tree.cluster_gpus or 0)
+
+    def describe(self) -> dict:
+        return {"cluster": self.cluster, "start": self.start.isoformat(), "end": self.end.isoformat(),
+                "jobs": self.jobs.height, "capacity_gpus": self.capacity_gpus, "budgets": self.budgets_source}
+
+
+def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluster: str | None = None,
+                budgets_source: str = "") -> Inputs:
+    """Jobs submitted in [end - window, end) of ``cluster`` (the only one when None); ``end`` None = the latest
+    submit in the store (exclusive bound one microsecond later)."""
+    from queries import schema
+    from queries.store import Store
+
+    st = Store(store)
+    if not st.exists():
+        raise ValueError(f"{store}: not a store (no manifest, no jobs.parquet)")
+    jobs, nodes = st.read("jobs"), st.read("nodes")
+    clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
+    if cluster is None:
+        if len(clusters) > 1:
+            raise ValueError(f"the store holds clusters {', '.join(clusters)}: choose one with --cluster")
+        cluster = clusters[0] if clusters else None
+    elif cluster not in clusters:
+        raise ValueError(f"cluster {cluster!r} has no jobs; clusters: {', '.join(clusters)}")
+    if cluster is not None:
+        jobs = jobs.filter(pl.col("cluster") == cluster)
+        nodes = nodes.filter(pl.col("cluster") == cluster)
+    if end is None:
+        end = jobs["submit"].max() + dt.timedelta(microseconds=1)
+    start = end - dt.timedelta(seconds=window_s)
+    jobs = jobs.filter((pl.col("submit") >= start) & (pl.col("submit") < end)).sort("submit", "job_id")
+    return Inputs(schema.conform(jobs, "jobs"), schema.conform(nodes, "nodes"), tree, start, end, str(store), cluster,
+                  budgets_source)
+
+
+@dataclass
+class ScenarioResult:
+    spec: ScenarioSpec
+    inputs: dict
+    baseline: engine.SimResult
+    scenario: engine.SimResult
+    comparison: pl.DataFrame
+    teams: pl.DataFrame
+    extra: dict = field(default_factory=dict)
+    notes: tuple = ()
+    trees: tuple = ()          # (baseline budget tree, scenario budget tree): what each run's attainment uses
+
+    def params(self) -> dict:
+        return {"scenario": self.spec.to_dict(), "inputs": self.inputs, "notes": list(self.notes)}
+
+    def summary(self) -> dict:
+        rows = {r["metric"]: r for r in self.comparison.iter_rows(named=True)}
+        out = self.params() | {"metrics": {k: {c: r[c] for c in ("baseline", "scenario", "delta")}
+                                           for k, r in rows.items()}}
+        out["teams"] = {"gains": self.teams.filter(pl.col("verdict") == "gains")["node"].to_list(),
+                        "loses": self.teams.filter(pl.col("verdict") == "loses")["node"].to_list()}
+        if "stability" in self.extra:
+            out["loop_stable"] = not bool(self.extra["stability"]["oscillating"].any())
+        return out
+
+    def write(self, out_dir) -> Path:
+        """out/baseline/ and out/scenario/ (jobs.parquet, timeline.parquet, metrics.json: flat stores every
+        query runs on), comparison.csv, teams.csv, one CSV per extra table, scenario.json (parameters + summary)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.baseline.write(out / "baseline")
+        self.scenario.write(out / "scenario")
+        tables = {"comparison": self.comparison, "teams": self.teams, **self.extra}
+        for name, df in tables.items():
+            _atomic(out / f"{name}.csv", df.write_csv(float_precision=9, datetime_format="%Y-%m-%dT%H:%M:%S%.fZ"))
+        _atomic(out / "scenario.json", json_text(self.summary()))
+        return out
+
+
+def json_text(obj) -> str:
+    from engine.metrics import clean
+
+    return json.dumps(clean(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _has_guarantees(tree) -> bool:
+    return any((n.guaranteed_gpus or 0) > 0 for v in tree.versions for n in v.root.walk())
+
+
+def configs(spec: ScenarioSpec, inputs: Inputs):
+    """(baseline jobs, baseline config, scenario jobs, scenario config, extra tables, notes) of a scenario."""
+    v = spec.values
+    jobs = transforms.with_usage(inputs.jobs)
+    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
+    base = engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
+                            seed=spec.seed)
+    scen_jobs, scen, extra, notes = jobs, base, {}, []
+    if spec.kind == "shares":
+        missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
+        if missing:
+            notes.append("not in the budget tree, ignored: " + ", ".join(missing))
+        tree = transforms.patch_tree(inputs.tree, v["shares"], v["guaranteed"])
+        quota = "guarantee" if _has_guarantees(tree) else "none"
+        scen = dataclasses.replace(base, budgets=tree, quota=quota)
+    elif spec.kind == "backfill":
+        depth = v["reservation_depth"]
+        scen = dataclasses.replace(base, backfill=v["to"], reservation_depth=None if depth is None else int(depth),
+                                   walltime_margin=float(v["walltime_margin"]))
+    elif spec.kind == "min_runtime":
+        scen_jobs = transforms.set_min_runtimes(jobs, v["min_runtime_s"])
+        scen = dataclasses.replace(base, checkpoint_interval_s=v["checkpoint_interval_s"])
+    elif spec.kind == "rightsize":
+        scen_jobs = transforms.rightsize(jobs, v["margin"], v["gpus"])
+    elif spec.kind == "quota_loop":
+        from queries import budgets
+
+        if not inputs.store:
+            raise ValueError("the quota loop scenario needs the store (its back-test reads the usage samples)")
+        since = inputs.start - dt.timedelta(seconds=v["period_s"] * int(v["history_periods"]))
+        mult = budgets.quota_loop_multipliers(inputs.store, inputs.tree, since, inputs.end,
+                                              period_s=v["period_s"], cluster=inputs.cluster, **v["backtest"])
+        extra["multipliers"] = mult
+        extra["stability"] = transforms.stability(mult)
+        if mult.is_empty():
+            notes.append("the back-test produced no coefficients in this window: the loop changes nothing")
+        scen = dataclasses.replace(base, budgets=transforms.with_multipliers(inputs.tree, mult))
+    return jobs, base, scen_jobs, scen, extra, notes
+
+
+def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
+    """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps."""
+    say = progress or (lambda f, t: None)
+    if inputs.jobs.is_empty():
+        raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
+    if inputs.nodes.is_empty():
+        raise ValueError("the store has no node list for this cluster; the simulator needs one")
+    say(0.05, f"Preparing {LABELS[spec.kind].lower()} ...")
+    base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
+    say(0.15, "Replaying the baseline ...")
+    base = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+    say(0.5, "Replaying the scenario ...")
+    scen = engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
+    say(0.85, "Comparing ...")
+    ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
+    comparison = compare(base, scen, ba.summary, sa.summary)
+    teams = team_table(base, scen, ba.table, sa.table, inputs, by="attainment" if spec.kind == "rightsize" else "received")
+    say(1.0, "Done")
+    return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
+                          (base_cfg.budgets, scen_cfg.budgets))
+
+
+def _attainment(res, cfg, inputs):
+    from queries import budgets
+
+    return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus)
+
+
+def usage_metrics(res) -> dict:
+    """Queueing and idle reservation of a run: queued GPU-hours (requested GPUs x wait) and job-hours;
+    allocated CPU-hours (timeline) and the reserved-but-unused CPU, memory and GPU hours (allocated minus the
+    log's usage of the jobs that ran)."""
+    j, tl = res.jobs, res.timeline
+    dur = (tl["end"] - tl["start"]).dt.total_microseconds().cast(pl.Float64) / 1e6 if tl.height else pl.Series([], dtype=pl.Float64)
+    alloc_cpu = float((tl["cpus"] * dur).sum()) / 3600.0 if tl.height else 0.0
+    alloc_mem = float((tl["mem_bytes"].fill_null(0.0) * dur).sum()) / 1e12 / 3600.0 if tl.height else 0.0
+    alloc_gpu = float((tl["gpus"] * dur).sum()) / 3600.0 if tl.height else 0.0
+
+    def used(col, scale):
+        return float(j[col].fill_null(0.0).sum()) / scale if col in j.columns else 0.0
+
+    return {"waiting_gpu_hours": float((j["req_gpus"].fill_null(0.0) * j["wait_s"]).sum()) / 3600.0,
+            "wait_job_hours": float(j["wait_s"].sum()) / 3600.0,
+            "allocated_cpu_hours": alloc_cpu, "idle_cpu_hours": alloc_cpu - used("used_cpu_s", 3600.0),
+            "idle_mem_tb_hours": alloc_mem - used("used_mem_gbs", 1000.0 * 3600.0),
+            "idle_gpu_hours": alloc_gpu - used("used_gpu_s", 3600.0)}
+
+
+def _flat(metrics: dict, att: dict, usage: dict) -> dict:
+    out = dict(metrics)
+    out["attainment"] = att
+    out["usage"] = usage
+    flat = {}
+
+    def walk(d, prefix):
+        for k, x in d.items():
+            if isinstance(x, dict):
+                walk(x, f"{prefix}{k}.")
+            elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                flat[prefix + k] = float(x)
+    walk(out, "")
+    return flat
+
+
+def compare(base, scen, base_att: dict, scen_att: dict) -> pl.DataFrame:
+    a = _flat(base.metrics, base_att, usage_metrics(base))
+    b = _flat(scen.metrics, scen_att, usage_metrics(scen))
+    rows = []
+    for key, label, better in METRICS:
+        x, y = a.get(key), b.get(key)
+        if x is None and y is None:
+            continue
+        rows.append((key, label, better, x, y, None if x is None or y is None else y - x))
+    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA, orient="row")
+
+
+def _waits_by_bucket(res) -> pl.DataFrame:
+    return res.jobs.group_by(pl.col("budget_bucket").alias("node")).agg(
+        pl.col("wait_s").quantile(0.5, "linear").alias("p50"), pl.col("wait_s").quantile(0.9, "linear").alias("p90"))
+
+
+def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs,
+               by: str = "received") -> pl.DataFrame:
+    hours = (inputs.end - inputs.start).total_seconds() / 3600.0
+    cap = inputs.capacity_gpus * hours
+    keep = ["node", "attainment", "entitled_gpu_hours", "received_gpu_hours", "demanded_gpu_hours"]
+    a = base_att.select(keep).join(_waits_by_bucket(base), on="node", how="left")
+    b = scen_att.select(keep).join(_waits_by_bucket(scen), on="node", how="left")
+    t = a.join(b, on="node", how="full", coalesce=True, suffix="_s").sort("node")
+    delta = pl.col("received_gpu_hours_s").fill_null(0.0) - pl.col("received_gpu_hours").fill_null(0.0)
+    tol = pl.max_horizontal(pl.lit(1.0), 0.005 * pl.col("received_gpu_hours").fill_null(0.0).abs())
+    moved, band = (delta, tol) if by == "received" else \
+        (pl.col("attainment_s").fill_null(0.0) - pl.col("attainment").fill_null(0.0), pl.lit(0.005))
+    out = t.select(
+        "node",
+        pl.col("attainment").alias("attainment_baseline"), pl.col("attainment_s").alias("attainment_scenario"),
+        pl.col("entitled_gpu_hours").alias("entitled_baseline_h"), pl.col("entitled_gpu_hours_s").alias("entitled_scenario_h"),
+        pl.col("demanded_gpu_hours").alias("demanded_baseline_h"), pl.col("demanded_gpu_hours_s").alias("demanded_scenario_h"),
+        pl.col("received_gpu_hours").alias("received_baseline_h"), pl.col("received_gpu_hours_s").alias("received_scenario_h"),
+        delta.alias("received_delta_h"),
+        (pl.col("received_gpu_hours") / cap if cap > 0 else pl.lit(None)).alias("cluster_share_baseline"),
+        (pl.col("received_gpu_hours_s") / cap if cap > 0 else pl.lit(None)).alias("cluster_share_scenario"),
+        pl.col("p50").alias("p50_wait_s_baseline"), pl.col("p50_s").alias("p50_wait_s_scenario"),
+        pl.col("p90").alias("p90_wait_s_baseline"), pl.col("p90_s").alias("p90_wait_s_scenario"),
+        pl.when(moved > band).then(pl.lit("gains")).when(moved < -band).then(pl.lit("loses")).otherwise(pl.lit("same"))
+        .alias("verdict"))
+    return out.with_columns(pl.col(c).cast(pl.Float64) for c in out.columns if c not in ("node", "verdict"))
+
+
+def metric_kind(metric: str) -> str:
+    """How a comparison metric is shown: pct (a fraction), dur (seconds), int or num."""
+    if metric in ("occupancy", "utilisation", "attainment.mean", "attainment.worst", "unallocated_occupancy_share"):
+        return "pct"
+    if "wait_s" in metric:
+        return "dur"
+    if metric in ("attainment.at_least_95", "preemptions"):
+        return "int"
+    return "num"
+
+
+def fmt_value(x, metric: str) -> str:
+    """A metric value for text output: shares as %, seconds as durations, the rest as numbers."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    kind = metric_kind(metric)
+    if kind == "pct":
+        return f"{100 * x:.1f} %"
+    if kind == "dur":
+        from .explain import _dur
+
+        return _dur(x)
+    return f"{x:,.0f}" if kind == "int" else f"{x:,.1f}"

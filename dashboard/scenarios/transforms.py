@@ -1,0 +1,139 @@
+"""What each scenario kind changes: the workload (requests, min runtimes) or the budget tree (shares, versions).
+
+Pure functions of frames and trees (no Streamlit, no store access). Invariants:
+- inputs are never mutated: each returns a new frame / tree;
+- ``rightsize`` never raises a request and never touches run times, submit times or usage columns; a job
+  whose usage is unknown keeps its request;
+- ``with_multipliers`` keeps every version of the tree and adds one per multiplier date; a version's leaf
+  shares are the tree's in force at that instant times the bucket's latest multiplier; internal nodes,
+  guarantees and caps are untouched (the loop moves budget between sibling teams, never across groups).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+
+import polars as pl
+
+from engine import budget_tree as bt
+
+GIB = float(1 << 30)
+USAGE_COLUMNS = ("used_cpu_s", "used_mem_gbs", "used_gpu_s")
+
+
+def with_usage(jobs: pl.DataFrame) -> pl.DataFrame:
+    """Add what each job used, from the log, before any request changes: ``used_cpu_s`` (CPU-seconds),
+    ``used_mem_gbs`` (peak RSS x run time, GB-seconds) and ``used_gpu_s`` (GPUs x mean utilisation x run time);
+    null where the log does not know. The engine carries extra columns through, so both runs keep them."""
+    run = pl.col("elapsed_s").cast(pl.Float64)
+    cols = [pl.col("cpu_seconds_used").cast(pl.Float64).alias("used_cpu_s") if "cpu_seconds_used" in jobs.columns
+            else pl.lit(None, dtype=pl.Float64).alias("used_cpu_s"),
+            (pl.col("max_rss_bytes").cast(pl.Float64) / 1e9 * run).alias("used_mem_gbs")
+            if "max_rss_bytes" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_mem_gbs"),
+            (pl.coalesce("req_gpus", "alloc_gpus").cast(pl.Float64) * pl.col("mean_gpu_util").cast(pl.Float64) * run)
+            .alias("used_gpu_s") if "mean_gpu_util" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_gpu_s")]
+    return jobs.with_columns(cols)
+
+
+def rightsize(jobs: pl.DataFrame, margin: float = 0.2, gpus: str = "whole") -> pl.DataFrame:
+    """Requests replaced by use x (1 + margin) (see ``spec``): CPUs, memory, and small GPU users' GPU count."""
+    run = pl.col("elapsed_s").cast(pl.Float64)
+    f = 1.0 + margin
+    used_cpus = pl.col("cpu_seconds_used").cast(pl.Float64) / run
+    new_cpus = pl.max_horizontal((used_cpus * f).ceil(), pl.lit(1.0))
+    req_cpus = pl.col("req_cpus").cast(pl.Float64)
+    cpus = (pl.when(used_cpus.is_not_null() & (run > 0) & req_cpus.is_not_null())
+            .then(pl.min_horizontal(new_cpus, req_cpus)).otherwise(req_cpus))
+    req_mem = pl.col("req_mem_bytes").cast(pl.Float64)
+    new_mem = pl.max_horizontal((pl.col("max_rss_bytes").cast(pl.Float64) * f / GIB).ceil(), pl.lit(1.0)) * GIB
+    mem = (pl.when(pl.col("max_rss_bytes").is_not_null() & req_mem.is_not_null())
+           .then(pl.min_horizontal(new_mem, req_mem)).otherwise(req_mem))
+    out = jobs.with_columns(cpus.alias("req_cpus"), mem.alias("req_mem_bytes"))
+    if gpus != "keep" and "mean_gpu_util" in jobs.columns:
+        req_g = pl.col("req_gpus").cast(pl.Float64)
+        need = req_g * pl.col("mean_gpu_util").cast(pl.Float64) * f
+        single = pl.col("nodes").fill_null(1) <= 1 if "nodes" in jobs.columns else pl.lit(True)
+        small = single & (req_g >= 1) & need.is_not_null() & (need < 1.0)
+        # engine requests are milli-GPUs: a fraction is rounded up to 1/1000 of a GPU (and at least 1/100)
+        value = pl.lit(1.0) if gpus == "whole" else pl.max_horizontal((need * 1000).ceil() / 1000, pl.lit(0.01))
+        out = out.with_columns(pl.when(small).then(pl.min_horizontal(value, req_g)).otherwise(req_g).alias("req_gpus"))
+    # the engine falls back to alloc_* when a request is null: keep them consistent with the new requests
+    return out.with_columns(*(pl.coalesce(r, a).alias(a) for r, a in
+                              (("req_cpus", "alloc_cpus"), ("req_mem_bytes", "alloc_mem_bytes"),
+                               ("req_gpus", "alloc_gpus")) if a in out.columns and r in out.columns))
+
+
+def set_min_runtimes(jobs: pl.DataFrame, by_class: dict[str, float]) -> pl.DataFrame:
+    """Every job of a listed class gets that min runtime (seconds), whatever the log or budget file said."""
+    if not by_class:
+        return jobs
+    mr = pl.col("min_runtime_s").cast(pl.Float64) if "min_runtime_s" in jobs.columns else pl.lit(None, pl.Float64)
+    expr = pl.col("job_class").replace_strict({k: float(v) for k, v in by_class.items()}, default=None,
+                                              return_dtype=pl.Float64)
+    return jobs.with_columns(pl.coalesce(expr, mr).alias("min_runtime_s"))
+
+
+def patch_tree(budgets, shares: dict, guaranteed: dict):
+    """A copy of the tree with the given shares / guarantees in every version (unknown paths: ignored)."""
+    if not shares and not guaranteed:
+        return budgets
+
+    def patch(node: bt.BudgetNode) -> bt.BudgetNode:
+        changes: dict = {"children": tuple(patch(c) for c in node.children)}
+        if node.path in shares:
+            changes["share"] = float(shares[node.path])
+        if node.path in guaranteed:
+            changes["guaranteed_gpus"] = float(guaranteed[node.path]) or None
+        return dataclasses.replace(node, **changes)
+
+    return dataclasses.replace(budgets, versions=tuple(dataclasses.replace(v, root=patch(v.root))
+                                                       for v in budgets.versions))
+
+
+def unknown_paths(budgets: bt.BudgetTree, paths) -> list[str]:
+    known = {p for v in budgets.versions for p in v.root.index}
+    return sorted(p for p in paths if p not in known)
+
+
+def with_multipliers(tree: bt.BudgetTree, multipliers: pl.DataFrame) -> bt.BudgetTree:
+    """The tree with ``multipliers`` (effective_from, bucket, multiplier) applied as effective-dated versions."""
+    if multipliers.is_empty():
+        return tree
+    dates = sorted(set(multipliers["effective_from"].to_list()))
+    cuts = sorted({v.start for v in tree.versions if v.start is not None} | set(dates))
+    rows = multipliers.sort("effective_from").iter_rows(named=True)
+    by_date: dict[dt.datetime, dict[str, float]] = {}
+    for r in rows:
+        by_date.setdefault(r["effective_from"], {})[r["bucket"]] = float(r["multiplier"])
+
+    def in_force(t) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for d in dates:
+            if d <= t:
+                out.update(by_date[d])
+        return out
+
+    def scaled(root: bt.BudgetNode, mult: dict[str, float]) -> bt.BudgetNode:
+        def walk(node):
+            kids = tuple(walk(c) for c in node.children)
+            share = node.share * mult[node.path] if node.is_leaf and node.path in mult else node.share
+            return dataclasses.replace(node, children=kids, share=share)
+        return walk(root)
+
+    versions = [tree.versions[0]] + [bt.BudgetVersion(t, scaled(tree.at(t), in_force(t))) for t in cuts]
+    return dataclasses.replace(tree, versions=tuple(versions))
+
+
+def stability(multipliers: pl.DataFrame) -> pl.DataFrame:
+    """Per bucket: periods, final multiplier, largest step, direction reversals (a step up then a step down or
+    the reverse, each larger than 1e-9), and ``oscillating`` = two or more reversals."""
+    schema = {"bucket": pl.String, "periods": pl.UInt32, "final": pl.Float64, "min": pl.Float64, "max": pl.Float64,
+              "largest_step": pl.Float64, "reversals": pl.UInt32, "oscillating": pl.Boolean}
+    rows = []
+    for (b,), g in multipliers.sort("effective_from").group_by("bucket", maintain_order=True):
+        m = [1.0] + g["multiplier"].to_list()
+        steps = [y - x for x, y in zip(m, m[1:]) if abs(y - x) > 1e-9]
+        rev = sum(1 for x, y in zip(steps, steps[1:]) if math.copysign(1, x) != math.copysign(1, y))
+        rows.append((b, len(m) - 1, m[-1], min(m), max(m), max((abs(s) for s in steps), default=0.0), rev, rev >= 2))
+    return pl.DataFrame(rows, schema=schema, orient="row").sort("bucket")
