@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queries.ingest import IngestError, common, detect_format, ingest, sacct
+from queries.ingest import IngestError, common, detect_format, ingest, sacct, textio
 from queries.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "sacct"
@@ -382,8 +382,8 @@ def test_reading_a_path_equals_reading_its_bytes(tmp_path, name, delim, n):
     snow = tmp_path / "snow.txt"
     snow.write_bytes(data.replace(b"|", "☃".encode()))
     for path, raw, d in ((FIX / name, data, delim), (snow, snow.read_bytes(), "☃")):
-        f1, l1, b1 = common.read_delimited(path, d, n)
-        f2, l2, b2 = common.read_delimited(raw, d, n)
+        f1, l1, b1 = textio.read_delimited(path, d, n)
+        f2, l2, b2 = textio.read_delimited(raw, d, n)
         every = pl.Series(range(1, len(l1) + 1))
         assert f1.equals(f2) and l1.text(every).equals(l2.text(every)) and b1 == b2
         assert len(l1) == f1.height == data.count(b"\n")
