@@ -10,8 +10,8 @@ Invariants:
 """
 from __future__ import annotations
 
-import gzip
 import mmap
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,15 +21,43 @@ from .common import align_chunks
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """Whole file (``.gz`` transparently decompressed); ``IngestError`` if it cannot be read."""
+    """Whole file (``.gz`` transparently decompressed); ``IngestError`` if it cannot be read, naming the first
+    incomplete line of a truncated or corrupt ``.gz``."""
     from . import IngestError
 
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
-        return gzip.decompress(data) if str(path).endswith(".gz") else data
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise IngestError(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}") from exc
+            return gunzip(path, fh) if str(path).endswith(".gz") else fh.read()
+    except OSError as exc:
+        raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from exc
+
+
+def gunzip(path: str | Path, fh) -> bytes:
+    """Decompress every gzip member of the open file ``fh``, streaming, so that a truncated file still yields
+    the text before the cut and the ``IngestError`` names the first incomplete line exactly."""
+    from . import IngestError
+
+    out: list[bytes] = []
+    d = None  # the decompressor of the member in progress
+    try:
+        while chunk := fh.read(1 << 20):
+            while chunk:
+                if d is None:
+                    if not chunk.strip(b"\0"):
+                        break  # zero padding after the last member, as some tools write
+                    d = zlib.decompressobj(wbits=31)
+                out.append(d.decompress(chunk))
+                chunk = b""
+                if d.eof:  # this member ended; any bytes left start the next one
+                    chunk, d = d.unused_data, None
+        if d is not None:
+            out.append(d.flush())
+            raise EOFError("compressed data ends before the end-of-stream marker")
+    except (EOFError, zlib.error) as exc:
+        complete = sum(c.count(b"\n") for c in out)
+        raise IngestError(path, f"truncated or corrupt gzip data after {complete} complete lines ({exc})",
+                          line=complete + 1) from exc
+    return b"".join(out)
 
 
 def read_head(path: str | Path, limit: int = 1 << 20) -> tuple[bytes, bool]:
