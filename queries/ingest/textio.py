@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -172,15 +173,19 @@ def read_delimited(source: bytes | str | Path, delimiter: str,
         data = buf = bytes(buf).replace(delim_b, sep)
     names = [f"f{i}" for i in range(n_columns)]
     bad: list[tuple[int, str]] = []
-    try:
-        fields = _read_fields(data, sep, names)
-    except pl.exceptions.ComputeError:
-        data, bad = _blank_invalid_utf8(bytes(buf))
-        if not bad:
-            raise
-        buf = data
-        fields = _read_fields(data, sep, names)
-    lines = Lines(buf, sep if sep != delim_b else None, delimiter)
+    placeholder = sep if sep != delim_b else None
+    # the newline scan runs beside Polars' read (which releases the GIL): two passes over the text, one wall
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        scan = pool.submit(Lines, buf, placeholder, delimiter)
+        try:
+            fields = _read_fields(data, sep, names)
+        except pl.exceptions.ComputeError:
+            data, bad = _blank_invalid_utf8(bytes(buf))
+            if not bad:
+                raise
+            buf = data
+            fields = _read_fields(data, sep, names)
+        lines = scan.result() if not bad else Lines(buf, placeholder, delimiter)
     if fields.height != len(lines):  # both keep every physical line; guard the assumption
         raise ValueError(f"line split mismatch: {len(lines)} lines vs {fields.height} rows")
     if sep != delim_b:
