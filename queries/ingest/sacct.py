@@ -1,9 +1,9 @@
 """Slurm ``sacct`` text dumps -> canonical jobs (``schema.JOBS``), one job per allocation with its steps rolled up.
 
 Input: ``sacct --parsable2`` or ``--parsable`` (trailing delimiter) with any ``--delimiter`` (``|``, ``☃``,
-tab, ...), with or without a header, optionally ``.gz``. Field names are case-insensitive; ``%width``
-suffixes are ignored. Blank lines and lines starting with ``#`` are not data rows. sacct's fixed-width
-(non-parsable) output is refused with a hint.
+tab, ...), with or without a header, optionally ``.gz`` (a truncated one fails naming its first incomplete
+line). Field names are case-insensitive; ``%width`` suffixes are ignored. Blank lines and lines starting with
+``#`` are not data rows. sacct's fixed-width (non-parsable) output is refused with a hint.
 
 Options (``parse(path, fields=, delimiter=, tz=)``, unknown options ignored):
 - ``fields``: comma list of column names as given to ``sacct --format``, for a file without header
