@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from queries.ingest import IngestError, alibaba, detect_format, ingest
+from queries.ingest import IngestError, alibaba, detect_format, ingest, openb
 from queries.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "alibaba"
@@ -129,7 +129,7 @@ def test_pai_directory_ingests_with_explicit_format(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- openb
 def test_openb_pods_by_hand():
-    res = alibaba.parse_openb(OPENB / "openb_pod_list_tiny.csv")
+    res = openb.parse_openb(OPENB / "openb_pod_list_tiny.csv")
     assert res.cluster == "openb"
     assert (res.rows_read, res.rows_accepted, res.rejects.height) == (11, 5, 6)
     jobs = jobs_by_id(res)
@@ -154,7 +154,7 @@ def test_openb_pods_by_hand():
 
 
 def test_openb_request_only_pod_list():
-    res = alibaba.parse_openb(OPENB / "openb_pod_list_requests.csv")
+    res = openb.parse_openb(OPENB / "openb_pod_list_requests.csv")
     jobs = jobs_by_id(res)
     assert jobs["r0"]["req_gpus"] == pytest.approx(0.46) and jobs["r1"]["req_gpus"] == 8.0
     assert {j["state"] for j in jobs.values()} == {"PENDING"}
@@ -162,7 +162,7 @@ def test_openb_request_only_pod_list():
 
 
 def test_openb_nodes_by_hand():
-    res = alibaba.parse_openb(OPENB / "openb_node_list_tiny.csv")
+    res = openb.parse_openb(OPENB / "openb_node_list_tiny.csv")
     assert (res.rows_read, res.rows_accepted) == (4, 3)
     nodes = {r["node"]: r for r in res.nodes.iter_rows(named=True)}
     assert (nodes["n1"]["cpus"], nodes["n1"]["gpus"], nodes["n1"]["gpu_type"]) == (96.0, 8.0, "V100M32")
@@ -174,13 +174,13 @@ def test_openb_bad_header(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_millis\nr0,1,1,1,1\n")
     with pytest.raises(IngestError) as err:
-        alibaba.parse_openb(path)
+        openb.parse_openb(path)
     assert err.value.line == 1 and err.value.field == "gpu_milli"
 
 
 def test_sniffers():
-    assert alibaba.sniff_openb((OPENB / "openb_node_list_tiny.csv").read_bytes(), "whatever.csv")
-    assert alibaba.sniff_openb((OPENB / "openb_pod_list_tiny.csv").read_bytes(), "whatever.csv")
+    assert openb.sniff_openb((OPENB / "openb_node_list_tiny.csv").read_bytes(), "whatever.csv")
+    assert openb.sniff_openb((OPENB / "openb_pod_list_tiny.csv").read_bytes(), "whatever.csv")
     assert alibaba.sniff_pai((PAI / "pai_task_table.csv").read_bytes(), "renamed.csv")
     assert alibaba.sniff_pai(b"", "pai_job_table.csv")
     assert not alibaba.sniff_pai(b"job_id,submit\n1,2\n", "jobs.csv")
@@ -214,7 +214,7 @@ def test_openb_real_node_layout(shared_data, tmp_path):
 def test_openb_real_pod_lists(shared_data, name):
     path = shared_data / "gpu-clusters" / "alibaba-gpu-v2023" / f"openb_pod_list_{name}.csv"
     rows = _csv_rows(path)
-    res = alibaba.parse_openb(path)
+    res = openb.parse_openb(path)
     assert res.rows_read == res.rows_accepted == res.jobs.height == len(rows)
     want_gpus = sum(int(r["num_gpu"]) * int(r["gpu_milli"]) / 1000 for r in rows)
     assert res.jobs["req_gpus"].sum() == pytest.approx(want_gpus)

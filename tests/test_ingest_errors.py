@@ -144,3 +144,64 @@ def test_pai_table_without_job_table(tmp_path, store):
     manifest = (store / MANIFEST).read_bytes()
     task = FIX / "alibaba" / "pai" / "pai_task_table.csv"
     fails_cleanly(cli(str(task), "--store", str(store)), store, manifest, str(task), "pai_job_table")
+
+
+# ------------------------------------------------------------------ Slurm exports through the CLI
+SACCT = FIX / "sacct"
+
+
+def _gzip_cut(path: Path, text: bytes, keep: float) -> int:
+    """Write a gzip of ``text`` cut after ``keep`` of its bytes; return the lines that survive whole."""
+    data = gzip.compress(text)
+    cut = data[: int(len(data) * keep)]
+    path.write_bytes(cut)
+    import zlib
+
+    return zlib.decompressobj(wbits=31).decompress(cut).count(b"\n")
+
+
+def test_truncated_sacct_gzip_names_file_and_line(tmp_path, store):
+    manifest = (store / MANIFEST).read_bytes()
+    lines = (SACCT / "gpu_cluster.txt").read_bytes().split(b"\n")
+    body = b"\n".join([lines[0]] + [line for _ in range(4000) for line in lines[1:] if line]) + b"\n"
+    path = tmp_path / "sacct.txt.gz"
+    complete = _gzip_cut(path, body, 0.6)
+    assert complete > 1000
+    line = fails_cleanly(cli(str(path), "--store", str(store), "--format", "sacct"), store, manifest,
+                         f"{path}:{complete + 1}:", "truncated")
+    assert f"after {complete} complete lines" in line
+
+
+def test_truncated_sacct_json_gzip_names_file_and_line(tmp_path, store, shared_data):
+    manifest = (store / MANIFEST).read_bytes()
+    src = shared_data / "sacct" / "sarc-json" / "versions" / "slurm_21_8_8.json"
+    path = tmp_path / "sacct.json.gz"
+    complete = _gzip_cut(path, src.read_bytes(), 0.5)
+    fails_cleanly(cli(str(path), "--store", str(store), "--format", "sacct-json"), store, manifest,
+                  f"{path}:{complete + 1}:", "truncated")
+
+
+def test_sacct_missing_state_column_names_file_line_and_field(tmp_path, store):
+    manifest = (store / MANIFEST).read_bytes()
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobName|Elapsed\n1|a|00:01:00\n")
+    line = fails_cleanly(cli(str(path), "--store", str(store), "--format", "sacct"), store, manifest)
+    assert line == f"quotaloop ingest: {path}:1: State: required column missing"
+
+
+def test_sacct_rejects_through_the_cli(tmp_path, store):
+    """bad_rows.txt: 17 data lines, 4 accepted, 13 rejected (hand-counted in tests/test_ingest_sacct.py)."""
+    src = SACCT / "bad_rows.txt"
+    r = cli(str(src), "--store", str(store), "--cluster", "lab", "--json")
+    assert r.returncode == 0, r.stderr
+    [s] = json.loads(r.stdout)
+    assert (s["format"], s["rows_read"], s["rows_accepted"], s["rows_rejected"], s["jobs"]) == ("sacct", 17, 4, 13, 2)
+    rej = Store(store).read("rejects").filter(pl.col("source_file") == str(src)).sort("line")
+    assert rej.height == 13 and set(rej["cluster"]) == {"lab"}
+    assert rej.select("line", "field").row(0) == (4, None) and rej.select("line", "field").row(-1) == (19, "JobID")
+    log = Store(store).read("ingest_log").filter(pl.col("source_file") == str(src)).row(0, named=True)
+    assert (log["rows_read"], log["rows_accepted"], log["rows_rejected"]) == (17, 4, 13)
+    # the plain summary line says the same
+    plain = cli(str(src), "--store", str(store), "--cluster", "lab")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == f"{src}: sacct: read 17 = accepted 4 + rejected 13; 2 jobs, 0 samples, 0 nodes"

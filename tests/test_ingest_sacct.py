@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queries.ingest import IngestError, common, detect_format, ingest, sacct
+from queries.ingest import IngestError, common, detect_format, ingest, sacct, textio
 from queries.store import Store
 
 FIX = Path(__file__).parent / "fixtures" / "sacct"
@@ -382,8 +382,8 @@ def test_reading_a_path_equals_reading_its_bytes(tmp_path, name, delim, n):
     snow = tmp_path / "snow.txt"
     snow.write_bytes(data.replace(b"|", "☃".encode()))
     for path, raw, d in ((FIX / name, data, delim), (snow, snow.read_bytes(), "☃")):
-        f1, l1, b1 = common.read_delimited(path, d, n)
-        f2, l2, b2 = common.read_delimited(raw, d, n)
+        f1, l1, b1 = textio.read_delimited(path, d, n)
+        f2, l2, b2 = textio.read_delimited(raw, d, n)
         every = pl.Series(range(1, len(l1) + 1))
         assert f1.equals(f2) and l1.text(every).equals(l2.text(every)) and b1 == b2
         assert len(l1) == f1.height == data.count(b"\n")
@@ -668,3 +668,23 @@ def test_cli_json_and_unreadable_file(tmp_path, repo):
     empty = subprocess.run([sys.executable, "-m", "dashboard.cli", "ingest", str(FIX / "empty.txt"), "--store",
                             str(store), "--format", "sacct"], cwd=repo, capture_output=True, text=True)
     assert empty.returncode != 0 and empty.stderr.strip().endswith("empty.txt:1: empty file: no header and no data line")
+
+
+def test_ingest_command_keeps_freed_pages_only_before_polars_loads(repo):
+    """``quotaloop ingest`` asks Polars' jemalloc to keep freed pages (set before Polars is imported); an explicit
+    setting wins, and a process that already loaded Polars (which sets its own value) is left alone."""
+    probe = ("import os, sys\n"
+             "from dashboard.commands import ingest\n"
+             "pre = sys.argv[1]\n"
+             "if pre == 'polars': import polars\n"
+             "if pre == 'explicit': os.environ['_RJEM_MALLOC_CONF'] = 'narenas:1'\n"
+             "before = os.environ.get('_RJEM_MALLOC_CONF')\n"
+             "ingest._keep_freed_pages()\n"
+             "print(before, os.environ.get('_RJEM_MALLOC_CONF'))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "_RJEM_MALLOC_CONF"}
+    out = {pre: subprocess.run([sys.executable, "-c", probe, pre], cwd=repo, env=env, capture_output=True,
+                               text=True).stdout.split() for pre in ("fresh", "explicit", "polars")}
+    assert out["fresh"] == ["None", "dirty_decay_ms:-1,muzzy_decay_ms:-1"]
+    assert out["explicit"] == ["narenas:1", "narenas:1"]
+    before, after = out["polars"]
+    assert before == after and after != "dirty_decay_ms:-1,muzzy_decay_ms:-1"

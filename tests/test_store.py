@@ -236,3 +236,59 @@ def _fresh(tmp_path: Path, n: int):
     root = tmp_path / f"store-{n}"
     populate(root)
     return root, (root / MANIFEST).read_bytes(), snapshot(root), manifest_files(root)
+
+
+def test_layout_is_partitioned_by_cluster_and_month_and_read_by_duckdb(tmp_path):
+    """Jobs by cluster and submit month, samples by cluster and sample month, each file sorted by its key; the
+    DuckDB views of ``queries.connect`` show exactly the rows ``Store.read`` does."""
+    import queries
+
+    root = tmp_path / "store"
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("cluster,job_id,submit\n"
+                    "a,j3,2024-01-31T23:59:59Z\na,j1,2024-01-02T00:00:00Z\na,j2,2024-02-01T00:00:00Z\n"
+                    "b,j1,2024-03-15T12:00:00Z\nb,j0,2024-03-01T00:00:00Z\n")
+    samples = tmp_path / "samples.csv"
+    samples.write_text("cluster,job_id,ts,interval_s,cpu_used\n"
+                       "a,j3,2024-02-01T00:00:10Z,60,1\na,j3,2024-01-31T23:59:59Z,60,1\na,j1,2024-01-02T00:01:00Z,60,2\n")
+    ingest([jobs, samples], root, fmt="auto")
+    live = Store(root).manifest()["tables"]
+
+    def dirs(table):
+        return sorted(r.rsplit("/", 1)[0] for r in live[table])
+
+    assert dirs("jobs") == ["jobs/cluster=a/month=2024-01", "jobs/cluster=a/month=2024-02",
+                            "jobs/cluster=b/month=2024-03"]
+    assert dirs("samples") == ["samples/cluster=a/month=2024-01", "samples/cluster=a/month=2024-02"]
+    expected = {"jobs/cluster=a/month=2024-01": ["j1", "j3"], "jobs/cluster=a/month=2024-02": ["j2"],
+                "jobs/cluster=b/month=2024-03": ["j0", "j1"]}
+    for rel in live["jobs"]:
+        f = pl.read_parquet(root / rel)
+        assert f["job_id"].to_list() == expected[rel.rsplit("/", 1)[0]], rel  # sorted by job_id
+        assert f["cluster"].n_unique() == 1 and f["submit"].dt.strftime("%Y-%m").n_unique() == 1
+    jan = pl.read_parquet(root / next(r for r in live["samples"] if "2024-01" in r))
+    assert jan.select("job_id", "ts").rows() == sorted(jan.select("job_id", "ts").rows())
+    con = queries.connect(root)
+    try:
+        for table in ("jobs", "samples"):
+            via_duckdb = con.sql(f"select * from {table}").pl().sort(pl.all())
+            assert via_duckdb.equals(Store(root).read(table).sort(pl.all())), table
+    finally:
+        con.close()
+
+
+def test_sacct_reingest_is_idempotent_and_another_cluster_appends(tmp_path):
+    """The same dump twice under one cluster keeps one copy; under a second cluster the same job ids are new
+    jobs of that cluster (jobs are keyed by cluster and id)."""
+    root = tmp_path / "store"
+    dump = FIX / "sacct" / "gpu_cluster.txt"
+    ingest([dump], root, cluster="a")
+    before = snapshot(root)
+    ingest([dump], root, cluster="a")
+    assert same(snapshot(root), before)
+    ingest([dump], root, cluster="b")
+    jobs = Store(root).read("jobs")
+    assert jobs.group_by("cluster").len().sort("cluster").rows() == [("a", 5), ("b", 5)]
+    assert jobs.filter(pl.col("cluster") == "a").sort(pl.all()).equals(before["jobs"])
+    assert sorted(jobs.filter(pl.col("cluster") == "b")["job_id"]) == sorted(before["jobs"]["job_id"])
+    assert data_files(root) == manifest_files(root) | {MANIFEST}

@@ -82,7 +82,7 @@ _PARSERS = {
     "sacct-json": ("sacct_json", "parse"),
     "swf": ("swf", "parse"),
     "pai": ("alibaba", "parse_pai"),
-    "openb": ("alibaba", "parse_openb"),
+    "openb": ("openb", "parse_openb"),
     "csv": ("canonical", "parse_csv"),
     "parquet": ("canonical", "parse_parquet"),
     "samples": ("canonical", "parse_samples"),
@@ -99,7 +99,7 @@ def _parser(fmt: str):
 
 def detect_format(path: str | Path) -> str:
     """Guess a file's format from its name and first bytes; ``IngestError`` if nothing matches."""
-    from . import alibaba, canonical, sacct, sacct_json, swf
+    from . import alibaba, canonical, openb, sacct, sacct_json, swf
 
     path = Path(path)
     try:
@@ -119,7 +119,7 @@ def detect_format(path: str | Path) -> str:
         ("parquet", canonical.sniff_parquet),
         ("sacct-json", sacct_json.sniff),
         ("swf", swf.sniff),
-        ("openb", alibaba.sniff_openb),
+        ("openb", openb.sniff_openb),
         ("pai", alibaba.sniff_pai),
         ("samples", canonical.sniff_samples),
         ("csv", canonical.sniff_csv),

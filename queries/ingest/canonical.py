@@ -22,13 +22,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import zlib
 from pathlib import Path
 
 import polars as pl
 
 from .. import schema
 from . import IngestError, Parsed
+from .textio import gunzip
 
 REQUIRED = {"jobs": ("job_id", "submit"), "samples": ("job_id", "ts"), "nodes": ("node",)}
 MAX_COUNT = 1e6          # CPUs or GPUs in one job/node: above this the value is a unit error, not a machine
@@ -55,7 +55,7 @@ def read_text(path: str | Path) -> tuple[str, bool]:
         magic = fh.read(2)
         fh.seek(0)
         if magic == b"\x1f\x8b":
-            data = _gunzip(path, fh)
+            data = gunzip(path, fh)
         else:
             data = fh.read()
     try:
@@ -63,32 +63,6 @@ def read_text(path: str | Path) -> tuple[str, bool]:
     except UnicodeDecodeError:
         text, bad = data.decode("utf-8", errors="replace"), True
     return text.removeprefix("\ufeff"), bad
-
-
-def _gunzip(path: Path, fh) -> bytes:
-    """Decompress every gzip member, streaming, so that a truncated file still yields the text before the cut
-    and the error names the first incomplete line exactly."""
-    out: list[bytes] = []
-    d = None  # the decompressor of the member in progress
-    try:
-        while chunk := fh.read(1 << 20):
-            while chunk:
-                if d is None:
-                    if not chunk.strip(b"\0"):
-                        break  # zero padding after the last member, as some tools write
-                    d = zlib.decompressobj(wbits=31)
-                out.append(d.decompress(chunk))
-                chunk = b""
-                if d.eof:  # this member ended; any bytes left start the next one
-                    chunk, d = d.unused_data, None
-        if d is not None:
-            out.append(d.flush())
-            raise EOFError("compressed data ends before the end-of-stream marker")
-    except (EOFError, zlib.error) as exc:
-        complete = sum(c.count(b"\n") for c in out)
-        raise IngestError(path, f"truncated or corrupt gzip data after {complete} complete lines ({exc})",
-                          line=complete + 1) from exc
-    return b"".join(out)
 
 
 def first_failure(checks: list[tuple[pl.Expr, str, pl.Expr | str]]) -> tuple[pl.Expr, pl.Expr]:

@@ -28,6 +28,7 @@ import polars as pl
 from .. import schema
 from . import IngestError, Parsed
 from . import common as c
+from . import textio
 
 MAX_COUNT = 1e6
 MAX_BYTES = float(2**60)
@@ -222,7 +223,7 @@ def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
 
 
 def parse(path, **_) -> Parsed:
-    data = c.read_bytes(path)
+    data = textio.read_bytes(path)
     if not data.strip():
         raise IngestError(path, "empty file", line=1)
     try:
