@@ -252,4 +252,3 @@ def test_hpc2n_ingest_into_store_end_to_end(shared_data, tmp_path):
     assert jobs.height == 202_871 and jobs["cluster"].unique().to_list() == ["hpc2n-seth"]
     nodes = store.read("nodes")
     assert nodes.height == 120 and nodes["cpus"].sum() == 240  # MaxProcs 240 at 2 per node
-    assert took < 30, f"HPC2N ingest took {took:.1f} s"
