@@ -44,11 +44,12 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
     from . import metrics, result
     from .core import Simulator
     from .pool import Pool
+    from .tenants import gpu_cap
     from .workload import prepare
 
     cfg = (config or SimConfig()).validated()
     pool = Pool(load_cluster(cluster))
-    wl = prepare(workload, pool)
+    wl = prepare(workload, pool, gpu_cap(cfg.budgets))
     # The run allocates millions of small tuples that never form cycles: the cyclic GC would only re-scan them.
     was_enabled = gc.isenabled()
     gc.disable()

@@ -185,6 +185,12 @@ class Simulator:
                 if not full and self.cfg.policy != "fcfs":
                     full = not self._same_head(t, new)
                 self.schedule(t, full, new)
+        if len(queue):  # no event left can start them: say which instead of returning a half-finished run
+            from .config import ConfigError
+
+            ids = [str(self.wl.job_id[j]) for j in sorted(queue.jobs())[:3]]
+            raise ConfigError(f"workload: {len(queue)} job(s) can never start (job_id {', '.join(ids)}, ...): "
+                              "a budget version in force while they wait caps them below their request")
 
     def _same_head(self, now, new) -> bool:
         """A non-FCFS order allows an incremental pass when at most one job arrived behind the same blocked

@@ -154,76 +154,74 @@ class TenantQueue:
             if u:
                 for i in chains[bucket[accounts[a]]]:
                     usage[i] += u
-        # per-bucket iterators over the accounts that map to it
+        # per-bucket FIFOs (one account: its dict; several: an index-ordered merge) and pending counts per node
         per_bucket: dict[int, list] = {}
         rem = [0] * n
         for a, q in self.funded.items():
             if q:
                 b = bucket[accounts[a]]
-                per_bucket.setdefault(b, []).append(a)
+                per_bucket.setdefault(b, []).append(q)
                 for i in chains[b]:
                     rem[i] += len(q)
         if not per_bucket:
             return
-        heads = {b: _Merge([self.funded[a] for a in accts]) for b, accts in per_bucket.items()}
-        frac, children, paths, parent = ten.frac, ten.children, ten.paths, ten.parent
+        heads = {b: iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs) for b, qs in per_bucket.items()}
+        frac, children, paths = ten.frac, ten.children, ten.paths
         horizon = sim.cfg.lookback_s
         charge, est = sim.charge, sim.limit_left
-        # one heap of (key, stamp, child) per internal node; a child's entry is stale once its stamp moved on
-        stamp = [0] * n
-        heaps: dict[int, list] = {}
-
-        def key(c):
-            f = frac[c]
-            return (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
-
-        for c in range(1, n):
-            if rem[c] > 0:
-                heaps.setdefault(parent[c], []).append((key(c), 0, c))
-        for h in heaps.values():
-            heapq.heapify(h)
-        push, pop = heapq.heappush, heapq.heappop
         capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
         reason, note, status = sim.reason, sim.note, sim.status
         total = sum(rem[c] for c in children[0])
         while total > 0:
+            # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
+            # zero-fraction children after the others; ties by path): the trees are shallow and narrow
             node = 0
             while children[node]:
-                h = heaps[node]
-                while True:
-                    _, st, c = h[0]
-                    if st == stamp[c] and rem[c] > 0:
-                        break
-                    pop(h)
-                node = c
-            j = heads[node].pop()
-            total -= 1
-            for i in chains[node]:
-                rem[i] -= 1
+                best = bkey = None
+                for c in children[node]:
+                    if rem[c] > 0:
+                        f = frac[c]
+                        k = (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
+                        if bkey is None or k < bkey:
+                            best, bkey = c, k
+                node = best
+            # nothing changes the keys until a job starts, so the descent would pick this bucket again: offer
+            # its jobs in order until one starts (or it has none left)
             cn = capped[node]
-            if cn and any(held[i] + req_g[j] > cap[i] for i in cn):
-                # held back by a borrowing cap: left out of this pass's order
-                if reason[j] != "quota":
-                    note(j, "quota")
+            taken = 0
+            started = False
+            for j in heads[node]:
+                taken += 1
+                if cn:
+                    g = req_g[j]
+                    if any(held[i] + g > cap[i] for i in cn):
+                        # held back by a borrowing cap: left out of this pass's order
+                        if reason[j] != "quota":
+                            note(j, "quota")
+                        continue
+                hint = self.hint
+                if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
+                    r = hint(j)
+                    if r is False:
+                        return
+                    if r is not None:
+                        if reason[j] != r:
+                            note(j, r)
+                        continue
+                yield j
+                if status[j] == RUNNING:
+                    started = True
+                    break
+            total -= taken
+            chain = chains[node]
+            for i in chain:
+                rem[i] -= taken
+            if not started:
+                rem[node] = 0  # exhausted (the counts already say so; kept explicit for the descent)
                 continue
-            hint = self.hint
-            if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
-                r = hint(j)
-                if r is False:
-                    return
-                if r is not None:
-                    if reason[j] != r:
-                        note(j, r)
-                    continue
-            yield j
-            if status[j] != RUNNING:
-                continue  # not started: the bucket's standing is unchanged, it offers its next job
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
-            for i in chains[node]:
+            for i in chain:
                 usage[i] += proj
-                stamp[i] += 1
-                if rem[i] > 0:
-                    push(heaps[parent[i]], (key(i), stamp[i], i))
 
     # ------------------------------------------------------------------ DRF
     def _drf(self, now):

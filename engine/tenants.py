@@ -33,6 +33,31 @@ def to_tree(budgets):
     return bt.BudgetTree((bt.BudgetVersion(None, _root_from_dict(budgets)),))
 
 
+def gpu_cap(budgets):
+    """``account -> milli-GPUs`` (the largest request any budget version lets the account start under the
+    ``max_gpus`` caps on its path; None = uncapped), or None when no node has a cap."""
+    tree = to_tree(budgets)
+    if tree is None or not any(n.max_gpus is not None for v in tree.versions for n in v.root.walk()):
+        return None
+
+    def cap(account):
+        best = 0.0
+        for v in tree.versions:
+            root = v.root
+            path = bt.resolve(root, "(none)" if account is None else account)
+            if path == bt.UNBUDGETED:
+                return None
+            parts = path.split("/")
+            caps = [root.index["/".join(parts[:i])].max_gpus for i in range(1, len(parts) + 1)]
+            caps = [c for c in caps if c is not None]
+            if not caps:
+                return None
+            best = max(best, min(caps) * 1000.0)
+        return best
+
+    return cap
+
+
 def _root_from_dict(spec: dict) -> bt.BudgetNode:
     from .config import ConfigError
 

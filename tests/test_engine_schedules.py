@@ -98,7 +98,7 @@ def test_skipped_jobs_are_counted_not_simulated():
     res = simulate(w, Cluster.procs(4), SimConfig())
     assert res.jobs["job_name"].to_list() == ["ok"]
     assert res.metrics["jobs_skipped_by_reason"] == {"never_ran": 0, "no_runtime": 1, "no_size": 1, "no_submit": 0,
-                                                     "too_large": 1, "unfinished": 1}
+                                                     "too_large": 1, "unfinished": 1, "over_cap": 0}
     assert res.metrics["jobs_skipped"] == 4
 
 
