@@ -25,7 +25,7 @@ HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactl
 
 class PassState:
     __slots__ = ("blocked", "stopped", "T", "extra", "limit", "failed", "n_failed_short", "profile", "nres",
-                 "now")
+                 "now", "lower")
 
     def __init__(self):
         self.blocked = None
@@ -36,6 +36,7 @@ class PassState:
         self.failed = {}
         self.n_failed_short = 0
         self.profile = None
+        self.lower = None  # passes_profile: request shape -> earliest-start lower bounds by duration
         self.nres = 0
         self.now = None
 
@@ -227,6 +228,7 @@ def node_pass(sim, now, jobs, st):
             return r
         return None
 
+    hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # for policy._skip
     hinted = HINTS and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint

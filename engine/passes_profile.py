@@ -46,6 +46,21 @@ def profile_pass(sim, now, jobs, st):
         order = _sort_backfill(sim, jobs)
     if procs and not capped:
         return _scalar_profile_loop(sim, now, order, st, prof, inv)
+    if st.lower is None:
+        st.lower = {}
+    lower, shape = st.lower, sim.shape
+
+    def earliest(j, nodes, g, c, m, dur):
+        fr = lower.get(shape[j])
+        if fr is None:
+            fr = lower[shape[j]] = ([], [])
+        lb = _lower_bound(fr, dur)
+        if lb == INF:
+            return INF, None
+        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur, lb if lb > now else None)
+        _record(fr, dur, t)
+        return t, pl
+
     for j in order:
         if capped and sim.over_cap(j):
             note(j, "quota")
@@ -54,10 +69,10 @@ def profile_pass(sim, now, jobs, st):
         nodes = grp[1] if not sim.gang[j] else grp[2]
         g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
         dur = est[j] * inv if st.nres else est[j]
-        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur)
+        t, pl = earliest(j, nodes, g, c, m, dur)
         if t == now:
             if dur != est[j]:  # place on the real limit; the stretched one only gated the start
-                t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+                t, pl = earliest(j, nodes, g, c, m, est[j])
             prof.reserve(pl, now, now + est[j])
             sim.start(j, now, pl)
             started.append(j)
@@ -75,7 +90,7 @@ def profile_pass(sim, now, jobs, st):
         if st.nres >= sim.depth:
             continue
         if dur != est[j]:
-            t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+            t, pl = earliest(j, nodes, g, c, m, est[j])
         st.nres += 1
         if t < INF:
             prof.reserve(pl, t, t + est[j])
@@ -151,6 +166,29 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
             sim.start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
             started.append(j)
     return started
+
+
+# Within a pass (and the incremental passes continuing it) the profile only loses capacity, so the earliest start
+# found for a request shape and duration d is a lower bound for the same shape with any duration >= d: each
+# shape keeps that frontier (durations and earliest starts, both strictly increasing) and searches start there.
+def _lower_bound(fr, dur) -> float:
+    durs, ts = fr
+    i = bisect.bisect_right(durs, dur)
+    return ts[i - 1] if i else -INF
+
+
+def _record(fr, dur, t) -> None:
+    durs, ts = fr
+    i = bisect.bisect_right(durs, dur)
+    if i and ts[i - 1] >= t:
+        return  # implied by a shorter or equal duration already
+    if i and durs[i - 1] == dur:
+        i -= 1
+    k = i
+    while k < len(durs) and ts[k] <= t:
+        k += 1
+    durs[i:k] = [dur]
+    ts[i:k] = [t]
 
 
 def _chain(head, rest):

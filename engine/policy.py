@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 
 INF = float("inf")
 RUNNING = 2  # core.RUNNING (not imported: core imports this module)
@@ -131,15 +132,16 @@ class TenantQueue:
 
     def order(self, now):
         yield from (self._drf(now) if self.drf else self._fairshare(now))
-        hint = self.hint
+        reason, note = self.sim.reason, self.sim.note
         for j in self.free.order(now):
+            hint = self.hint
             if hint is not None:
-                r = hint(j)
+                r = _skip(hint, j)
                 if r is False:
                     return
                 if r is not None:
-                    if self.sim.reason[j] != r:
-                        self.sim.note(j, r)
+                    if reason[j] != r:
+                        note(j, r)
                     continue
             yield j
 
@@ -188,20 +190,20 @@ class TenantQueue:
             # nothing changes the keys until a job starts, so the descent would pick this bucket again: offer
             # its jobs in order until one starts (or it has none left)
             cn = capped[node]
+            # integer milli-GPUs: held + g > cap  <=>  g > floor(cap) - held, for the tightest cap on the path
+            room = min(math.floor(cap[i]) - held[i] for i in cn) if cn else None
             taken = 0
             started = False
             for j in heads[node]:
                 taken += 1
-                if cn:
-                    g = req_g[j]
-                    if any(held[i] + g > cap[i] for i in cn):
-                        # held back by a borrowing cap: left out of this pass's order
-                        if reason[j] != "quota":
-                            note(j, "quota")
-                        continue
+                if room is not None and req_g[j] > room:
+                    # held back by a borrowing cap: left out of this pass's order
+                    if reason[j] != "quota":
+                        note(j, "quota")
+                    continue
                 hint = self.hint
                 if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
-                    r = hint(j)
+                    r = _skip(hint, j)
                     if r is False:
                         return
                     if r is not None:
@@ -250,6 +252,16 @@ class TenantQueue:
             h[2] += sim.req_m[j]
             if m.left:
                 heapq.heappush(heap, (_dominant(h, tot, ten.frac[b]), path, b, h))
+
+
+def _skip(hint, j):
+    """``hint(j)`` with its commonest answer inlined: a shape that already failed outright in this pass."""
+    if hint.state.n_failed_short >= hint.n_shapes:
+        return False
+    f = hint.failed.get(hint.shape[j])
+    if f is not None and f != "long":
+        return f
+    return hint(j)
 
 
 def _dominant(h, tot, frac) -> float:

@@ -160,3 +160,63 @@ def test_fairshare_order_equals_reference_small(w, b, backfill):
     finally:
         policy.TenantQueue._fairshare = original
     assert_same(fast, ref)
+
+
+# ------------------------------------------------------------------------------------------ reference profile search
+def _node_min_free(prof, n, t0, t1):
+    """Minimum free (g, c, m) on node n over [t0, t1) from the slot lists, by scanning every slot."""
+    ts, fs = prof.times[n], prof.free[n]
+    out = None
+    for k, s in enumerate(ts):
+        e = ts[k + 1] if k + 1 < len(ts) else float("inf")
+        if e > t0 and s < t1:  # slot [s, e) overlaps the window
+            out = fs[k] if out is None else tuple(min(a, b) for a, b in zip(out, fs[k]))
+    return out
+
+
+def reference_earliest(self, nodes, gang, g, c, m, dur, start=None):
+    """``Profile.earliest`` by brute force: every slot boundary from now on is a candidate start, in time order;
+    best fit on one node (least g, c, m left over the window, then node order) or whole idle nodes in gang order.
+    It ignores ``start`` (the optimised search's lower bound) on purpose: the bound must never change a result."""
+    p = self.pool
+    cands = sorted({self.now} | {t for n in self.times for t in self.times[n] if t >= self.now})
+    for t in cands:
+        if not gang:
+            best = None
+            for n in nodes:
+                if n not in self.times:
+                    continue
+                lo = _node_min_free(self, n, t, t + dur)
+                if lo[0] >= g and lo[1] >= c and lo[2] >= m:
+                    key = (lo[0] - g, lo[1] - c, lo[2] - m)
+                    if best is None or key < best[0]:
+                        best = (key, n)
+            if best is not None:
+                return t, ((best[1], g, c, m),)
+        else:
+            out, sg, sc, sm = [], 0, 0, 0
+            for n in nodes:
+                if n not in self.times:
+                    continue
+                cap = (p.cap_g[n], p.cap_c[n], p.cap_m[n])
+                if _node_min_free(self, n, t, t + dur) != cap:
+                    continue
+                out.append((n, *cap))
+                sg, sc, sm = sg + cap[0], sc + cap[1], sm + cap[2]
+                if sg >= g and sc >= c and sm >= m:
+                    return t, tuple(out)
+    return float("inf"), None
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_conservative_profile_search_equals_brute_force(monkeypatch, seed):
+    import engine.profile as profile
+
+    w = random_gpu_workload(100 + seed, 70, horizon_s=1500.0)
+    cfg = SimConfig(backfill="conservative", reservation_depth=(None, 3)[seed % 4 == 3],
+                    walltime_margin=(0.0, 0.2)[seed % 2], policy=("fcfs", "fairshare")[seed % 3 == 2],
+                    budgets=BUDGETS[0] if seed % 3 == 2 else None,
+                    node_events=((NodeEvent(600.0, "node003", "fail"),) if seed % 5 == 0 else ()))
+    fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "earliest", reference_earliest, profile.Profile)
+    assert fast.jobs["reserved_start"].null_count() < fast.jobs.height  # reservations were made
+    assert_same(fast, ref)
