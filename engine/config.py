@@ -72,6 +72,8 @@ class SimConfig:
     backfill: str = "easy"
     reservation_depth: int | None = None      # None: 1 for easy, every queued job for conservative
     backfill_order: str = "queue"
+    backfill_max_job_test: int | None = None  # Slurm's bf_max_job_test: jobs tested per pass after the first
+    #                                           blocked one (None = all: exact EASY / conservative)
     walltime_margin: float = 0.0              # a backfilled job must fit time_limit / (1 - margin) in its hole
     budgets: object = None                    # BudgetTree | BudgetNode | {path: share | {share, guaranteed_gpus, max_gpus}}
     min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
@@ -128,6 +130,9 @@ class SimConfig:
                 bad("reservation_depth", f"must be an integer >= 1, got {self.reservation_depth!r}")
             if self.backfill == "none":
                 bad("reservation_depth", "needs backfill easy or conservative")
+        k = self.backfill_max_job_test
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+            bad("backfill_max_job_test", f"must be an integer >= 0, got {k!r}")
         t = self.preemption_threshold
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0.0 <= t < 1.0):
             bad("preemption_threshold", f"must be a fraction in [0, 1), got {t!r}")

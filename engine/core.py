@@ -101,7 +101,7 @@ class Simulator:
         self.qstats = QueueStats()
         self.frag_g_seconds = 0.0
         self.whole_waiting = 0
-        self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0}
+        self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0, "backfill_cap_hits": 0}
         self._elig: dict = {}
         self._served_cache = (None, None)
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search

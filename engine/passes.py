@@ -25,7 +25,7 @@ HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactl
 
 class PassState:
     __slots__ = ("blocked", "stopped", "T", "extra", "limit", "failed", "n_failed_short", "profile", "nres",
-                 "now", "lower")
+                 "now", "lower", "tested")
 
     def __init__(self):
         self.blocked = None
@@ -38,6 +38,7 @@ class PassState:
         self.profile = None
         self.lower = None  # passes_profile: request shape -> earliest-start lower bounds by duration
         self.nres = 0
+        self.tested = 0    # backfill candidates examined so far (``backfill_max_job_test``)
         self.now = None
 
 
@@ -48,6 +49,23 @@ def choose(sim):
     if procs and not sim.budgeting_caps():
         return scalar_pass
     return node_pass
+
+
+def tested(sim, st, jobs):
+    """``jobs`` up to the pass's ``backfill_max_job_test`` (counted across incremental passes); a cut is counted."""
+    cap = sim.cfg.backfill_max_job_test
+    if cap is None:
+        return jobs
+    return _take(sim, st, jobs, cap)
+
+
+def _take(sim, st, jobs, cap):
+    for j in jobs:
+        if st.tested >= cap:
+            sim.counters["backfill_cap_hits"] += 1
+            return
+        st.tested += 1
+        yield j
 
 
 def _sort_backfill(sim, jobs):
@@ -109,8 +127,9 @@ def scalar_pass(sim, now, jobs, st):
     T, extra = st.T, st.extra
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     free = res[0]
-    for j in _sort_backfill(sim, it):
-        if free <= 0:
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    for j in tested(sim, st, _sort_backfill(sim, it)):
+        if free <= 0 and exact:
             break
         s = size[j]
         if s > free:
@@ -207,7 +226,8 @@ def node_pass(sim, now, jobs, st):
     reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
     procs = pool.cluster.procs_mode
     nothing_fits = sim.qstats.nothing_fits
-    if nothing_fits(pool):
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    if exact and nothing_fits(pool):
         return started
 
     def hint(j):
@@ -229,7 +249,7 @@ def node_pass(sim, now, jobs, st):
         return None
 
     hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # for policy._skip
-    hinted = HINTS and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+    hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint
     try:
@@ -246,8 +266,9 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
     reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
     nothing_fits = sim.qstats.nothing_fits
-    for j in _sort_backfill(sim, it):
-        if st.n_failed_short >= n_shapes:
+    exact = sim.cfg.backfill_max_job_test is None
+    for j in tested(sim, st, _sort_backfill(sim, it)):
+        if exact and st.n_failed_short >= n_shapes:
             break
         sh = shape[j]
         short = now + est[j] * inv <= T
@@ -277,7 +298,7 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
                     if n in st.limit:
                         x = st.limit[n]
                         st.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
-            if nothing_fits(pool):
+            if exact and nothing_fits(pool):
                 break
             continue
         if fits_now is None:

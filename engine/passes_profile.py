@@ -61,7 +61,13 @@ def profile_pass(sim, now, jobs, st):
         _record(fr, dur, t)
         return t, pl
 
+    cap = sim.cfg.backfill_max_job_test
     for j in order:
+        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if st.tested >= cap:
+                sim.counters["backfill_cap_hits"] += 1
+                break
+            st.tested += 1
         if capped and sim.over_cap(j):
             note(j, "quota")
             continue
@@ -108,7 +114,13 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
     depth = sim.depth
     started = []
     bisect_right = bisect.bisect_right
+    cap = sim.cfg.backfill_max_job_test
     for j in order:
+        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if st.tested >= cap:
+                sim.counters["backfill_cap_hits"] += 1
+                break
+            st.tested += 1
         s = size[j]
         e_j = est[j]
         dur = e_j * inv if st.nres else e_j

@@ -10,7 +10,7 @@ timeline frames on random workloads over many seeds. Pieces covered:
 """
 from __future__ import annotations
 
-import heapq
+import dataclasses
 
 import numpy as np
 import polars as pl
@@ -220,3 +220,29 @@ def test_conservative_profile_search_equals_brute_force(monkeypatch, seed):
     fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "earliest", reference_earliest, profile.Profile)
     assert fast.jobs["reserved_start"].null_count() < fast.jobs.height  # reservations were made
     assert_same(fast, ref)
+
+
+# ------------------------------------------------------------------------------------------ bf_max_job_test
+@SETTINGS
+@given(w=small_workloads(), backfill=st.sampled_from(["easy", "conservative"]),
+       policy_=st.sampled_from(["fcfs", "fairshare"]))
+def test_backfill_cap_beyond_the_queue_changes_nothing(w, backfill, policy_):
+    # a cap no pass can reach gives the exact (uncapped) schedule, although the capped scan takes no shortcut
+    cfg = SimConfig(policy=policy_, backfill=backfill, budgets=BUDGETS[0] if policy_ == "fairshare" else None)
+    cluster = Cluster.uniform(2, 4, 8)
+    exact = simulate(w, cluster, cfg)
+    capped = simulate(w, cluster, dataclasses.replace(cfg, backfill_max_job_test=10_000))
+    keep = ["job_id", "start", "end", "reserved_start", "node_list"]
+    assert exact.jobs.select(keep).equals(capped.jobs.select(keep))
+    assert capped.metrics["scheduler"]["backfill_cap_hits"] == 0
+
+
+@SETTINGS
+@given(w=small_workloads(), backfill=st.sampled_from(["easy", "conservative"]), cap=st.integers(0, 3))
+def test_backfill_cap_node_pass_on_one_node_equals_processor_mode(w, backfill, cap):
+    w = w.with_columns(pl.col("req_gpus").clip(1, 4))
+    cfg = SimConfig(backfill=backfill, backfill_max_job_test=cap)
+    procs = simulate(w, Cluster.procs(4, resource="gpus"), cfg)
+    node = simulate(w, Cluster.uniform(1, 4, 1000), cfg)
+    keep = ["job_id", "start", "end", "reserved_start"]
+    assert procs.jobs.select(keep).equals(node.jobs.select(keep))

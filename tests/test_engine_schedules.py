@@ -54,6 +54,24 @@ def test_easy_conservative_none_exact(backfill, depth, expected, layout):
     assert col(res, "end") == {k: v + 10 if k != "D" else v + 20 for k, v in expected.items()}
 
 
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+@pytest.mark.parametrize("layout", ["procs", "node"])
+def test_backfill_max_job_test_caps_the_scan(backfill, layout):
+    # Slurm's bf_max_job_test. At t=3 the blocked head is B; with a cap of 1 only C is tested after it, so D is
+    # not considered (EASY would backfill it at 3). At 10 C is the blocked head and D, tested first, does not fit
+    # C's reservation at 20 (no extra processors), so it waits for C: the no-backfill schedule. A cap of 2
+    # reaches D at t=3 again.
+    cluster = Cluster.procs(4) if layout == "procs" else Cluster.uniform(1, 0, 4)
+    one = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill, backfill_max_job_test=1))
+    assert starts(one) == {"A": 0, "B": 10, "C": 20, "D": 30}
+    assert one.metrics["scheduler"]["backfill_cap_hits"] >= 1
+    assert one.metrics["params"]["backfill_max_job_test"] == 1
+    two = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill, backfill_max_job_test=2))
+    full = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill))
+    assert starts(two) == starts(full)
+    assert full.metrics["scheduler"]["backfill_cap_hits"] == 0
+
+
 def test_reservations_and_wait_reasons():
     easy = simulate(jobs(EASY_VS_CONS), Cluster.procs(4), SimConfig(backfill="easy"))
     # B got the EASY reservation at t=1 (10, when A ends). C became the reserved job at t=10 after B started:
@@ -254,6 +272,7 @@ def test_drf_serves_the_smallest_dominant_share():
     (SimConfig(reservation_depth=0), "reservation_depth"),
     (SimConfig(backfill="none", reservation_depth=2), "reservation_depth"),
     (SimConfig(walltime_margin=1.0), "walltime_margin"),
+    (SimConfig(backfill_max_job_test=-1), "backfill_max_job_test"),
     (SimConfig(min_runtime_s="eight hours"), "min_runtime_s"),
     (SimConfig(checkpoint_interval_s=-5), "checkpoint_interval_s"),
     (SimConfig(node_events=[(10, "nope", "fail")]), "node_events[0].node"),

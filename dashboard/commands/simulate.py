@@ -3,7 +3,7 @@
     quotaloop simulate --store DIR | --workload FILE [--format swf|sacct|csv]
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
-        [--backfill-order queue|area|smallest] [--budgets budgets.toml] [--min-runtime DURATION]
+        [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml] [--min-runtime DURATION]
         [--checkpoint-interval DURATION] [--walltime-margin FRACTION] [--seed N] --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
@@ -38,6 +38,8 @@ def register(sub):
     p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
     p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
+    p.add_argument("--bf-max-job-test", type=int, metavar="K", help="test at most K backfill candidates per pass "
+                                                                      "(Slurm's bf_max_job_test; default: all, exact)")
     p.add_argument("--budgets", metavar="TOML", help="budget tree: shares, guarantees, min runtimes per class")
     p.add_argument("--quota", default="none", choices=["none", "guarantee"],
                    help="guarantee: guaranteed GPUs protected, work beyond them reclaimable (needs --budgets)")
@@ -128,7 +130,7 @@ def run(args) -> int:
     cluster = _cluster(args, nodes)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
-        backfill_order=args.backfill_order, walltime_margin=args.walltime_margin, budgets=budgets,
+        backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test, walltime_margin=args.walltime_margin, budgets=budgets,
         quota=args.quota,
         min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
