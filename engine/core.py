@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 
 import numpy as np
@@ -89,7 +90,7 @@ class Simulator:
         self.depth = cfg.depth
         self.default_reason = "priority" if self.depth == 0 else "resources"
         self.preemptible: set[int] = set()
-        self.preemptible_on: dict[int, set] = {}  # node -> preemptible jobs holding resources there
+        self.preemptible_in: dict = {}    # placement group -> preemptible jobs holding resources on its nodes
         self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
         self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
         self.version = 0                  # bumps on every change of running jobs or node availability
@@ -106,6 +107,7 @@ class Simulator:
         self._served_cache = (None, None)
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
+        self._head_order = None
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
@@ -198,14 +200,21 @@ class Simulator:
         st = self.pstate
         if st is None or len(new) > 1 or self.depth > 1 or st.blocked is None or self.status[st.blocked] != QUEUED:
             return False
-        return next(iter(self.queue.order(now)), None) == st.blocked
+        order = iter(self.queue.order(now))
+        head = next(order, None)
+        self._head_order = (now, head, order)  # a full pass at this instant continues this order (same state)
+        return head == st.blocked
 
     def schedule(self, now, full, new) -> None:
         self.counters["passes"] += 1
+        ho, self._head_order = self._head_order, None
         if full or self.pstate is None:
             self.counters["full_passes"] += 1
             self.pstate = passes.PassState()
-            jobs = self.queue.order(now)
+            if ho is not None and ho[0] == now and ho[1] is not None:
+                jobs = itertools.chain((ho[1],), ho[2])
+            else:
+                jobs = self.queue.order(now)
         else:
             jobs = new
         started = self.pass_fn(self, now, jobs, self.pstate)
@@ -283,8 +292,10 @@ class Simulator:
             self.ledger.change(a, now, -self.charge[j])
         if j in self.preemptible:
             self.preemptible.discard(j)
+            groups = self.pool._node_groups
             for n, *_ in self.alloc[j]:
-                self.preemptible_on[n].discard(j)
+                for k in groups[n]:
+                    self.preemptible_in[k].discard(j)
         preempt.on_stop(self, j)
         self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful)
         self.run_s[j] += now - self.att_start[j]
@@ -329,8 +340,10 @@ class Simulator:
     def preempt_add(self, j) -> None:
         self.preemptible.add(j)
         self.preempt_added += 1
+        groups = self.pool._node_groups
         for n, *_ in self.alloc[j]:
-            self.preemptible_on.setdefault(n, set()).add(j)
+            for k in groups[n]:
+                self.preemptible_in.setdefault(k, set()).add(j)
 
     # ------------------------------------------------------------------ wait reasons
     def note(self, j, r) -> None:

@@ -264,7 +264,7 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
     pool = sim.pool
     est, note, shape = sim.limit_left, sim.note, sim.shape
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
-    reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
+    reason, bounds, place, place_in, over_cap = sim.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None
     for j in tested(sim, st, _sort_backfill(sim, it)):
@@ -287,9 +287,11 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
         if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
             pl = fits_now = None
         else:
-            nodes = grp[2] if gang else grp[1]
-            pl = place(nodes, gang, g, c, m, limit=None if short else st.limit)
-            fits_now = pl if short or pl is not None else place(nodes, gang, g, c, m)
+            if short or not st.limit:
+                pl = place_in(grp, gang, g, c, m)
+            else:  # EASY's extra resources cap what it may use on the reserved job's nodes
+                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=st.limit)
+            fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
             started.append(j)
@@ -318,10 +320,11 @@ def _place(pool, grp, gang, g, c, m, limit):
     if gang:
         if g > b[3] or c > b[4] or m > b[5]:
             return None
-        return pool.place(grp[2], True, g, c, m, limit=limit)
-    if g > b[0] or c > b[1] or m > b[2]:
+    elif g > b[0] or c > b[1] or m > b[2]:
         return None
-    return pool.place(grp[1], False, g, c, m, limit=limit)
+    if not limit:
+        return pool.place_in(grp, gang, g, c, m)
+    return pool.place(grp[2] if gang else grp[1], gang, g, c, m, limit=limit)
 
 
 def _why(sim, j) -> str:

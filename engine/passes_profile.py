@@ -89,7 +89,7 @@ def profile_pass(sim, now, jobs, st):
         if procs:
             fg, fc, _ = prof.free_now(nodes)
             note(j, "reservation" if fg >= g and fc >= c else "resources")
-        elif pool.place(nodes, sim.gang[j], g, c, m) is not None:
+        elif pool.place_in(grp, sim.gang[j], g, c, m) is not None:
             note(j, "reservation")
         else:
             note(j, _why(sim, j))

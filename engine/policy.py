@@ -133,12 +133,21 @@ class TenantQueue:
     def order(self, now):
         yield from (self._drf(now) if self.drf else self._fairshare(now))
         reason, note = self.sim.reason, self.sim.note
+        seen = failed = shape = state = None
+        n_shapes = 0
         for j in self.free.order(now):
             hint = self.hint
             if hint is not None:
-                r = _skip(hint, j)
-                if r is False:
+                if hint is not seen:
+                    seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                # _skip inlined: most unallocated jobs of a busy pass have a shape that already failed outright
+                if state.n_failed_short >= n_shapes:
                     return
+                r = failed.get(shape[j])
+                if r is None or r == "long":
+                    r = hint(j)
+                    if r is False:
+                        return
                 if r is not None:
                     if reason[j] != r:
                         note(j, r)

@@ -46,6 +46,7 @@ class Pool:
         self._node_groups = [[] for _ in range(self.n)]
         self._bounds: dict = {}
         self._groups: dict = {}
+        self._index: dict = {}  # group key -> {free milli-GPUs: set of available nodes} (``place_in``)
         self._parts = {p for p in cluster.partition if p}
         self._types = {t for t in cluster.gpu_type if t}
 
@@ -67,8 +68,11 @@ class Pool:
             g = (key, nodes, gang, total)
             self._groups[key] = g
             self.gepoch[key] = 0
+            idx = self._index[key] = {}
             for n in nodes:
                 self._node_groups[n].append(key)
+                if self.avail[n]:
+                    idx.setdefault(self.free_g[n], set()).add(n)
         return g
 
     def _touch(self, n) -> None:
@@ -130,6 +134,45 @@ class Pool:
             return None if best is None else ((best, g, c, m),)
         return self._gang(nodes, g, c, m, fg, fc, fm, limit)
 
+    def place_in(self, grp, gang, g, c, m):
+        """``place(grp's nodes, gang, g, c, m)`` on the live free lists, single-node requests by the free-GPU index:
+        the best fit is in the smallest free-GPU class that can hold g, least CPUs then memory left, lowest index."""
+        if gang:
+            return self._gang(grp[2], g, c, m, self.free_g, self.free_c, self.free_m, None)
+        idx = self._index[grp[0]]
+        fc, fm = self.free_c, self.free_m
+        for v in sorted(idx):
+            if v < g:
+                continue
+            best = None
+            for n in idx[v]:
+                b, d = fc[n], fm[n]
+                if b >= c and d >= m:
+                    key = (b - c, d - m, n)
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                return ((best[2], g, c, m),)
+        return None
+
+    def _reindex(self, n, old_g) -> None:
+        """Move node n to its free-GPU class (out of every class while it is not available)."""
+        new_g = self.free_g[n] if self.avail[n] else None
+        index = self._index
+        for k in self._node_groups[n]:
+            idx = index[k]
+            s = idx.get(old_g)
+            if s is not None and n in s:
+                s.discard(n)
+                if not s:
+                    del idx[old_g]
+            if new_g is not None:
+                s = idx.get(new_g)
+                if s is None:
+                    idx[new_g] = {n}
+                else:
+                    s.add(n)
+
     def _gang(self, order, g, c, m, fg, fc, fm, limit):
         cap_g, cap_c, cap_m, avail = self.cap_g, self.cap_c, self.cap_m, self.avail
         out, sg, sc, sm = [], 0, 0, 0
@@ -154,20 +197,26 @@ class Pool:
     def allocate(self, alloc) -> None:
         for n, g, c, m in alloc:
             self._touch(n)
+            old_g = self.free_g[n]
             self.free_g[n] -= g
             self.free_c[n] -= c
             self.free_m[n] -= m
             assert self.free_g[n] >= 0 and self.free_c[n] >= 0 and self.free_m[n] >= 0, "node over-allocated"
+            if g:
+                self._reindex(n, old_g)
             if self.track_stranded:
                 self._restrand(n)
 
     def release(self, alloc) -> None:
         for n, g, c, m in alloc:
             self._touch(n)
+            old_g = self.free_g[n]
             self.free_g[n] += g
             self.free_c[n] += c
             self.free_m[n] += m
             assert self.free_g[n] <= self.cap_g[n] and self.free_c[n] <= self.cap_c[n], "node over-released"
+            if g:
+                self._reindex(n, old_g)
             if self.track_stranded:
                 self._restrand(n)
 
@@ -176,7 +225,10 @@ class Pool:
 
     def set_avail(self, n, up: bool) -> None:
         self._touch(n)
+        was = self.avail[n]
         self.avail[n] = up
+        if was != up:
+            self._reindex(n, self.free_g[n])
         if self.track_stranded:
             self._restrand(n)
 

@@ -138,12 +138,7 @@ def _victims(sim, J, now):
     elig = sim.eligible(J)
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
     cands = []
-    near = set()  # preemptible jobs holding something on the nodes J may use
-    by_node = sim.preemptible_on
-    for n in elig:
-        s = by_node.get(n)
-        if s:
-            near |= s
+    near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
     for v in sorted(near):
         unfunded = min_rt[v] == 0
         if unfunded:
