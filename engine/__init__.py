@@ -41,7 +41,7 @@ def load_cluster(spec) -> Cluster:
 
 def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -> SimResult:
     """Simulate ``workload`` (canonical jobs frame) on ``cluster`` under ``config``; see ``SimResult``."""
-    from . import metrics, result
+    from . import attainment, metrics, result
     from .core import Simulator
     from .pool import Pool
     from .tenants import gpu_cap
@@ -61,7 +61,10 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
         m = metrics.compute(sim, wl)
         m["params"] = cfg.params()
         m["cluster"] = pool.cluster.describe()
-        return result.build(sim, wl, m)
+        res = result.build(sim, wl, m)
+        m["attainment"] = attainment.of_run(res.jobs, sim.budgeting.tree, m["capacity"], m["resource"],
+                                            cfg.lookback_s, history=cfg.attainment_history)
+        return res
     finally:
         if was_enabled:
             gc.enable()

@@ -84,6 +84,7 @@ class SimConfig:
     preemption_cost_factor: float = 1.0       # preempt only if waiting saved >= factor x funded work lost (0: always)
     quota: str = "none"                       # "guarantee": guaranteed_gpus protected, beyond = burst (reclaimable)
     lookback_s: float = WEEK_S                # fair-share usage window
+    attainment_history: bool = False          # also attainment per lookback-long window ending every day
     node_events: tuple = ()                   # NodeEvent items (or (time_s, node[, kind]) tuples)
     repair_time_s: float = 4 * 3600.0
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
@@ -170,6 +171,8 @@ class SimConfig:
                 bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
             events.append(NodeEvent(float(e.time_s), str(e.node), e.kind))
         changes["node_events"] = tuple(events)
+        if not isinstance(self.attainment_history, bool):
+            bad("attainment_history", f"must be true or false, got {self.attainment_history!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             bad("seed", f"must be an integer >= 0, got {self.seed!r}")
         return replace(self, **changes)
