@@ -213,7 +213,10 @@ def test_cli_simulate_store_with_budgets(tmp_path, capsys):
     assert set(jobs["budget_bucket"].unique().to_list()) == {"lab/vision", "lab/speech"}
     m = json.loads((out / "metrics.json").read_text())
     assert m["params"]["seed"] == 3 and m["params"]["checkpoint_interval_s"] == 1800
-    assert set(m["attainment"]["teams"]) == {"lab/vision", "lab/speech"}
+    # the rows of the log path's attainment table: the budget's leaves, plus "unbudgeted" (no demand here)
+    teams = m["attainment"]["teams"]
+    assert {k for k, t in teams.items() if t["kind"] == "node"} == {"lab/vision", "lab/speech"}
+    assert set(teams) == {"lab/vision", "lab/speech", "unbudgeted"} and teams["unbudgeted"]["demanded_hours"] == 0
 
 
 @pytest.mark.parametrize("argv, msg", [
