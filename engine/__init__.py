@@ -49,14 +49,15 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
 
     cfg = (config or SimConfig()).validated()
     pool = Pool(load_cluster(cluster))
-    wl = prepare(workload, pool, gpu_cap(cfg.budgets))
+    replay = cfg.replay == "logged"
+    wl = prepare(workload, pool, None if replay else gpu_cap(cfg.budgets), keep_all=replay)
     # The run allocates millions of small tuples that never form cycles: the cyclic GC would only re-scan them.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         sim = Simulator(wl, pool, cfg)
         sim.run()
-        last = max(sim.end_time) if sim.n else 0.0
+        last = max((e for e in sim.end_time if e is not None), default=0.0)
         sim.health.finish(last)
         m = metrics.compute(sim, wl)
         m["params"] = cfg.params()

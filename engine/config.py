@@ -20,6 +20,7 @@ POLICIES = ("fcfs", "priority", "fairshare", "drf")
 BACKFILLS = ("none", "easy", "conservative")
 BACKFILL_ORDERS = ("queue", "area", "smallest")
 QUOTA_MODES = ("none", "guarantee")
+REPLAYS = ("none", "logged")
 NODE_EVENT_KINDS = ("fail", "drain")
 DEFAULT_QOS_PRIORITY = {"urgent": 4.0, "high": 3.0, "normal": 2.0, "standard": 2.0, "low": 1.0,
                         "preemptible": 0.0, "scavenger": 0.0}
@@ -89,6 +90,7 @@ class SimConfig:
     repair_time_s: float = 4 * 3600.0
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
     qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
+    replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
     seed: int = 0
 
     def rng(self) -> np.random.Generator:
@@ -122,7 +124,8 @@ class SimConfig:
             raise ConfigError(f"{name}: {msg}")
 
         for name, allowed in (("policy", POLICIES), ("backfill", BACKFILLS),
-                              ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES)):
+                              ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES),
+                              ("replay", REPLAYS)):
             if getattr(self, name) not in allowed:
                 bad(name, f"{getattr(self, name)!r} is not one of {'|'.join(allowed)}")
         if self.reservation_depth is not None:

@@ -144,6 +144,11 @@ class Simulator:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> None:
+        if self.cfg.replay == "logged":
+            from . import replay
+
+            replay.run(self)
+            return
         if fastpath.applies(self):
             fastpath.run(self)
             return

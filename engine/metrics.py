@@ -69,8 +69,10 @@ def compute(sim, wl) -> dict:
     submit = wl.array("submit")
     first_start = sim.array("first_start")
     end_time = sim.array("end_time")
+    # every job starts and ends, except in the as-logged replay (jobs that never started: NaN, left out)
+    ran = ~np.isnan(first_start)
     first = float(submit.min()) if n else 0.0
-    last = float(end_time.max()) if n else 0.0
+    last = float(np.nanmax(end_time)) if ran.any() else first
     span = max(last - first, 0.0)
     down = sum(max(min(b, last) - max(a, first), 0.0) * cap_list[node] / 1000.0
                for node, a, b in sim.health.down_intervals)
@@ -87,10 +89,11 @@ def compute(sim, wl) -> dict:
     lost = float((lost_g if res == "gpus" else lost_c).sum()) / 1000.0
     useful = allocated - lost
 
-    waits = first_start - submit
-    run = wl.array("run")
-    bsld = np.maximum(1.0, (end_time - submit) / np.maximum(run, BSLD_THRESHOLD_S))
+    waits = (first_start - submit)[ran]
+    run = np.asarray(sim.run_s, dtype=float) if sim.cfg.replay == "logged" else wl.array("run")
+    bsld = np.maximum(1.0, (end_time - submit)[ran] / np.maximum(run[ran], BSLD_THRESHOLD_S))
     preemptions = sim.array("preemptions", np.int64)
+    cls_codes, cls_labels = _codes(wl)
     out: dict = {
         "resource": res,
         "capacity": float(cap_units),
@@ -103,9 +106,9 @@ def compute(sim, wl) -> dict:
         "occupancy": allocated / available if available > 0 else None,
         "utilisation": useful / available if available > 0 else None,
         "wait_s": _pct(waits),
-        "wait_s_by_class": _by(*_codes(wl), waits),
-        "wait_s_by_team": _by(wl.acct, wl.accounts, waits),
-        "bounded_slowdown_mean": float(bsld.mean()) if n else None,
+        "wait_s_by_class": _by(cls_codes[ran], cls_labels, waits),
+        "wait_s_by_team": _by(np.asarray(wl.acct, dtype=np.int64)[ran], wl.accounts, waits),
+        "bounded_slowdown_mean": float(bsld.mean()) if len(bsld) else None,
         "bounded_slowdown_threshold_s": BSLD_THRESHOLD_S,
         "unallocated_occupancy_share": free_alloc / allocated if allocated > 0 else None,
         "preemptions": int(preemptions.sum()),
@@ -113,7 +116,8 @@ def compute(sim, wl) -> dict:
         "jobs_preempted": int((preemptions > 0).sum()),
         "lost_gpu_hours": float(lost_g.sum()) / 1000.0 / 3600.0,
         "lost_cpu_hours": float(lost_c.sum()) / 1000.0 / 3600.0,
-        "timeouts": int(sum(wl.timeout)),
+        "timeouts": int(sum(bool(x) for x in wl.timeout)) if sim.cfg.replay != "logged" else
+        int(sum(1 for x in wl.state if x == "TIMEOUT")),
         "node_events": dict(sim.health.counts),
         "node_down_hours": sum(b - a for _, a, b in sim.health.down_intervals) / 3600.0,
         "scheduler": dict(sim.counters),

@@ -39,6 +39,7 @@ class Workload:
         self.skipped = skipped
         get = lambda c: x[c].to_list()  # noqa: E731
         self.submit, self.run, self.limit, self.timeout = get("__sub"), get("__run"), get("__lim"), get("__to")
+        self.raw_run = get("__raw")         # the logged run time (not capped at the limit): the as-logged replay
         self.req_g, self.req_c, self.req_m = get("__gm"), get("__cm"), get("__mm")
         acct = self._str("account").fill_null("(none)")
         self.accounts = sorted(acct.unique().to_list())
@@ -98,9 +99,10 @@ def _col(df: pl.DataFrame, name: str, dtype):
     return pl.col(name).cast(dtype, strict=False)
 
 
-def prepare(df: pl.DataFrame, pool, gpu_cap=None) -> Workload:
+def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Workload:
     """The engine's view of ``df`` on ``pool``; ``gpu_cap(account)`` is the largest GPU request (milli-GPUs)
-    any budget version lets the account start, or None for no cap."""
+    any budget version lets the account start, or None for no cap. ``keep_all`` (the as-logged replay) keeps
+    every job with a submit time, whatever its state, run time or size."""
     if not isinstance(df, pl.DataFrame):
         raise ConfigError(f"workload: expected a polars DataFrame, got {type(df).__name__}")
     if "submit" not in df.columns:
@@ -151,6 +153,8 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None) -> Workload:
               .when((pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)) & pl.col("__nostart")).then(pl.lit("never_ran"))
               .when(pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)).then(pl.lit("no_runtime"))
               .when((pl.col("__gm") <= 0) & (pl.col("__cm") <= 0)).then(pl.lit("no_size")))
+    if keep_all:
+        reason = pl.when(pl.col("__sub").is_null()).then(pl.lit("no_submit"))
     x = x.with_columns(reason.alias("__skip"))
     skipped = {r: 0 for r in SKIP_REASONS}
     for r, k in x.group_by("__skip").len().iter_rows():
@@ -175,6 +179,9 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None) -> Workload:
                              pl.Series("__bad", [v if isinstance(v, str) else None for v in verdicts], pl.String))
     x = x.join(keys, on=["__part", "__gtype", "__gm", "__cm", "__mm"], how="left", nulls_equal=True,
                maintain_order="left")
+    if keep_all:  # replayed on its logged nodes: the layout need not hold it
+        x = x.with_columns(pl.lit(None, dtype=pl.String).alias("__bad"))
+        verdicts = [v if not isinstance(v, str) else (pool.group(None, None), False) for v in verdicts]
     for r, k in x.filter(pl.col("__bad").is_not_null()).group_by("__bad").len().iter_rows():
         skipped[r] += k
     x = x.filter(pl.col("__bad").is_null())

@@ -50,6 +50,11 @@ def register(sub):
     p.add_argument("--walltime-margin", type=float, default=0.0, metavar="FRACTION",
                    help="a backfilled job must fit its limit / (1 - FRACTION) in the hole (e.g. 0.2)")
     p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
+    p.add_argument("--replay", default="none", choices=["none", "logged"],
+                   help="logged: replay the log's own schedule (logged starts, nodes, run times, states); "
+                        "the 'no policy change' baseline")
+    p.add_argument("--attainment-history", action="store_true",
+                   help="also report attainment per lookback-long window ending every day")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -135,7 +140,8 @@ def run(args) -> int:
         min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
                                else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
-        lookback_s=parse_duration(args.lookback, "--lookback"), seed=args.seed)
+        lookback_s=parse_duration(args.lookback, "--lookback"), replay=args.replay,
+        attainment_history=args.attainment_history, seed=args.seed)
     res = simulate(jobs, cluster, cfg)
     out = res.write(args.out)
     m = res.metrics
