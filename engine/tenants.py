@@ -155,6 +155,7 @@ class Budgeting:
 
     def __init__(self, budgets, accounts, origin_us: int | None):
         self.tree = to_tree(budgets)
+        self._k = 0
         accounts = list(accounts)
         if self.tree is None:
             self.starts, self.versions = [float("-inf")], [Tenants(None, accounts)]
@@ -172,9 +173,12 @@ class Budgeting:
     def at(self, t: float) -> Tenants:
         if len(self.versions) == 1:
             return self.versions[0]
-        k = 0
-        while k + 1 < len(self.starts) and self.starts[k + 1] <= t:
+        starts, k = self.starts, self._k  # the clock mostly moves forward: start from the last answer
+        if starts[k] > t:
+            k = 0
+        while k + 1 < len(starts) and starts[k + 1] <= t:
             k += 1
+        self._k = k
         return self.versions[k]
 
     def min_runtime(self, job_class, account):
@@ -220,7 +224,20 @@ class Ledger:
     def window_all(self, t: float) -> list:
         """``window`` of every account at t (cached per instant: starts and stops at t do not change it)."""
         if self._all_t != t:
-            self._all = [self.window(a, t) for a in range(len(self.rate))]
+            # ``window`` inlined for every account: this runs at every scheduling instant
+            lo = t - self.L
+            out = []
+            ninf = float("-inf")
+            for a, h in enumerate(self.hist):
+                k = self.ptr[a]
+                last = len(h) - 1
+                while k < last and h[k + 1][0] <= lo:
+                    k += 1
+                self.ptr[a] = k
+                t0, c0, r0 = h[k]
+                before = c0 + r0 * (lo - t0) if t0 > ninf else 0.0
+                out.append(self.cum[a] + self.rate[a] * (t - self.last[a]) - before)
+            self._all = out
             self._all_t = t
         return self._all
 
