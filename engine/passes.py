@@ -207,7 +207,7 @@ def node_pass(sim, now, jobs, st):
     started = []
     if st.stopped:
         return started
-    capped = sim.budgeting_caps() and sim.cfg.policy != "fairshare"  # the fair-share order applies caps itself
+    capped = sim.budgeting_caps()
     it = iter(jobs)
     if st.blocked is None:
         for j in it:

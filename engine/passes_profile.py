@@ -32,7 +32,7 @@ def profile_pass(sim, now, jobs, st):
     prof = st.profile
     est, note = sim.limit_left, sim.note
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
-    capped = sim.budgeting_caps() and sim.cfg.policy != "fairshare"  # the fair-share order applies caps itself
+    capped = sim.budgeting_caps()
     started = []
     jobs = iter(jobs)
     if st.blocked is None:

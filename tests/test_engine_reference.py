@@ -246,3 +246,30 @@ def test_backfill_cap_node_pass_on_one_node_equals_processor_mode(w, backfill, c
     node = simulate(w, Cluster.uniform(1, 4, 1000), cfg)
     keep = ["job_id", "start", "end", "reserved_start"]
     assert procs.jobs.select(keep).equals(node.jobs.select(keep))
+
+
+# ------------------------------------------------------------------------------------------ borrowing caps
+def _check_caps(res, budgets):
+    """Sweep the timeline: the GPUs held under every budget node with ``max_gpus`` never exceed it."""
+    caps = {p: v["max_gpus"] for p, v in budgets.items() if isinstance(v, dict) and "max_gpus" in v}
+    acct = dict(zip(res.jobs["job_id"].to_list(), res.jobs["account"].to_list()))
+    events = []
+    for jid, s, e, g in res.timeline.select("job_id", "start", "end", "gpus").iter_rows():
+        events += [(s, 1, jid, g), (e, 0, jid, -g)]
+    held = {p: 0.0 for p in caps}
+    for _, _, jid, g in sorted(events):
+        a = acct[jid]
+        for p in caps:
+            if a == p or a.startswith(p + "/"):
+                held[p] += g
+                assert held[p] <= caps[p] + 1e-9, f"{p} holds {held[p]} GPUs > max_gpus {caps[p]}"
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("policy_", ["fairshare", "fcfs", "drf"])
+def test_borrowing_caps_are_never_exceeded(seed, policy_):
+    w = random_gpu_workload(300 + seed, 160)
+    cfg = SimConfig(policy=policy_, backfill=("easy", "conservative")[seed % 2], budgets=BUDGETS[1],
+                    min_runtime_s=(None, 0.0)[seed % 3 == 0])
+    res = simulate(w, GPU_CLUSTER, cfg)
+    _check_caps(res, BUDGETS[1])
