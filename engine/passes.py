@@ -249,8 +249,13 @@ def node_pass(sim, now, jobs, st):
             return False
         sh = shape[j]
         f = failed.get(sh)
-        if f is not None and f != "long":
-            return f
+        if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
+            if f != "long":
+                return f
+            if now + est[j] * inv > T:
+                return "reservation"
+        if capped and over_cap(j):
+            return "quota"
         g, c, m = req_g[j], req_c[j], req_m[j]
         b = bounds(group[j])
         if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
