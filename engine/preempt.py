@@ -163,6 +163,20 @@ def _victims(sim, J, now):
     gang = sim.gang[J]
     nodes = grp[2] if gang else grp[1]
     g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
+    # releasing more jobs never makes a fit impossible: if J does not fit with every candidate gone, no search
+    # through them can succeed (the common case on a busy cluster), so test that once first
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    touched_all = set()
+    for *_, v in cands:
+        for n, a, b, d in sim.alloc[v]:
+            fg[n] += a
+            fc[n] += b
+            fm[n] += d
+            if n in elig and pool.avail[n]:
+                touched_all.add(n)
+    if not touched_all or pool.place(nodes if gang else sorted(touched_all), gang, g, c, m,
+                                     free=(fg, fc, fm)) is None:
+        return None
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     chosen = []
     placement = None
