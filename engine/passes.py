@@ -225,9 +225,12 @@ def node_pass(sim, now, jobs, st):
             if sim.depth == 0:
                 st.stopped = True
                 return started
-            st.T, st.limit = sim.cached_reservation(j, _reservation)
-            if st.T < INF and sim.reserved[j] is None:
-                sim.reserved[j] = st.T
+            if sim.reserved[j] is None:  # its first reservation is part of the output
+                st.T, st.limit = sim.cached_reservation(j, _reservation)
+                if st.T < INF:
+                    sim.reserved[j] = st.T
+            else:
+                st.T = None  # computed when first needed (``reservation_time``)
             break
         else:
             return started
@@ -252,7 +255,7 @@ def node_pass(sim, now, jobs, st):
         if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
             if f != "long":
                 return f
-            if now + est[j] * inv > T:
+            if now + est[j] * inv > st.T:  # a "long" entry means a job was examined: T is known
                 return "reservation"
         if capped and over_cap(j):
             return "quota"
@@ -287,6 +290,8 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
     for j in tested(sim, st, _sort_backfill(sim, it)):
         if exact and st.n_failed_short >= n_shapes:
             break
+        if T is None:
+            T = reservation_time(sim, st)
         sh = shape[j]
         short = now + est[j] * inv <= T
         f = failed.get(sh)
@@ -329,6 +334,16 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
             r = "reservation"
         if reason[j] != r:
             note(j, r)
+
+
+def reservation_time(sim, st) -> float:
+    """The blocked job's reservation T (node passes compute it lazily: many passes examine no other job).
+
+    Nothing started since the job blocked (a start needs T first), so the free resources and running jobs are
+    those it blocked on and the value is the one an eager computation would have given."""
+    if st.T is None:
+        st.T, st.limit = sim.cached_reservation(st.blocked, _reservation)
+    return st.T
 
 
 def _place(pool, grp, gang, g, c, m, limit):

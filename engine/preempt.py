@@ -219,7 +219,7 @@ def _victims(sim, J, now):
                 el = now - sim.att_start[v]
                 sunk += (el - (math.floor(el / ci) * ci if ci else 0.0)) * sum(x[k] for x in sim.alloc[v])
         st = sim.pstate
-        T = st.T if st is not None and st.blocked == J else INF
+        T = passes.reservation_time(sim, st) if st is not None and st.blocked == J else INF
         gain = (T - now) * (sim.req_g[J] if k == 1 else sim.req_c[J])
         if factor * sunk > gain:
             return None
