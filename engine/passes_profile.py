@@ -113,7 +113,10 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
     ts, fs = prof.times, prof.free
     depth = sim.depth
     started = []
-    bisect_right = bisect.bisect_right
+    bisect_right, bisect_left = bisect.bisect_right, bisect.bisect_left
+    if st.lower is None:
+        st.lower = {}
+    lower = st.lower
     cap = sim.cfg.backfill_max_job_test
     for j in order:
         if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
@@ -124,8 +127,13 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
         s = size[j]
         e_j = est[j]
         dur = e_j * inv if st.nres else e_j
-        # earliest start: first run of slots with free >= s covering dur
-        k, last = 0, len(ts) - 1
+        # earliest start: first run of slots with free >= s covering dur, from the size's lower bound on
+        fr = lower.get(s)
+        if fr is None:
+            fr = lower[s] = ([], [])
+        lb = _lower_bound(fr, dur)
+        last = len(ts) - 1
+        k = bisect_left(ts, lb) if lb > now else 0
         t0 = INF
         while k <= last:
             if fs[k] < s:
@@ -142,6 +150,7 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
                 break
             k = e + 1
             t0 = INF
+        _record(fr, dur, t0)
         if t0 == now:
             t = now
         else:

@@ -286,3 +286,25 @@ def test_fair_share_hints_change_nothing_on_random_months(monkeypatch, seed):
     cfg = SimConfig(policy="fairshare", backfill="easy", budgets=BUDGETS[1 + seed % 2], lookback_s=1500)
     fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "HINTS", False, passes)
     assert_same(fast, ref)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=small_workloads(), depth=st.sampled_from([None, 2, 3]), margin=st.sampled_from([0.0]))
+def test_processor_mode_conservative_equals_brute_force_on_one_node(w, depth, margin):
+    # margin 0 only: with a walltime margin and depth-K the two modes already differed before the profile
+    # search was optimised (a known discrepancy, reported; see the engine's report)
+    # the inlined processor-count profile loop (with its lower bounds) against the node profile on one node
+    # searched by brute force
+    import engine.profile as profile
+
+    w = w.with_columns(pl.col("req_gpus").clip(1, 6)).drop("min_runtime_s")  # no preemption: the profile alone
+    cfg = SimConfig(backfill="conservative", reservation_depth=depth, walltime_margin=margin)
+    procs = simulate(w, Cluster.procs(6, resource="gpus"), cfg)
+    original = profile.Profile.earliest
+    profile.Profile.earliest = reference_earliest
+    try:
+        node = simulate(w, Cluster.uniform(1, 6, 1000), cfg)
+    finally:
+        profile.Profile.earliest = original
+    keep = ["job_id", "start", "end", "reserved_start"]
+    assert procs.jobs.select(keep).equals(node.jobs.select(keep))
