@@ -183,7 +183,7 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
             fs.insert(k1, fs[k1 - 1])
         for k in range(k0, k1):
             fs[k] -= s
-        if t == now:
+        if t0 == now:  # started only when the margin-stretched limit fits now (a reservation at now may not)
             sim.start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
             started.append(j)
     return started
