@@ -5,16 +5,25 @@
                    SimConfig(policy="fairshare", backfill="easy", budgets={"org/a": 3, "org/b": 1}))
     res.jobs, res.timeline, res.metrics; res.write("out/")
 
-It replays the jobs' real submit times, requests, time limits and run times under another policy. Module map:
-``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
+It replays the jobs' real submit times, requests, time limits and run times under another policy
+(``SimConfig(replay="logged")`` instead replays the log's own schedule: the "no policy change" baseline). Module
+map: ``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
 arrays), ``core`` (event loop, job lifecycle), ``passes`` (no backfill / EASY / depth-K and conservative),
 ``profile`` (free-resource profiles), ``pool`` (placement), ``policy`` (queue orders), ``tenants`` (budget
 buckets, usage windows), ``preempt`` (min-runtime contracts, preemption, guarantees), ``health`` (node
-failures and drains), ``metrics`` and ``result`` (outputs, ``compare``). ``budget_tree``/``budget_parse``
-hold the budget file model shared with the queries.
+failures and drains), ``replay`` (the as-logged replay), ``metrics``, ``attainment`` (budget attainment by the
+queries' definition, on the simulated jobs frame) and ``result`` (outputs, ``compare``).
+``budget_tree``/``budget_parse`` hold the budget file model shared with the queries.
 
 Invariants: no wall clock, no Streamlit/DuckDB/queries imports; the same inputs and ``seed`` give
-byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``.
+byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``. Every optimised piece has a plain
+counterpart it must agree with on random workloads (``tests/test_engine_reference.py``).
+
+Speed (``tests/benchmarks/bench_engine.py``; numbers in README.md, "Benchmarks"): a run costs about one
+scheduling pass per distinct event instant; a pass re-examines the queue in policy order, so the time is spread
+over the queue order, placement / backfill checks, the EASY reservation and the preemption search, with no
+single hot spot. Conservative backfill rebuilds every queued job's reservation at each pass (quadratic in the
+queue length); ``backfill_max_job_test`` (Slurm's bf_max_job_test) bounds it at the cost of exactness.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ Invariants:
 - An end event carries the attempt number; a stale one (the job was requeued since) is ignored.
 - Simulated time only moves forward; no wall clock, no randomness here (node drains drawn from the config's
   seeded generator are turned into events up front).
+- Every job ends: jobs no budget version lets start are skipped up front (``over_cap``); if jobs are still
+  queued when no event is left, ``run`` raises ``ConfigError`` naming them instead of returning a partial run.
+- ``replay="logged"`` bypasses the scheduler (``engine.replay``).
 """
 from __future__ import annotations
 

@@ -11,9 +11,17 @@ Three implementations with one meaning (tests check they agree):
   blocked job, in queue order, up to K of them, reserves its earliest fit on the free-resource profile; a job
   starts now only if it fits for its whole (margin-stretched) limit without touching any reservation.
 
+``backfill_max_job_test`` (Slurm's bf_max_job_test; default None = all) stops each pass after that many
+backfill candidates (counted after the first blocked job, across the incremental passes continuing it; cut
+passes are counted in ``metrics["scheduler"]["backfill_cap_hits"]``); a capped scan takes none of the
+shortcuts below, so which jobs are tested does not depend on them.
+
 Invariants: a pass examines jobs in policy order (backfill candidates in ``backfill_order`` after the first
 blocked job), never starts a job that does not fit its placement, and leaves ``state`` such that an
-incremental pass over newly submitted FCFS jobs gives what a full pass would.
+incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a blocked
+job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before it is
+needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly as
+``_backfill`` would (tested: hinted == plain).
 """
 from __future__ import annotations
 

@@ -6,6 +6,10 @@ it fits for its whole limit (stretched by the walltime margin once a reservation
 reservation. Conservative = K unbounded: every queued job holds a reservation, rebuilt at every full pass.
 
 Invariant: with exact run-time estimates every job starts no later than the first reservation it got (tested).
+Within a pass the profile only loses capacity, so each request shape keeps the earliest starts found per
+duration as lower bounds for later searches (``_lower_bound``/``_record``): exact, and tested against a
+brute-force profile search in both layouts. A job whose reservation on its real limit is "now" but whose
+margin-stretched limit does not fit is reserved, not started.
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ Invariants:
   the feasible node with the least GPUs left, then CPUs, then memory, then the lowest index (best fit).
   Larger jobs take whole idle nodes, largest first (then lowest index), until every resource is covered;
   each such node is allocated entirely (exclusive gang).
+- ``_index[group]`` maps each free-GPU amount to the set of available nodes of the group with exactly that many
+  free (kept on every change): ``place_in`` finds the single-node best fit from the smallest class that can hold
+  the request instead of scanning every node, with the same answer as ``place``.
 - ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
   DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
 """

@@ -15,7 +15,9 @@ Invariants:
   are never preempted (``preemptible`` only ever holds jobs past their min runtime).
 - Only the first blocked job of the last pass preempts (the reserved / most under-served one), taking the
   fewest victims, in preference order: unfunded, burst, most over-served bucket, least work lost, latest
-  start; only jobs holding resources on nodes the preemptor may use are considered.
+  start; only jobs holding resources on nodes the preemptor may use are considered (``preemptible_in``: per
+  placement group). A search first checks that the preemptor would fit with every candidate released (fitting
+  is monotone in freed resources), so hopeless searches cost one placement.
   Victims are requeued (work since the last checkpoint lost) and the preemptor starts at once.
 - Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
   checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its

@@ -5,7 +5,9 @@ Invariants:
 - ``jobs`` keeps every input column in input order (a canonical ``jobs`` frame in -> the canonical columns
   out, same dtypes), overwrites the ones the simulation decides (start, end, elapsed_s, state, nodes,
   node_list, alloc_*, min_runtime_s, source = 'sim'), then appends ``EXTRA_COLUMNS``; one row per simulated
-  job in (submit, job id) order.
+  job in (submit, job id) order. The as-logged replay keeps the log's state, allocation, nodes and min runtime
+  (it used them), and its start/end come from its clock; a RUNNING job keeps no end, a job that never started
+  its logged end; their ``wait_s`` is null when they never started.
 - ``write`` produces byte-identical files for identical inputs and config: rows in a fixed order, zstd
   Parquet with no timestamps of its own, ``metrics.json`` with sorted keys and 12-significant-digit floats.
 """
