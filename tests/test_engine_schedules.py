@@ -290,3 +290,20 @@ def test_bad_config_raises_config_error_naming_the_field(cfg, field):
 def test_node_events_need_nodes():
     with pytest.raises(ConfigError, match="processor-count mode"):
         simulate(jobs([("a", 0, 1, 5, 5)]), Cluster.procs(4), SimConfig(node_events=[(1, "procs", "fail")]))
+
+
+@pytest.mark.parametrize("lookback, klass, first", [
+    # A0 ran 0-200 on the only processor; A1 and B1 arrive together at 300 (A1 first by id).
+    (86400.0 * 7, "training", "B1"),  # default 7-day window: A used 200 s, B nothing -> B1 first
+    (100.0, "training", "A1"),        # a 100 s window [200, 300] no longer sees A0 -> tie -> path order: A1
+    (86400.0 * 7, "debug", "A1"),     # debug has min runtime 0 by class: unallocated, free of charge -> tie
+])
+def test_fairshare_lookback_window_and_free_unallocated_work(lookback, klass, first):
+    w = jobs([("A0", 0, 1, 200, 200), ("A1", 300, 1, 10, 10), ("B1", 300, 1, 10, 10)],
+             account=["A", "A", "B"], job_class=[klass, "training", "training"])
+    cfg = SimConfig(policy="fairshare", backfill="none", budgets={"A": 1, "B": 1}, lookback_s=lookback,
+                    min_runtime_by_class={"debug": 0.0}, preemption=False)
+    res = simulate(w, Cluster.procs(1), cfg)
+    s = starts(res)
+    assert s[first] == 300 and s["A1" if first == "B1" else "B1"] == 310
+    assert col(res, "min_runtime_s")["A0"] == (0.0 if klass == "debug" else None)
