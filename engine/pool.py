@@ -47,7 +47,7 @@ class Pool:
         self.epoch = 0          # bumps on every change of free resources or availability
         self.gepoch: dict = {}  # group key -> bumps when a node of the group changes
         self._node_groups = [[] for _ in range(self.n)]
-        self._bounds: dict = {}
+        self._agg: dict = {}    # group key -> running bounds (``bounds``)
         self._groups: dict = {}
         self._index: dict = {}  # group key -> {free milli-GPUs: set of available nodes} (``place_in``)
         self._parts = {p for p in cluster.partition if p}
@@ -72,11 +72,61 @@ class Pool:
             self._groups[key] = g
             self.gepoch[key] = 0
             idx = self._index[key] = {}
+            self._agg[key] = [0] * 9 + [-1, -1, -1]
             for n in nodes:
                 self._node_groups[n].append(key)
                 if self.avail[n]:
                     idx.setdefault(self.free_g[n], set()).add(n)
+            self._sum_in(key, nodes)
         return g
+
+    def _sum_in(self, key, nodes) -> None:
+        A = self._agg[key]
+        for n in nodes:
+            if self.avail[n]:
+                a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+                A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + min(d, UNLIMITED)
+                if self.idle(n):
+                    A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + min(d, UNLIMITED)
+
+    def _leave(self, n) -> None:
+        """Take node n out of its groups' running sums and maxima (before its free resources change)."""
+        if not self.avail[n]:
+            return
+        a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+        dm = min(d, UNLIMITED)
+        idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
+        for k in self._node_groups[n]:
+            A = self._agg[k]
+            A[0], A[1], A[2] = A[0] - a, A[1] - b, A[2] - dm
+            if idle:
+                A[3], A[4], A[5] = A[3] - a, A[4] - b, A[5] - dm
+            for vi, v in ((6, a), (7, b), (8, d)):
+                ci = vi + 3
+                if A[ci] > 0 and v == A[vi]:
+                    A[ci] -= 1
+                    if A[ci] == 0:
+                        A[ci] = -1  # the last node at the maximum left: recomputed when asked
+
+    def _enter(self, n) -> None:
+        """Put node n back into its groups' running sums and maxima (after its free resources changed)."""
+        if not self.avail[n]:
+            return
+        a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+        dm = min(d, UNLIMITED)
+        idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
+        for k in self._node_groups[n]:
+            A = self._agg[k]
+            A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + dm
+            if idle:
+                A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + dm
+            for vi, v in ((6, a), (7, b), (8, d)):
+                ci = vi + 3
+                if A[ci] >= 0:
+                    if v > A[vi]:
+                        A[vi], A[ci] = v, 1
+                    elif v == A[vi]:
+                        A[ci] += 1
 
     def _touch(self, n) -> None:
         self.epoch += 1
@@ -87,30 +137,26 @@ class Pool:
     def bounds(self, grp) -> tuple:
         """Upper bounds on what a group can take now: the largest free g, c, m on any available node (each
         separately), the summed capacity of its idle nodes (a gang above it cannot be placed) and the summed
-        free resources (a request within them that does not fit is blocked by fragmentation)."""
-        ep = self.gepoch[grp[0]]
-        hit = self._bounds.get(grp[0])
-        if hit is not None and hit[0] == ep:
-            return hit[1]
-        fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
-        cg, cc, cm = self.cap_g, self.cap_c, self.cap_m
-        mg = mc = mm = ig = ic = im = tg = tc = tm = 0
-        for n in grp[1]:
-            if not av[n]:
-                continue
-            a, b, d = fg[n], fc[n], fm[n]
-            tg, tc, tm = tg + a, tc + b, tm + min(d, UNLIMITED)
-            if a > mg:
-                mg = a
-            if b > mc:
-                mc = b
-            if d > mm:
-                mm = d
-            if a == cg[n] and b == cc[n] and d == cm[n]:
-                ig, ic, im = ig + a, ic + b, im + min(d, UNLIMITED)
-        out = (mg, mc, mm, ig, ic, im, tg, tc, tm)
-        self._bounds[grp[0]] = (ep, out)
-        return out
+        free resources (a request within them that does not fit is blocked by fragmentation).
+
+        Kept as running sums and maxima with the number of nodes at each maximum (``_leave``/``_enter`` on
+        every change); a maximum is recomputed only after the last node holding it changed."""
+        A = self._agg[grp[0]]
+        if A[9] < 0 or A[10] < 0 or A[11] < 0:
+            fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
+            for vi, free in ((6, fg), (7, fc), (8, fm)):
+                if A[vi + 3] >= 0:
+                    continue
+                best, count = 0, 0
+                for n in grp[1]:
+                    if av[n]:
+                        v = free[n]
+                        if v > best:
+                            best, count = v, 1
+                        elif v == best:
+                            count += 1
+                A[vi], A[vi + 3] = best, count
+        return (A[6], A[7], A[8], A[3], A[4], A[5], A[0], A[1], A[2])
 
     def fits_one_node(self, nodes, g, c, m) -> bool:
         return any(self.cap_g[n] >= g and self.cap_c[n] >= c and self.cap_m[n] >= m for n in nodes)
@@ -200,11 +246,13 @@ class Pool:
     def allocate(self, alloc) -> None:
         for n, g, c, m in alloc:
             self._touch(n)
+            self._leave(n)
             old_g = self.free_g[n]
             self.free_g[n] -= g
             self.free_c[n] -= c
             self.free_m[n] -= m
             assert self.free_g[n] >= 0 and self.free_c[n] >= 0 and self.free_m[n] >= 0, "node over-allocated"
+            self._enter(n)
             if g:
                 self._reindex(n, old_g)
             if self.track_stranded:
@@ -213,11 +261,13 @@ class Pool:
     def release(self, alloc) -> None:
         for n, g, c, m in alloc:
             self._touch(n)
+            self._leave(n)
             old_g = self.free_g[n]
             self.free_g[n] += g
             self.free_c[n] += c
             self.free_m[n] += m
             assert self.free_g[n] <= self.cap_g[n] and self.free_c[n] <= self.cap_c[n], "node over-released"
+            self._enter(n)
             if g:
                 self._reindex(n, old_g)
             if self.track_stranded:
@@ -228,8 +278,10 @@ class Pool:
 
     def set_avail(self, n, up: bool) -> None:
         self._touch(n)
+        self._leave(n)
         was = self.avail[n]
         self.avail[n] = up
+        self._enter(n)
         if was != up:
             self._reindex(n, self.free_g[n])
         if self.track_stranded:

@@ -306,3 +306,44 @@ def test_processor_mode_conservative_equals_brute_force_on_one_node(w, depth, ma
         profile.Profile.earliest = original
     keep = ["job_id", "start", "end", "reserved_start"]
     assert procs.jobs.select(keep).equals(node.jobs.select(keep))
+
+
+# ------------------------------------------------------------------------------------------ pool bookkeeping
+def brute_bounds(pool, grp):
+    av = [n for n in grp[1] if pool.avail[n]]
+    idle = [n for n in av if pool.idle(n)]
+    U = 1 << 60
+    return (max((pool.free_g[n] for n in av), default=0), max((pool.free_c[n] for n in av), default=0),
+            max((pool.free_m[n] for n in av), default=0),
+            sum(pool.free_g[n] for n in idle), sum(pool.free_c[n] for n in idle),
+            sum(min(pool.free_m[n], U) for n in idle),
+            sum(pool.free_g[n] for n in av), sum(pool.free_c[n] for n in av), sum(min(pool.free_m[n], U) for n in av))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["alloc", "release", "down", "up", "ask"]), st.integers(0, 5),
+                              st.integers(0, 8), st.integers(0, 16), st.integers(0, 64)), max_size=60))
+def test_pool_running_bounds_and_indexed_best_fit_equal_a_scan(ops):
+    # running sums / maxima (Pool.bounds) and the free-GPU class index (Pool.place_in) against plain scans
+    from engine.pool import Pool
+
+    cl = Cluster.from_frame(pl.DataFrame({
+        "node": [f"n{i}" for i in range(6)], "partition": ["a", "a", "a", "b", "b", "b"],
+        "gpus": [8.0, 8.0, 4.0, 8.0, 2.0, 0.0], "cpus": [16.0, 16.0, 8.0, 32.0, 8.0, 64.0],
+        "mem_bytes": [64 * 2.0**30, None, 32 * 2.0**30, 64 * 2.0**30, 16 * 2.0**30, None]}))
+    pool = Pool(cl)
+    groups = [pool.group("a", None), pool.group("b", None), pool.group(None, None)]
+    held: list = []
+    for op, n, g, c, m in ops:
+        if op == "alloc":
+            g, c, m = min(g * 1000, pool.free_g[n]), min(c * 1000, pool.free_c[n]), min(m * 1024, pool.free_m[n])
+            pool.allocate(((n, g, c, m),))
+            held.append((n, g, c, m))
+        elif op == "release" and held:
+            pool.release((held.pop(n % len(held)),))
+        elif op in ("down", "up"):
+            pool.set_avail(n, op == "up")
+        for grp in groups:
+            assert pool.bounds(grp) == brute_bounds(pool, grp)
+            req = (g * 500, c * 500, m * 256)
+            assert pool.place_in(grp, False, *req) == pool.place(grp[1], False, *req)
