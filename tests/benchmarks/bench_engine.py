@@ -336,6 +336,9 @@ GROUPS = {  # engine module -> what it does, for the time split
     "health": "event loop, job start/stop bookkeeping",
     "workload": "input -> arrays, metrics, output frames", "metrics": "input -> arrays, metrics, output frames",
     "result": "input -> arrays, metrics, output frames", "attainment": "input -> arrays, metrics, output frames",
+    "passes_profile": "passes: conservative / depth-K", "profile": "free-resource profile search (conservative)",
+    "fastpath": "processor-count fast kernel", "replay": "as-logged replay", "cluster": "input -> arrays, metrics, "
+    "output frames", "config": "input -> arrays, metrics, output frames",
 }
 
 
@@ -349,8 +352,12 @@ def print_split(run):
     total, by = 0.0, {}
     for (file, _, _), (_, _, tottime, _, _) in st.stats.items():
         total += tottime
-        mod = Path(file).stem if "/engine/" in file else None
-        key = GROUPS.get(mod, "polars / numpy / other") if mod else "polars / numpy / other"
+        if "/engine/" in file:
+            key = GROUPS.get(Path(file).stem, "engine, other")
+        elif file == "~":
+            key = "builtins the engine calls (len, min, dict / set / list / heap operations)"
+        else:
+            key = "polars / numpy / other libraries"
         by[key] = by.get(key, 0.0) + tottime
     print("  time split (share of self time under cProfile):")
     for key, t in sorted(by.items(), key=lambda kv: -kv[1]):
