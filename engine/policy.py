@@ -105,6 +105,7 @@ class TenantQueue:
         self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
         self.members: set[int] = set()
         self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
+        self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
 
     def __len__(self):
         return len(self.members)
@@ -120,7 +121,10 @@ class TenantQueue:
         if self.sim.min_rt[j] == 0:
             self.free.add(j)
             return
-        q = self.funded.setdefault(self.sim.acct[j], {})
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, 1)
+        q = self.funded.setdefault(a, {})
         if q and j < next(reversed(q)):
             items = sorted([*q, j])
             q.clear()
@@ -133,8 +137,10 @@ class TenantQueue:
         if j in self.free:
             self.free.remove(j)
             return
-        q = self.funded[self.sim.acct[j]]
-        del q[j]
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, -1)
+        del self.funded[a][j]
 
     def order(self, now):
         yield from (self._drf(now) if self.drf else self._fairshare(now))
@@ -161,34 +167,35 @@ class TenantQueue:
             yield j
 
     # ------------------------------------------------------------------ fair share
+    def _plan(self, ten) -> "_Plan":
+        plan = self._plans.get(id(ten))
+        if plan is None:
+            plan = self._plans[id(ten)] = _Plan(ten, self.sim.accounts, self.funded)
+        return plan
+
     def _fairshare(self, now):
         sim = self.sim
         ten = sim.budgeting.at(now)
+        plan = self._plan(ten)
         n = len(ten.paths)
         usage = [0.0] * n
-        chains, bucket, accounts = ten.depth_chain, ten.bucket, sim.accounts
-        for a, u in enumerate(sim.ledger.window_all(now)):
+        for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
             if u:
-                for i in chains[bucket[accounts[a]]]:
+                for i in chain:
                     usage[i] += u
-        # per-bucket FIFOs (one account: its dict; several: an index-ordered merge) and pending counts per node
-        per_bucket: dict[int, list] = {}
-        rem = [0] * n
-        for a, q in self.funded.items():
-            if q:
-                b = bucket[accounts[a]]
-                per_bucket.setdefault(b, []).append(q)
-                for i in chains[b]:
-                    rem[i] += len(q)
-        if not per_bucket:
+        rem = list(plan.pending)  # funded jobs pending per tree node (this pass consumes its copy)
+        children = ten.children
+        total = sum(rem[c] for c in children[0])
+        if not total:
             return
-        heads = {b: iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs) for b, qs in per_bucket.items()}
-        frac, children, paths = ten.frac, ten.children, ten.paths
+        funded, bucket_accts = self.funded, plan.bucket_accts
+        frac, paths = ten.frac, ten.paths
         horizon = sim.cfg.lookback_s
         charge, est = sim.charge, sim.limit_left
         capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
         reason, note, status = sim.reason, sim.note, sim.status
-        total = sum(rem[c] for c in children[0])
+        chains = ten.depth_chain
+        heads: dict = {}
         while total > 0:
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
@@ -209,7 +216,11 @@ class TenantQueue:
             room = min(math.floor(cap[i]) - held[i] for i in cn) if cn else None
             taken = 0
             started = False
-            for j in heads[node]:
+            it = heads.get(node)
+            if it is None:  # the bucket's FIFOs (one account: its dict; several: an index-ordered merge)
+                qs = [q for q in (funded.get(a) for a in bucket_accts[node]) if q]
+                it = heads[node] = iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs)
+            for j in it:
                 taken += 1
                 if room is not None and req_g[j] > room:
                     # held back by a borrowing cap: left out of this pass's order
@@ -282,6 +293,25 @@ def _skip(hint, j):
 def _dominant(h, tot, frac) -> float:
     s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
     return s / frac if frac > 0 else INF if s > 0 else 1e300
+
+
+class _Plan:
+    """One budget version seen from the queue: each account's chain of tree nodes, the accounts of each bucket,
+    and the number of funded jobs pending under every node (kept by ``add``/``remove``)."""
+
+    def __init__(self, ten, accounts, funded):
+        self.acct_chain = [ten.depth_chain[ten.bucket[name]] for name in accounts]
+        self.bucket_accts: dict[int, list] = {}
+        for a, name in enumerate(accounts):
+            self.bucket_accts.setdefault(ten.bucket[name], []).append(a)
+        self.pending = [0] * len(ten.paths)
+        for a, q in funded.items():
+            self.count(a, len(q))
+
+    def count(self, a, k) -> None:
+        pending = self.pending
+        for i in self.acct_chain[a]:
+            pending[i] += k
 
 
 class _Merge:
