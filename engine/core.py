@@ -111,6 +111,7 @@ class Simulator:
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
         self._head_order = None
+        self._room_key, self._room = None, {}
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
@@ -408,14 +409,21 @@ class Simulator:
                 held[i] += g
 
     def over_cap(self, j) -> bool:
-        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?"""
-        ten = self.budgeting.at(self.now)
-        g = self.req_g[j]
-        held, cap = ten.held_g, ten.cap
-        for i in ten.capped_chain[ten.bucket[self.accounts[self.acct[j]]]]:
-            if held[i] + g > cap[i]:
-                return True
-        return False
+        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?
+
+        Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
+        g > floor(cap) - held) is cached until the running set or the instant changes."""
+        key = (self.version, self.now)
+        if self._room_key != key:
+            self._room_key, self._room = key, {}
+        a = self.acct[j]
+        room = self._room.get(a)
+        if room is None:
+            ten = self.budgeting.at(self.now)
+            chain = ten.capped_chain[ten.bucket[self.accounts[a]]]
+            held, cap = ten.held_g, ten.cap
+            room = self._room[a] = min((math.floor(cap[i]) - held[i] for i in chain), default=INF)
+        return self.req_g[j] > room
 
     def held_by_bucket(self, ten) -> dict:
         out: dict[int, list] = {}
