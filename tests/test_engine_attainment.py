@@ -108,21 +108,26 @@ def test_engine_attainment_equals_the_log_path_on_its_output(tmp_path, seed, cfg
 
 
 def test_attainment_hand_case(tmp_path):
-    # Window = the run's span [0, 20 s) on 1 GPU; A and B (share 1 each) each submit a 1-GPU 10 s job at 0.
-    # FCFS: A runs 0-10, B waits 0-10 and runs 10-20. Demand A = 10 GPU-s, B = 10 + 10 = 20; capacity 20 GPU-s
-    # water-filled: A 10 (its whole demand), B 10. Received A 10, B 10: attainment 1 and 1. A second window
-    # definition: static = 10 each, attainment_static B = 10 / min(10, 20) = 1.
+    # 2 GPUs, A and B share 1 each. A's 1-GPU job runs 0-100; B's 2-GPU job (submitted at 0 too) waits for it
+    # and runs 100-110. Window = the span [0, 110): capacity 220 GPU-s. Demand A = 100, B = 2 x 100 waiting +
+    # 2 x 10 running = 220. Water-filling 1:1 under demand caps: A 100 (all it asks), B 120. Received A 100,
+    # B 20: attainment A = 100 / min(100, 100) = 1, B = 20 / min(120, 220) = 1/6. Static 110 each: B's static
+    # attainment 20 / min(110, 220) = 2/11. Summary: mean (1 + 1/6) / 2, worst B, one team at >= 95 %.
     w = schema.conform(pl.DataFrame({
         "cluster": "c", "job_id": ["1", "2"], "account": ["A", "B"], "state": "COMPLETED",
-        "submit": [T0, T0], "elapsed_s": [10.0, 10.0], "time_limit_s": [10.0, 10.0], "req_gpus": [1.0, 1.0],
+        "submit": [T0, T0], "elapsed_s": [100.0, 10.0], "time_limit_s": [100.0, 10.0], "req_gpus": [1.0, 2.0],
         "req_cpus": [1.0, 1.0]}), "jobs")
-    res = simulate(w, Cluster.uniform(1, 1, 4), SimConfig(backfill="none", budgets={"A": 1, "B": 1}))
-    teams = res.metrics["attainment"]["teams"]
+    res = simulate(w, Cluster.uniform(1, 2, 4), SimConfig(backfill="none", budgets={"A": 1, "B": 1}))
+    m = res.metrics["attainment"]
+    a, b = m["teams"]["A"], m["teams"]["B"]
     h = 1 / 3600
-    assert teams["A"]["demanded_hours"] == pytest.approx(10 * h) and teams["B"]["demanded_hours"] == pytest.approx(20 * h)
-    assert teams["A"]["entitled_hours"] == pytest.approx(10 * h) and teams["B"]["entitled_hours"] == pytest.approx(10 * h)
-    assert teams["A"]["attainment"] == pytest.approx(1.0) and teams["B"]["attainment"] == pytest.approx(1.0)
-    assert res.metrics["attainment"]["window_end"] == (T0 + dt.timedelta(seconds=20)).isoformat()
+    assert (a["demanded_hours"], b["demanded_hours"]) == (pytest.approx(100 * h), pytest.approx(220 * h))
+    assert (a["entitled_hours"], b["entitled_hours"]) == (pytest.approx(100 * h), pytest.approx(120 * h))
+    assert (a["received_hours"], b["received_hours"]) == (pytest.approx(100 * h), pytest.approx(20 * h))
+    assert a["attainment"] == pytest.approx(1.0) and b["attainment"] == pytest.approx(1 / 6)
+    assert b["static_hours"] == pytest.approx(110 * h) and b["attainment_static"] == pytest.approx(2 / 11)
+    assert m["mean"] == pytest.approx((1 + 1 / 6) / 2) and m["worst_node"] == "B" and m["teams_at_95pct"] == 1
+    assert m["window_end"] == (T0 + dt.timedelta(seconds=110)).isoformat() and m["capacity"] == 2.0
     assert_parity(res, tmp_path / "sim", parse("[tree.A]\nshare = 1\n[tree.B]\nshare = 1\n"))
 
 
@@ -185,7 +190,8 @@ def test_replay_hand_case():
     assert j["start"].to_list() == w["start"].to_list() and j["end"].to_list() == w["end"].to_list()
     assert j["state"].to_list() == ["COMPLETED", "TIMEOUT", "CANCELLED"]
     assert j["wait_s"].to_list() == [0.0, 40.0, None]
-    assert res.timeline.select("node", "job_id", "gpus").rows() == [("n1", "1", 1.0), ("n2", "1", 1.0), ("n2", "2", 1.0)]
+    rows = res.timeline.select("node", "job_id", "gpus").rows()
+    assert rows == [("n1", "1", 1.0), ("n2", "1", 1.0), ("n2", "2", 1.0)]
     m = res.metrics
     assert m["occupancy"] == pytest.approx((2 * 60 + 30) / (2 * 80))  # span 0..80 s on 2 GPUs
     assert m["wait_s"]["n"] == 2 and m["preemptions"] == 0 and m["timeouts"] == 1

@@ -135,7 +135,8 @@ def run(args) -> int:
     cluster = _cluster(args, nodes)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
-        backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test, walltime_margin=args.walltime_margin, budgets=budgets,
+        backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
+        walltime_margin=args.walltime_margin, budgets=budgets,
         quota=args.quota,
         min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
