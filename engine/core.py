@@ -33,7 +33,7 @@ from .intervals import Intervals
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
-from .tenants import Budgeting, Ledger
+from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
@@ -51,7 +51,7 @@ class Simulator:
         self.group, self.gang = wl.group, wl.gang
         self.acct, self.accounts = wl.acct, wl.accounts
         self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
-        self.min_rt = self._min_runtimes()
+        self.min_rt = min_runtimes(wl, cfg, self.budgeting)
         if cfg.policy == "priority":
             qp = cfg.qos_priority
             self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
@@ -115,32 +115,6 @@ class Simulator:
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
-
-    # ------------------------------------------------------------------ setup helpers
-    def _min_runtimes(self) -> list:
-        """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else
-        the config default; none at all = no contract (never preempted)."""
-        wl, cfg = self.wl, self.cfg
-        if (not cfg.min_runtime_by_class and self.budgeting.tree is None and
-                ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
-            return [INF if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
-        cache: dict = {}
-        out = []
-        for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
-            if v is not None and v == v and v >= 0:
-                out.append(float(v))
-                continue
-            key = (cls, a)
-            r = cache.get(key)
-            if r is None:
-                r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
-                if r is None:
-                    r = self.budgeting.min_runtime(cls, wl.accounts[a])
-                if r is None:
-                    r = cfg.min_runtime_s
-                r = cache[key] = INF if r is None else float(r)
-            out.append(r)
-        return out
 
     def push(self, t, prio, payload) -> None:
         self.seq_counter += 1

@@ -251,3 +251,29 @@ class Ledger:
         t0, c0, r0 = h[k]
         before = c0 + r0 * (lo - t0) if t0 > float("-inf") else 0.0
         return self.total(a, t) - before
+
+
+def min_runtimes(wl, cfg, budgeting) -> list:
+    """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else the config
+    default; none at all = no contract (``inf``: never preempted)."""
+    inf = float("inf")
+    if (not cfg.min_runtime_by_class and budgeting.tree is None and
+            ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
+        return [inf if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
+    cache: dict = {}
+    out = []
+    for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
+        if v is not None and v == v and v >= 0:
+            out.append(float(v))
+            continue
+        key = (cls, a)
+        r = cache.get(key)
+        if r is None:
+            r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
+            if r is None:
+                r = budgeting.min_runtime(cls, wl.accounts[a])
+            if r is None:
+                r = cfg.min_runtime_s
+            r = cache[key] = inf if r is None else float(r)
+        out.append(r)
+    return out
