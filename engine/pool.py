@@ -245,33 +245,65 @@ class Pool:
     # ------------------------------------------------------------------ bookkeeping
     def allocate(self, alloc) -> None:
         for n, g, c, m in alloc:
-            self._touch(n)
-            self._leave(n)
-            old_g = self.free_g[n]
-            self.free_g[n] -= g
-            self.free_c[n] -= c
-            self.free_m[n] -= m
-            assert self.free_g[n] >= 0 and self.free_c[n] >= 0 and self.free_m[n] >= 0, "node over-allocated"
-            self._enter(n)
-            if g:
-                self._reindex(n, old_g)
-            if self.track_stranded:
-                self._restrand(n)
+            self._move(n, -g, -c, -m)
 
     def release(self, alloc) -> None:
         for n, g, c, m in alloc:
-            self._touch(n)
-            self._leave(n)
-            old_g = self.free_g[n]
-            self.free_g[n] += g
-            self.free_c[n] += c
-            self.free_m[n] += m
-            assert self.free_g[n] <= self.cap_g[n] and self.free_c[n] <= self.cap_c[n], "node over-released"
-            self._enter(n)
-            if g:
-                self._reindex(n, old_g)
-            if self.track_stranded:
-                self._restrand(n)
+            self._move(n, g, c, m)
+
+    def _move(self, n, dg, dc, dm) -> None:
+        """Change node n's free resources by (dg, dc, dm) and keep every derived structure exact in one pass
+        over its groups: epochs, running bounds (``_leave`` then ``_enter``), the free-GPU index, stranded GPUs."""
+        self.epoch += 1
+        fg, fc, fm = self.free_g, self.free_c, self.free_m
+        a0, b0, d0 = fg[n], fc[n], fm[n]
+        a1, b1, d1 = a0 + dg, b0 + dc, d0 + dm
+        cg, cc, cm = self.cap_g[n], self.cap_c[n], self.cap_m[n]
+        assert a1 >= 0 and b1 >= 0 and d1 >= 0, "node over-allocated"
+        assert a1 <= cg and b1 <= cc, "node over-released"
+        fg[n], fc[n], fm[n] = a1, b1, d1
+        ge = self.gepoch
+        if not self.avail[n]:  # out of the bounds and the index until it returns
+            for k in self._node_groups[n]:
+                ge[k] += 1
+        else:
+            idle0 = a0 == cg and b0 == cc and d0 == cm
+            idle1 = a1 == cg and b1 == cc and d1 == cm
+            m0, m1 = min(d0, UNLIMITED), min(d1, UNLIMITED)
+            index = self._index
+            for k in self._node_groups[n]:
+                ge[k] += 1
+                A = self._agg[k]
+                A[0], A[1], A[2] = A[0] + a1 - a0, A[1] + b1 - b0, A[2] + m1 - m0
+                if idle0:
+                    A[3], A[4], A[5] = A[3] - a0, A[4] - b0, A[5] - m0
+                if idle1:
+                    A[3], A[4], A[5] = A[3] + a1, A[4] + b1, A[5] + m1
+                for vi, v0, v1 in ((6, a0, a1), (7, b0, b1), (8, d0, d1)):
+                    ci = vi + 3
+                    if A[ci] > 0 and v0 == A[vi]:
+                        A[ci] -= 1
+                        if A[ci] == 0:
+                            A[ci] = -1  # the last node at the maximum left: recomputed when asked
+                    if A[ci] >= 0:
+                        if v1 > A[vi]:
+                            A[vi], A[ci] = v1, 1
+                        elif v1 == A[vi]:
+                            A[ci] += 1
+                if dg:
+                    idx = index[k]
+                    st = idx.get(a0)
+                    if st is not None and n in st:
+                        st.discard(n)
+                        if not st:
+                            del idx[a0]
+                    st = idx.get(a1)
+                    if st is None:
+                        idx[a1] = {n}
+                    else:
+                        st.add(n)
+        if self.track_stranded:
+            self._restrand(n)
 
     def idle(self, n) -> bool:
         return self.free_g[n] == self.cap_g[n] and self.free_c[n] == self.cap_c[n] and self.free_m[n] == self.cap_m[n]
