@@ -3,14 +3,17 @@
     quotaloop simulate --store DIR | --workload FILE [--format swf|sacct|csv]
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
-        [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml] [--min-runtime DURATION]
-        [--checkpoint-interval DURATION] [--walltime-margin FRACTION] [--seed N] --out DIR [--json]
+        [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
+        [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
+        [--replay none|logged] [--attainment-history] [--seed N] --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
 a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
 store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budget_tree``
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
+``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
+``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
 """
 from __future__ import annotations
 
