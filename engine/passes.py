@@ -276,7 +276,7 @@ def node_pass(sim, now, jobs, st):
             return r
         return None
 
-    hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # for policy._skip
+    hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # read by the order's inlined skip
     hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint

@@ -152,7 +152,7 @@ class TenantQueue:
             if hint is not None:
                 if hint is not seen:
                     seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
-                # _skip inlined: most unallocated jobs of a busy pass have a shape that already failed outright
+                # hint(j) with its commonest answer inlined: a shape that already failed outright this pass
                 if state.n_failed_short >= n_shapes:
                     return
                 r = failed.get(shape[j])
@@ -196,6 +196,8 @@ class TenantQueue:
         reason, note, status = sim.reason, sim.note, sim.status
         chains = ten.depth_chain
         heads: dict = {}
+        seen = failed = shape = state = None
+        n_shapes = 0
         while total > 0:
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
@@ -229,9 +231,15 @@ class TenantQueue:
                     continue
                 hint = self.hint
                 if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
-                    r = _skip(hint, j)
-                    if r is False:
+                    if hint is not seen:
+                        seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                    if state.n_failed_short >= n_shapes:  # as in the unallocated queue below
                         return
+                    r = failed.get(shape[j])
+                    if r is None or r == "long":
+                        r = hint(j)
+                        if r is False:
+                            return
                     if r is not None:
                         if reason[j] != r:
                             note(j, r)
@@ -278,16 +286,6 @@ class TenantQueue:
             h[2] += sim.req_m[j]
             if m.left:
                 heapq.heappush(heap, (_dominant(h, tot, ten.frac[b]), path, b, h))
-
-
-def _skip(hint, j):
-    """``hint(j)`` with its commonest answer inlined: a shape that already failed outright in this pass."""
-    if hint.state.n_failed_short >= hint.n_shapes:
-        return False
-    f = hint.failed.get(hint.shape[j])
-    if f is not None and f != "long":
-        return f
-    return hint(j)
 
 
 def _dominant(h, tot, frac) -> float:
