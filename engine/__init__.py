@@ -5,16 +5,25 @@
                    SimConfig(policy="fairshare", backfill="easy", budgets={"org/a": 3, "org/b": 1}))
     res.jobs, res.timeline, res.metrics; res.write("out/")
 
-It replays the jobs' real submit times, requests, time limits and run times under another policy. Module map:
-``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
+It replays the jobs' real submit times, requests, time limits and run times under another policy
+(``SimConfig(replay="logged")`` instead replays the log's own schedule: the "no policy change" baseline). Module
+map: ``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
 arrays), ``core`` (event loop, job lifecycle), ``passes`` (no backfill / EASY / depth-K and conservative),
 ``profile`` (free-resource profiles), ``pool`` (placement), ``policy`` (queue orders), ``tenants`` (budget
 buckets, usage windows), ``preempt`` (min-runtime contracts, preemption, guarantees), ``health`` (node
-failures and drains), ``metrics`` and ``result`` (outputs, ``compare``). ``budget_tree``/``budget_parse``
-hold the budget file model shared with the queries.
+failures and drains), ``replay`` (the as-logged replay), ``metrics``, ``attainment`` (budget attainment by the
+queries' definition, on the simulated jobs frame) and ``result`` (outputs, ``compare``).
+``budget_tree``/``budget_parse`` hold the budget file model shared with the queries.
 
 Invariants: no wall clock, no Streamlit/DuckDB/queries imports; the same inputs and ``seed`` give
-byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``.
+byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``. Every optimised piece has a plain
+counterpart it must agree with on random workloads (``tests/test_engine_reference.py``).
+
+Speed (``tests/benchmarks/bench_engine.py``; numbers in README.md, "Benchmarks"): a run costs about one
+scheduling pass per distinct event instant; a pass re-examines the queue in policy order, so the time is spread
+over the queue order, placement / backfill checks, the EASY reservation and the preemption search, with no
+single hot spot. Conservative backfill rebuilds every queued job's reservation at each pass (quadratic in the
+queue length); ``backfill_max_job_test`` (Slurm's bf_max_job_test) bounds it at the cost of exactness.
 """
 from __future__ import annotations
 
@@ -41,26 +50,31 @@ def load_cluster(spec) -> Cluster:
 
 def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -> SimResult:
     """Simulate ``workload`` (canonical jobs frame) on ``cluster`` under ``config``; see ``SimResult``."""
-    from . import metrics, result
+    from . import attainment, metrics, result
     from .core import Simulator
     from .pool import Pool
+    from .tenants import gpu_cap
     from .workload import prepare
 
     cfg = (config or SimConfig()).validated()
     pool = Pool(load_cluster(cluster))
-    wl = prepare(workload, pool)
+    replay = cfg.replay == "logged"
+    wl = prepare(workload, pool, None if replay else gpu_cap(cfg.budgets), keep_all=replay)
     # The run allocates millions of small tuples that never form cycles: the cyclic GC would only re-scan them.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         sim = Simulator(wl, pool, cfg)
         sim.run()
-        last = max(sim.end_time) if sim.n else 0.0
+        last = max((e for e in sim.end_time if e is not None), default=0.0)
         sim.health.finish(last)
         m = metrics.compute(sim, wl)
         m["params"] = cfg.params()
         m["cluster"] = pool.cluster.describe()
-        return result.build(sim, wl, m)
+        res = result.build(sim, wl, m)
+        m["attainment"] = attainment.of_run(res.jobs, sim.budgeting.tree, m["capacity"], m["resource"],
+                                            cfg.lookback_s, history=cfg.attainment_history)
+        return res
     finally:
         if was_enabled:
             gc.enable()

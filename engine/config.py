@@ -20,6 +20,7 @@ POLICIES = ("fcfs", "priority", "fairshare", "drf")
 BACKFILLS = ("none", "easy", "conservative")
 BACKFILL_ORDERS = ("queue", "area", "smallest")
 QUOTA_MODES = ("none", "guarantee")
+REPLAYS = ("none", "logged")
 NODE_EVENT_KINDS = ("fail", "drain")
 DEFAULT_QOS_PRIORITY = {"urgent": 4.0, "high": 3.0, "normal": 2.0, "standard": 2.0, "low": 1.0,
                         "preemptible": 0.0, "scavenger": 0.0}
@@ -72,6 +73,8 @@ class SimConfig:
     backfill: str = "easy"
     reservation_depth: int | None = None      # None: 1 for easy, every queued job for conservative
     backfill_order: str = "queue"
+    backfill_max_job_test: int | None = None  # Slurm's bf_max_job_test: jobs tested per pass after the first
+    #                                           blocked one (None = all: exact EASY / conservative)
     walltime_margin: float = 0.0              # a backfilled job must fit time_limit / (1 - margin) in its hole
     budgets: object = None                    # BudgetTree | BudgetNode | {path: share | {share, guaranteed_gpus, max_gpus}}
     min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
@@ -82,10 +85,12 @@ class SimConfig:
     preemption_cost_factor: float = 1.0       # preempt only if waiting saved >= factor x funded work lost (0: always)
     quota: str = "none"                       # "guarantee": guaranteed_gpus protected, beyond = burst (reclaimable)
     lookback_s: float = WEEK_S                # fair-share usage window
+    attainment_history: bool = False          # also attainment per lookback-long window ending every day
     node_events: tuple = ()                   # NodeEvent items (or (time_s, node[, kind]) tuples)
     repair_time_s: float = 4 * 3600.0
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
     qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
+    replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
     seed: int = 0
 
     def rng(self) -> np.random.Generator:
@@ -119,7 +124,8 @@ class SimConfig:
             raise ConfigError(f"{name}: {msg}")
 
         for name, allowed in (("policy", POLICIES), ("backfill", BACKFILLS),
-                              ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES)):
+                              ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES),
+                              ("replay", REPLAYS)):
             if getattr(self, name) not in allowed:
                 bad(name, f"{getattr(self, name)!r} is not one of {'|'.join(allowed)}")
         if self.reservation_depth is not None:
@@ -128,6 +134,9 @@ class SimConfig:
                 bad("reservation_depth", f"must be an integer >= 1, got {self.reservation_depth!r}")
             if self.backfill == "none":
                 bad("reservation_depth", "needs backfill easy or conservative")
+        k = self.backfill_max_job_test
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+            bad("backfill_max_job_test", f"must be an integer >= 0, got {k!r}")
         t = self.preemption_threshold
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0.0 <= t < 1.0):
             bad("preemption_threshold", f"must be a fraction in [0, 1), got {t!r}")
@@ -165,6 +174,8 @@ class SimConfig:
                 bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
             events.append(NodeEvent(float(e.time_s), str(e.node), e.kind))
         changes["node_events"] = tuple(events)
+        if not isinstance(self.attainment_history, bool):
+            bad("attainment_history", f"must be true or false, got {self.attainment_history!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             bad("seed", f"must be an integer >= 0, got {self.seed!r}")
         return replace(self, **changes)

@@ -15,11 +15,15 @@ Invariants:
 - An end event carries the attempt number; a stale one (the job was requeued since) is ignored.
 - Simulated time only moves forward; no wall clock, no randomness here (node drains drawn from the config's
   seeded generator are turned into events up front).
+- Every job ends: jobs no budget version lets start are skipped up front (``over_cap``); if jobs are still
+  queued when no event is left, ``run`` raises ``ConfigError`` naming them instead of returning a partial run.
+- ``replay="logged"`` bypasses the scheduler (``engine.replay``).
 """
 from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 
 import numpy as np
@@ -29,7 +33,7 @@ from .intervals import Intervals
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
-from .tenants import Budgeting, Ledger
+from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
@@ -47,7 +51,7 @@ class Simulator:
         self.group, self.gang = wl.group, wl.gang
         self.acct, self.accounts = wl.acct, wl.accounts
         self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
-        self.min_rt = self._min_runtimes()
+        self.min_rt = min_runtimes(wl, cfg, self.budgeting)
         if cfg.policy == "priority":
             qp = cfg.qos_priority
             self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
@@ -89,7 +93,7 @@ class Simulator:
         self.depth = cfg.depth
         self.default_reason = "priority" if self.depth == 0 else "resources"
         self.preemptible: set[int] = set()
-        self.preemptible_on: dict[int, set] = {}  # node -> preemptible jobs holding resources there
+        self.preemptible_in: dict = {}    # placement group -> preemptible jobs holding resources on its nodes
         self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
         self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
         self.version = 0                  # bumps on every change of running jobs or node availability
@@ -101,40 +105,16 @@ class Simulator:
         self.qstats = QueueStats()
         self.frag_g_seconds = 0.0
         self.whole_waiting = 0
-        self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0}
+        self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0, "backfill_cap_hits": 0}
         self._elig: dict = {}
         self._served_cache = (None, None)
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
+        self._head_order = None
+        self._room_key, self._room = None, {}
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
-
-    # ------------------------------------------------------------------ setup helpers
-    def _min_runtimes(self) -> list:
-        """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else
-        the config default; none at all = no contract (never preempted)."""
-        wl, cfg = self.wl, self.cfg
-        if (not cfg.min_runtime_by_class and self.budgeting.tree is None and
-                ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
-            return [INF if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
-        cache: dict = {}
-        out = []
-        for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
-            if v is not None and v == v and v >= 0:
-                out.append(float(v))
-                continue
-            key = (cls, a)
-            r = cache.get(key)
-            if r is None:
-                r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
-                if r is None:
-                    r = self.budgeting.min_runtime(cls, wl.accounts[a])
-                if r is None:
-                    r = cfg.min_runtime_s
-                r = cache[key] = INF if r is None else float(r)
-            out.append(r)
-        return out
 
     def push(self, t, prio, payload) -> None:
         self.seq_counter += 1
@@ -142,6 +122,11 @@ class Simulator:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> None:
+        if self.cfg.replay == "logged":
+            from . import replay
+
+            replay.run(self)
+            return
         if fastpath.applies(self):
             fastpath.run(self)
             return
@@ -185,6 +170,12 @@ class Simulator:
                 if not full and self.cfg.policy != "fcfs":
                     full = not self._same_head(t, new)
                 self.schedule(t, full, new)
+        if len(queue):  # no event left can start them: say which instead of returning a half-finished run
+            from .config import ConfigError
+
+            ids = [str(self.wl.job_id[j]) for j in sorted(queue.jobs())[:3]]
+            raise ConfigError(f"workload: {len(queue)} job(s) can never start (job_id {', '.join(ids)}, ...): "
+                              "a budget version in force while they wait caps them below their request")
 
     def _same_head(self, now, new) -> bool:
         """A non-FCFS order allows an incremental pass when at most one job arrived behind the same blocked
@@ -192,14 +183,21 @@ class Simulator:
         st = self.pstate
         if st is None or len(new) > 1 or self.depth > 1 or st.blocked is None or self.status[st.blocked] != QUEUED:
             return False
-        return next(iter(self.queue.order(now)), None) == st.blocked
+        order = iter(self.queue.order(now))
+        head = next(order, None)
+        self._head_order = (now, head, order)  # a full pass at this instant continues this order (same state)
+        return head == st.blocked
 
     def schedule(self, now, full, new) -> None:
         self.counters["passes"] += 1
+        ho, self._head_order = self._head_order, None
         if full or self.pstate is None:
             self.counters["full_passes"] += 1
             self.pstate = passes.PassState()
-            jobs = self.queue.order(now)
+            if ho is not None and ho[0] == now and ho[1] is not None:
+                jobs = itertools.chain((ho[1],), ho[2])
+            else:
+                jobs = self.queue.order(now)
         else:
             jobs = new
         started = self.pass_fn(self, now, jobs, self.pstate)
@@ -277,8 +275,10 @@ class Simulator:
             self.ledger.change(a, now, -self.charge[j])
         if j in self.preemptible:
             self.preemptible.discard(j)
+            groups = self.pool._node_groups
             for n, *_ in self.alloc[j]:
-                self.preemptible_on[n].discard(j)
+                for k in groups[n]:
+                    self.preemptible_in[k].discard(j)
         preempt.on_stop(self, j)
         self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful)
         self.run_s[j] += now - self.att_start[j]
@@ -323,8 +323,10 @@ class Simulator:
     def preempt_add(self, j) -> None:
         self.preemptible.add(j)
         self.preempt_added += 1
+        groups = self.pool._node_groups
         for n, *_ in self.alloc[j]:
-            self.preemptible_on.setdefault(n, set()).add(j)
+            for k in groups[n]:
+                self.preemptible_in.setdefault(k, set()).add(j)
 
     # ------------------------------------------------------------------ wait reasons
     def note(self, j, r) -> None:
@@ -381,14 +383,21 @@ class Simulator:
                 held[i] += g
 
     def over_cap(self, j) -> bool:
-        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?"""
-        ten = self.budgeting.at(self.now)
-        g = self.req_g[j]
-        held, cap = ten.held_g, ten.cap
-        for i in ten.capped_chain[ten.bucket[self.accounts[self.acct[j]]]]:
-            if held[i] + g > cap[i]:
-                return True
-        return False
+        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?
+
+        Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
+        g > floor(cap) - held) is cached until the running set or the instant changes."""
+        key = (self.version, self.now)
+        if self._room_key != key:
+            self._room_key, self._room = key, {}
+        a = self.acct[j]
+        room = self._room.get(a)
+        if room is None:
+            ten = self.budgeting.at(self.now)
+            chain = ten.capped_chain[ten.bucket[self.accounts[a]]]
+            held, cap = ten.held_g, ten.cap
+            room = self._room[a] = min((math.floor(cap[i]) - held[i] for i in chain), default=INF)
+        return self.req_g[j] > room
 
     def held_by_bucket(self, ten) -> dict:
         out: dict[int, list] = {}

@@ -24,8 +24,8 @@ ENABLED = True  # tests switch it off to compare against the generic path
 def applies(sim) -> bool:
     cfg = sim.cfg
     return (ENABLED and sim.pool.cluster.procs_mode and cfg.policy == "fcfs" and sim.depth <= 1
-            and cfg.backfill_order == "queue" and not sim.preempt_on and not sim.health.events
-            and not sim.budgeting_caps())
+            and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
+            and not sim.health.events and not sim.budgeting_caps())
 
 
 def run(sim) -> None:

@@ -8,12 +8,8 @@ Definitions ("resource" = GPUs when the cluster has any, else CPUs / processors;
   GPU-seconds (DOMAIN.md's top pyramid level), null without utilisation data.
 - waits: wait = first start - submit; ``wait_s`` mean/p50/p90/p99 (linear interpolation) overall, per job
   class and per team (account). Bounded slowdown: mean of max(1, (end - submit) / max(run, 10 s)).
-- ``attainment``: per budget bucket, summed over consecutive windows of ``lookback_s`` from the first submit:
-  demanded = funded work as if it ran from its submit time, received = useful allocated work (lost work
-  excluded), entitled = the window's capacity water-filled over the buckets' demand
-  (``budget_tree.entitlements``; equal weights without budgets); attainment = received / entitled; summary
-  mean, worst and the number of buckets >= 0.95. Work delivered in a later window than demanded counts
-  where it ran, so a bucket can exceed 1.
+- ``attainment``: budget attainment by the queries' definition (``engine.attainment``), computed by
+  ``simulate`` from the simulated jobs frame once it is built.
 - ``unallocated_occupancy_share``: share of allocated resource-seconds held by min-runtime-0 jobs.
 - ``fragmentation_gpu_hours``: free GPUs on partly used available nodes, integrated over the time some
   whole-node job (a gang, or a job needing a full node's GPUs) waited; ``fragmentation_share`` divides by
@@ -26,7 +22,6 @@ import math
 import numpy as np
 import polars as pl
 
-from . import budget_tree as bt
 
 BSLD_THRESHOLD_S = 10.0
 
@@ -74,8 +69,10 @@ def compute(sim, wl) -> dict:
     submit = wl.array("submit")
     first_start = sim.array("first_start")
     end_time = sim.array("end_time")
+    # every job starts and ends, except in the as-logged replay (jobs that never started: NaN, left out)
+    ran = ~np.isnan(first_start)
     first = float(submit.min()) if n else 0.0
-    last = float(end_time.max()) if n else 0.0
+    last = float(np.nanmax(end_time)) if ran.any() else first
     span = max(last - first, 0.0)
     down = sum(max(min(b, last) - max(a, first), 0.0) * cap_list[node] / 1000.0
                for node, a, b in sim.health.down_intervals)
@@ -92,10 +89,11 @@ def compute(sim, wl) -> dict:
     lost = float((lost_g if res == "gpus" else lost_c).sum()) / 1000.0
     useful = allocated - lost
 
-    waits = first_start - submit
-    run = wl.array("run")
-    bsld = np.maximum(1.0, (end_time - submit) / np.maximum(run, BSLD_THRESHOLD_S))
+    waits = (first_start - submit)[ran]
+    run = np.asarray(sim.run_s, dtype=float) if sim.cfg.replay == "logged" else wl.array("run")
+    bsld = np.maximum(1.0, (end_time - submit)[ran] / np.maximum(run[ran], BSLD_THRESHOLD_S))
     preemptions = sim.array("preemptions", np.int64)
+    cls_codes, cls_labels = _codes(wl)
     out: dict = {
         "resource": res,
         "capacity": float(cap_units),
@@ -108,9 +106,9 @@ def compute(sim, wl) -> dict:
         "occupancy": allocated / available if available > 0 else None,
         "utilisation": useful / available if available > 0 else None,
         "wait_s": _pct(waits),
-        "wait_s_by_class": _by(*_codes(wl), waits),
-        "wait_s_by_team": _by(wl.acct, wl.accounts, waits),
-        "bounded_slowdown_mean": float(bsld.mean()) if n else None,
+        "wait_s_by_class": _by(cls_codes[ran], cls_labels, waits),
+        "wait_s_by_team": _by(np.asarray(wl.acct, dtype=np.int64)[ran], wl.accounts, waits),
+        "bounded_slowdown_mean": float(bsld.mean()) if len(bsld) else None,
         "bounded_slowdown_threshold_s": BSLD_THRESHOLD_S,
         "unallocated_occupancy_share": free_alloc / allocated if allocated > 0 else None,
         "preemptions": int(preemptions.sum()),
@@ -118,7 +116,8 @@ def compute(sim, wl) -> dict:
         "jobs_preempted": int((preemptions > 0).sum()),
         "lost_gpu_hours": float(lost_g.sum()) / 1000.0 / 3600.0,
         "lost_cpu_hours": float(lost_c.sum()) / 1000.0 / 3600.0,
-        "timeouts": int(sum(wl.timeout)),
+        "timeouts": int(sum(bool(x) for x in wl.timeout)) if sim.cfg.replay != "logged" else
+        int(sum(1 for x in wl.state if x == "TIMEOUT")),
         "node_events": dict(sim.health.counts),
         "node_down_hours": sum(b - a for _, a, b in sim.health.down_intervals) / 3600.0,
         "scheduler": dict(sim.counters),
@@ -127,7 +126,6 @@ def compute(sim, wl) -> dict:
     out["fragmentation_gpu_hours"] = sim.frag_g_seconds / 1000.0 / 3600.0
     out["fragmentation_share"] = (sim.frag_g_seconds / 1000.0 / gpu_cap_s) if gpu_cap_s > 0 else None
     out["gpu_busy_utilisation"] = _busy(iv, wl) if res == "gpus" else None
-    out["attainment"] = _attainment(sim, wl, res, iv, units, min_rt, first, last)
     return out
 
 
@@ -140,72 +138,6 @@ def _busy(iv, wl):
     ok = (iv["how"] == 0) & ~np.isnan(u)
     den = float(gs[ok].sum())
     return float((gs[ok] * u[ok]).sum()) / den if den > 0 else None
-
-
-def _attainment(sim, wl, res, iv, units, min_rt, first, last) -> dict:
-    """Per budget bucket over consecutive lookback-long windows from the first submit: demanded (funded work
-    as if started at submit), received (useful allocated work) and water-filled entitled resource-hours."""
-    ten = sim.budgeting.at(float("inf"))
-    names = [ten.paths[ten.bucket[a]] or a for a in wl.accounts]  # bucket name per account index
-    na = len(wl.accounts)
-    acct = sim.array("acct", np.int64)
-    funded = min_rt != 0
-    rate = (wl.array("req_g" if res == "gpus" else "req_c") / 1000.0)[funded]
-    sub, run, acc_j = wl.array("submit")[funded], wl.array("run")[funded], acct[funded]
-    job_iv = iv["job"]
-    ok = funded[job_iv] if len(job_iv) else np.zeros(0, bool)
-    s_iv, u_iv, r_iv, a_iv = iv["start"][ok], iv["useful"][ok], units[ok], acct[job_iv][ok]
-    L = sim.cfg.lookback_s
-    n_win = max(1, int(math.ceil((last - first) / L))) if last > first else 1
-    cap = (sum(sim.pool.cap_g) if res == "gpus" else sum(sim.pool.cap_c)) / 1000.0
-    dem = _per_window(sub - first, run, rate, acc_j, L, n_win, na)
-    rec = _per_window(s_iv - first, u_iv, r_iv, a_iv, L, n_win, na)
-    totals = {}
-    for k in range(n_win):
-        dem_a, rec_a = dem[k], rec[k]
-        w0, w1 = first + k * L, min(first + (k + 1) * L, max(last, first + 1e-9))
-        demand: dict[str, float] = {}
-        received: dict[str, float] = {}
-        for a in np.flatnonzero((dem_a > 0) | (rec_a > 0)):
-            demand[names[a]] = demand.get(names[a], 0.0) + float(dem_a[a])
-            received[names[a]] = received.get(names[a], 0.0) + float(rec_a[a])
-        if not demand:
-            continue
-        hours = cap * (w1 - w0) / 3600.0
-        if sim.budgeting.tree is not None:
-            ent = bt.entitlements(sim.budgeting.tree, hours, dict(demand))
-            entitled = {b: ent.get(b, 0.0) for b in demand}
-        else:
-            keys = sorted(demand)
-            entitled = dict(zip(keys, bt.water_fill(hours, [1.0] * len(keys), [0.0] * len(keys),
-                                                    [demand[b] for b in keys])))
-        for b in demand:
-            t = totals.setdefault(b, [0.0, 0.0, 0.0])
-            t[0] += demand[b]
-            t[1] += entitled.get(b, 0.0)
-            t[2] += received[b]
-    teams = {b: {"demanded_hours": d, "entitled_hours": e, "received_hours": r,
-                 "attainment": (r / e) if e > 0 else None} for b, (d, e, r) in sorted(totals.items())}
-    vals = [t["attainment"] for t in teams.values() if t["attainment"] is not None]
-    return {"window_s": L, "windows": n_win, "teams": teams,
-            "mean": float(np.mean(vals)) if vals else None, "worst": float(min(vals)) if vals else None,
-            "teams_at_95pct": int(sum(1 for v in vals if v >= 0.95 - 1e-12))}
-
-
-def _per_window(s, length, weight, acct, L, n_win, na):
-    """[window, account] -> sum of weight x overlap of [s, s + length) with window k = [k L, (k + 1) L), hours."""
-    out = np.zeros((n_win, na))
-    e = s + length
-    w0 = np.clip(np.floor(s / L), 0, n_win - 1).astype(np.int64)
-    w1 = np.clip(np.ceil(e / L) - 1, 0, n_win - 1).astype(np.int64)
-    one = w0 == w1
-    np.add.at(out, (w0[one], acct[one]), weight[one] * (e[one] - s[one]))
-    for i in np.flatnonzero(~one):  # the few intervals crossing a window boundary
-        for k in range(w0[i], w1[i] + 1):
-            ov = min(e[i], (k + 1) * L) - max(s[i], k * L)
-            if ov > 0:
-                out[k, acct[i]] += weight[i] * ov
-    return out / 3600.0
 
 
 def clean(obj):

@@ -11,21 +11,30 @@ Three implementations with one meaning (tests check they agree):
   blocked job, in queue order, up to K of them, reserves its earliest fit on the free-resource profile; a job
   starts now only if it fits for its whole (margin-stretched) limit without touching any reservation.
 
+``backfill_max_job_test`` (Slurm's bf_max_job_test; default None = all) stops each pass after that many
+backfill candidates (counted after the first blocked job, across the incremental passes continuing it; cut
+passes are counted in ``metrics["scheduler"]["backfill_cap_hits"]``); a capped scan takes none of the
+shortcuts below, so which jobs are tested does not depend on them.
+
 Invariants: a pass examines jobs in policy order (backfill candidates in ``backfill_order`` after the first
 blocked job), never starts a job that does not fit its placement, and leaves ``state`` such that an
-incremental pass over newly submitted FCFS jobs gives what a full pass would.
+incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a blocked
+job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before it is
+needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly as
+``_backfill`` would (tested: hinted == plain).
 """
 from __future__ import annotations
 
 import math
 
 INF = math.inf
+UNLIMITED = 1 << 60  # pool.UNLIMITED
 HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactly
 
 
 class PassState:
     __slots__ = ("blocked", "stopped", "T", "extra", "limit", "failed", "n_failed_short", "profile", "nres",
-                 "now")
+                 "now", "lower", "tested")
 
     def __init__(self):
         self.blocked = None
@@ -36,7 +45,9 @@ class PassState:
         self.failed = {}
         self.n_failed_short = 0
         self.profile = None
+        self.lower = None  # passes_profile: request shape -> earliest-start lower bounds by duration
         self.nres = 0
+        self.tested = 0    # backfill candidates examined so far (``backfill_max_job_test``)
         self.now = None
 
 
@@ -47,6 +58,23 @@ def choose(sim):
     if procs and not sim.budgeting_caps():
         return scalar_pass
     return node_pass
+
+
+def tested(sim, st, jobs):
+    """``jobs`` up to the pass's ``backfill_max_job_test`` (counted across incremental passes); a cut is counted."""
+    cap = sim.cfg.backfill_max_job_test
+    if cap is None:
+        return jobs
+    return _take(sim, st, jobs, cap)
+
+
+def _take(sim, st, jobs, cap):
+    for j in jobs:
+        if st.tested >= cap:
+            sim.counters["backfill_cap_hits"] += 1
+            return
+        st.tested += 1
+        yield j
 
 
 def _sort_backfill(sim, jobs):
@@ -108,8 +136,9 @@ def scalar_pass(sim, now, jobs, st):
     T, extra = st.T, st.extra
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     free = res[0]
-    for j in _sort_backfill(sim, it):
-        if free <= 0:
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    for j in tested(sim, st, _sort_backfill(sim, it)):
+        if free <= 0 and exact:
             break
         s = size[j]
         if s > free:
@@ -142,6 +171,12 @@ def _reservation(sim, j):
     avail = pool.avail
     run = sim.running_by_end
     alloc = sim.alloc
+    cap_g, cap_c, cap_m = pool.cap_g, pool.cap_c, pool.cap_m
+    if gang:  # a gang fits exactly when the idle eligible nodes' capacities add up to it: keep the sums
+        ig = ic = im = 0
+        for n in elig:
+            if avail[n] and fg[n] == cap_g[n] and fc[n] == cap_c[n] and fm[n] == cap_m[n]:
+                ig, ic, im = ig + cap_g[n], ic + cap_c[n], im + min(cap_m[n], UNLIMITED)
     k, nr = 0, len(run)
     while k < nr:
         t = run[k][0]
@@ -158,7 +193,12 @@ def _reservation(sim, j):
         if not touched:
             continue
         if gang:
-            if not any(pool.cap_g[n] == fg[n] and pool.cap_c[n] == fc[n] and pool.cap_m[n] == fm[n] for n in touched):
+            became = [n for n in touched if cap_g[n] == fg[n] and cap_c[n] == fc[n] and cap_m[n] == fm[n]]
+            if not became:
+                continue
+            for n in became:
+                ig, ic, im = ig + cap_g[n], ic + cap_c[n], im + min(cap_m[n], UNLIMITED)
+            if ig < g or ic < c or im < m:
                 continue
             pl = pool.place(gang_order, True, g, c, m, free=(fg, fc, fm))
         else:
@@ -193,9 +233,12 @@ def node_pass(sim, now, jobs, st):
             if sim.depth == 0:
                 st.stopped = True
                 return started
-            st.T, st.limit = sim.cached_reservation(j, _reservation)
-            if st.T < INF and sim.reserved[j] is None:
-                sim.reserved[j] = st.T
+            if sim.reserved[j] is None:  # its first reservation is part of the output
+                st.T, st.limit = sim.cached_reservation(j, _reservation)
+                if st.T < INF:
+                    sim.reserved[j] = st.T
+            else:
+                st.T = None  # computed when first needed (``reservation_time``)
             break
         else:
             return started
@@ -206,7 +249,8 @@ def node_pass(sim, now, jobs, st):
     reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
     procs = pool.cluster.procs_mode
     nothing_fits = sim.qstats.nothing_fits
-    if nothing_fits(pool):
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    if exact and nothing_fits(pool):
         return started
 
     def hint(j):
@@ -216,8 +260,13 @@ def node_pass(sim, now, jobs, st):
             return False
         sh = shape[j]
         f = failed.get(sh)
-        if f is not None and f != "long":
-            return f
+        if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
+            if f != "long":
+                return f
+            if now + est[j] * inv > st.T:  # a "long" entry means a job was examined: T is known
+                return "reservation"
+        if capped and over_cap(j):
+            return "quota"
         g, c, m = req_g[j], req_c[j], req_m[j]
         b = bounds(group[j])
         if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
@@ -227,7 +276,8 @@ def node_pass(sim, now, jobs, st):
             return r
         return None
 
-    hinted = HINTS and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+    hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # read by the order's inlined skip
+    hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint
     try:
@@ -242,11 +292,14 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
     pool = sim.pool
     est, note, shape = sim.limit_left, sim.note, sim.shape
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
-    reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
+    reason, bounds, place, place_in, over_cap = sim.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
     nothing_fits = sim.qstats.nothing_fits
-    for j in _sort_backfill(sim, it):
-        if st.n_failed_short >= n_shapes:
+    exact = sim.cfg.backfill_max_job_test is None
+    for j in tested(sim, st, _sort_backfill(sim, it)):
+        if exact and st.n_failed_short >= n_shapes:
             break
+        if T is None:
+            T = reservation_time(sim, st)
         sh = shape[j]
         short = now + est[j] * inv <= T
         f = failed.get(sh)
@@ -264,9 +317,11 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
         if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
             pl = fits_now = None
         else:
-            nodes = grp[2] if gang else grp[1]
-            pl = place(nodes, gang, g, c, m, limit=None if short else st.limit)
-            fits_now = pl if short or pl is not None else place(nodes, gang, g, c, m)
+            if short or not st.limit:
+                pl = place_in(grp, gang, g, c, m)
+            else:  # EASY's extra resources cap what it may use on the reserved job's nodes
+                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=st.limit)
+            fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
             started.append(j)
@@ -275,7 +330,7 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
                     if n in st.limit:
                         x = st.limit[n]
                         st.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
-            if nothing_fits(pool):
+            if exact and nothing_fits(pool):
                 break
             continue
         if fits_now is None:
@@ -289,16 +344,27 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
             note(j, r)
 
 
+def reservation_time(sim, st) -> float:
+    """The blocked job's reservation T (node passes compute it lazily: many passes examine no other job).
+
+    Nothing started since the job blocked (a start needs T first), so the free resources and running jobs are
+    those it blocked on and the value is the one an eager computation would have given."""
+    if st.T is None:
+        st.T, st.limit = sim.cached_reservation(st.blocked, _reservation)
+    return st.T
+
+
 def _place(pool, grp, gang, g, c, m, limit):
     """``Pool.place`` behind a constant-time rejection by the group's bounds (most requests in a busy pass)."""
     b = pool.bounds(grp)
     if gang:
         if g > b[3] or c > b[4] or m > b[5]:
             return None
-        return pool.place(grp[2], True, g, c, m, limit=limit)
-    if g > b[0] or c > b[1] or m > b[2]:
+    elif g > b[0] or c > b[1] or m > b[2]:
         return None
-    return pool.place(grp[1], False, g, c, m, limit=limit)
+    if not limit:
+        return pool.place_in(grp, gang, g, c, m)
+    return pool.place(grp[2] if gang else grp[1], gang, g, c, m, limit=limit)
 
 
 def _why(sim, j) -> str:

@@ -6,6 +6,10 @@ it fits for its whole limit (stretched by the walltime margin once a reservation
 reservation. Conservative = K unbounded: every queued job holds a reservation, rebuilt at every full pass.
 
 Invariant: with exact run-time estimates every job starts no later than the first reservation it got (tested).
+Within a pass the profile only loses capacity, so each request shape keeps the earliest starts found per
+duration as lower bounds for later searches (``_lower_bound``/``_record``): exact, and tested against a
+brute-force profile search in both layouts. A job whose reservation on its real limit is "now" but whose
+margin-stretched limit does not fit is reserved, not started.
 """
 from __future__ import annotations
 
@@ -46,7 +50,28 @@ def profile_pass(sim, now, jobs, st):
         order = _sort_backfill(sim, jobs)
     if procs and not capped:
         return _scalar_profile_loop(sim, now, order, st, prof, inv)
+    if st.lower is None:
+        st.lower = {}
+    lower, shape = st.lower, sim.shape
+
+    def earliest(j, nodes, g, c, m, dur):
+        fr = lower.get(shape[j])
+        if fr is None:
+            fr = lower[shape[j]] = ([], [])
+        lb = _lower_bound(fr, dur)
+        if lb == INF:
+            return INF, None
+        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur, lb if lb > now else None)
+        _record(fr, dur, t)
+        return t, pl
+
+    cap = sim.cfg.backfill_max_job_test
     for j in order:
+        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if st.tested >= cap:
+                sim.counters["backfill_cap_hits"] += 1
+                break
+            st.tested += 1
         if capped and sim.over_cap(j):
             note(j, "quota")
             continue
@@ -54,10 +79,10 @@ def profile_pass(sim, now, jobs, st):
         nodes = grp[1] if not sim.gang[j] else grp[2]
         g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
         dur = est[j] * inv if st.nres else est[j]
-        t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, dur)
+        t, pl = earliest(j, nodes, g, c, m, dur)
         if t == now:
             if dur != est[j]:  # place on the real limit; the stretched one only gated the start
-                t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+                t, pl = earliest(j, nodes, g, c, m, est[j])
             prof.reserve(pl, now, now + est[j])
             sim.start(j, now, pl)
             started.append(j)
@@ -68,14 +93,14 @@ def profile_pass(sim, now, jobs, st):
         if procs:
             fg, fc, _ = prof.free_now(nodes)
             note(j, "reservation" if fg >= g and fc >= c else "resources")
-        elif pool.place(nodes, sim.gang[j], g, c, m) is not None:
+        elif pool.place_in(grp, sim.gang[j], g, c, m) is not None:
             note(j, "reservation")
         else:
             note(j, _why(sim, j))
         if st.nres >= sim.depth:
             continue
         if dur != est[j]:
-            t, pl = prof.earliest(nodes, sim.gang[j], g, c, m, est[j])
+            t, pl = earliest(j, nodes, g, c, m, est[j])
         st.nres += 1
         if t < INF:
             prof.reserve(pl, t, t + est[j])
@@ -92,13 +117,27 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
     ts, fs = prof.times, prof.free
     depth = sim.depth
     started = []
-    bisect_right = bisect.bisect_right
+    bisect_right, bisect_left = bisect.bisect_right, bisect.bisect_left
+    if st.lower is None:
+        st.lower = {}
+    lower = st.lower
+    cap = sim.cfg.backfill_max_job_test
     for j in order:
+        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if st.tested >= cap:
+                sim.counters["backfill_cap_hits"] += 1
+                break
+            st.tested += 1
         s = size[j]
         e_j = est[j]
         dur = e_j * inv if st.nres else e_j
-        # earliest start: first run of slots with free >= s covering dur
-        k, last = 0, len(ts) - 1
+        # earliest start: first run of slots with free >= s covering dur, from the size's lower bound on
+        fr = lower.get(s)
+        if fr is None:
+            fr = lower[s] = ([], [])
+        lb = _lower_bound(fr, dur)
+        last = len(ts) - 1
+        k = bisect_left(ts, lb) if lb > now else 0
         t0 = INF
         while k <= last:
             if fs[k] < s:
@@ -115,6 +154,7 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
                 break
             k = e + 1
             t0 = INF
+        _record(fr, dur, t0)
         if t0 == now:
             t = now
         else:
@@ -147,10 +187,33 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
             fs.insert(k1, fs[k1 - 1])
         for k in range(k0, k1):
             fs[k] -= s
-        if t == now:
+        if t0 == now:  # started only when the margin-stretched limit fits now (a reservation at now may not)
             sim.start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
             started.append(j)
     return started
+
+
+# Within a pass (and the incremental passes continuing it) the profile only loses capacity, so the earliest start
+# found for a request shape and duration d is a lower bound for the same shape with any duration >= d: each
+# shape keeps that frontier (durations and earliest starts, both strictly increasing) and searches start there.
+def _lower_bound(fr, dur) -> float:
+    durs, ts = fr
+    i = bisect.bisect_right(durs, dur)
+    return ts[i - 1] if i else -INF
+
+
+def _record(fr, dur, t) -> None:
+    durs, ts = fr
+    i = bisect.bisect_right(durs, dur)
+    if i and ts[i - 1] >= t:
+        return  # implied by a shorter or equal duration already
+    if i and durs[i - 1] == dur:
+        i -= 1
+    k = i
+    while k < len(durs) and ts[k] <= t:
+        k += 1
+    durs[i:k] = [dur]
+    ts[i:k] = [t]
 
 
 def _chain(head, rest):

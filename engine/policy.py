@@ -18,11 +18,18 @@ Invariants:
   shares rather than one whole queue after another, and a team's unstartable jobs do not push it back.
 - drf: the same merge, flat over buckets, by weighted dominant share max(gpu, cpu, mem share of the
   cluster held by the bucket's running + already-emitted jobs) / fraction.
+
+Implementation of the fair-share merge: keys change only when a job starts, so after one descent the chosen
+bucket offers its jobs in turn until one starts (or it runs out), instead of a descent per job; during a pass's
+backfill the pass's ``hint`` lets the order skip jobs whose answer is already known (a shape that failed
+outright, a "long" shape outside the hole, a borrowing cap), noting the same wait reason the pass would.
+``tests/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
 """
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 
 INF = float("inf")
 RUNNING = 2  # core.RUNNING (not imported: core imports this module)
@@ -98,6 +105,7 @@ class TenantQueue:
         self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
         self.members: set[int] = set()
         self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
+        self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
 
     def __len__(self):
         return len(self.members)
@@ -113,7 +121,10 @@ class TenantQueue:
         if self.sim.min_rt[j] == 0:
             self.free.add(j)
             return
-        q = self.funded.setdefault(self.sim.acct[j], {})
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, 1)
+        q = self.funded.setdefault(a, {})
         if q and j < next(reversed(q)):
             items = sorted([*q, j])
             q.clear()
@@ -126,104 +137,127 @@ class TenantQueue:
         if j in self.free:
             self.free.remove(j)
             return
-        q = self.funded[self.sim.acct[j]]
-        del q[j]
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, -1)
+        del self.funded[a][j]
 
     def order(self, now):
         yield from (self._drf(now) if self.drf else self._fairshare(now))
-        hint = self.hint
+        reason, note = self.sim.reason, self.sim.note
+        seen = failed = shape = state = None
+        n_shapes = 0
         for j in self.free.order(now):
-            if hint is not None:
-                r = hint(j)
-                if r is False:
-                    return
-                if r is not None:
-                    if self.sim.reason[j] != r:
-                        self.sim.note(j, r)
-                    continue
-            yield j
-
-    # ------------------------------------------------------------------ fair share
-    def _fairshare(self, now):
-        sim = self.sim
-        ten = sim.budgeting.at(now)
-        n = len(ten.paths)
-        usage = [0.0] * n
-        chains, bucket, accounts = ten.depth_chain, ten.bucket, sim.accounts
-        for a, u in enumerate(sim.ledger.window_all(now)):
-            if u:
-                for i in chains[bucket[accounts[a]]]:
-                    usage[i] += u
-        # per-bucket iterators over the accounts that map to it
-        per_bucket: dict[int, list] = {}
-        rem = [0] * n
-        for a, q in self.funded.items():
-            if q:
-                b = bucket[accounts[a]]
-                per_bucket.setdefault(b, []).append(a)
-                for i in chains[b]:
-                    rem[i] += len(q)
-        if not per_bucket:
-            return
-        heads = {b: _Merge([self.funded[a] for a in accts]) for b, accts in per_bucket.items()}
-        frac, children, paths, parent = ten.frac, ten.children, ten.paths, ten.parent
-        horizon = sim.cfg.lookback_s
-        charge, est = sim.charge, sim.limit_left
-        # one heap of (key, stamp, child) per internal node; a child's entry is stale once its stamp moved on
-        stamp = [0] * n
-        heaps: dict[int, list] = {}
-
-        def key(c):
-            f = frac[c]
-            return (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
-
-        for c in range(1, n):
-            if rem[c] > 0:
-                heaps.setdefault(parent[c], []).append((key(c), 0, c))
-        for h in heaps.values():
-            heapq.heapify(h)
-        push, pop = heapq.heappush, heapq.heappop
-        capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
-        reason, note, status = sim.reason, sim.note, sim.status
-        total = sum(rem[c] for c in children[0])
-        while total > 0:
-            node = 0
-            while children[node]:
-                h = heaps[node]
-                while True:
-                    _, st, c = h[0]
-                    if st == stamp[c] and rem[c] > 0:
-                        break
-                    pop(h)
-                node = c
-            j = heads[node].pop()
-            total -= 1
-            for i in chains[node]:
-                rem[i] -= 1
-            cn = capped[node]
-            if cn and any(held[i] + req_g[j] > cap[i] for i in cn):
-                # held back by a borrowing cap: left out of this pass's order
-                if reason[j] != "quota":
-                    note(j, "quota")
-                continue
             hint = self.hint
-            if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
-                r = hint(j)
-                if r is False:
+            if hint is not None:
+                if hint is not seen:
+                    seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                # hint(j) with its commonest answer inlined: a shape that already failed outright this pass
+                if state.n_failed_short >= n_shapes:
                     return
+                r = failed.get(shape[j])
+                if r is None or r == "long":
+                    r = hint(j)
+                    if r is False:
+                        return
                 if r is not None:
                     if reason[j] != r:
                         note(j, r)
                     continue
             yield j
-            if status[j] != RUNNING:
-                continue  # not started: the bucket's standing is unchanged, it offers its next job
+
+    # ------------------------------------------------------------------ fair share
+    def _plan(self, ten) -> "_Plan":
+        plan = self._plans.get(id(ten))
+        if plan is None:
+            plan = self._plans[id(ten)] = _Plan(ten, self.sim.accounts, self.funded)
+        return plan
+
+    def _fairshare(self, now):
+        sim = self.sim
+        ten = sim.budgeting.at(now)
+        plan = self._plan(ten)
+        n = len(ten.paths)
+        usage = [0.0] * n
+        for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
+            if u:
+                for i in chain:
+                    usage[i] += u
+        rem = list(plan.pending)  # funded jobs pending per tree node (this pass consumes its copy)
+        children = ten.children
+        total = sum(rem[c] for c in children[0])
+        if not total:
+            return
+        funded, bucket_accts = self.funded, plan.bucket_accts
+        frac, paths = ten.frac, ten.paths
+        horizon = sim.cfg.lookback_s
+        charge, est = sim.charge, sim.limit_left
+        capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
+        reason, note, status = sim.reason, sim.note, sim.status
+        chains = ten.depth_chain
+        heads: dict = {}
+        seen = failed = shape = state = None
+        n_shapes = 0
+        while total > 0:
+            # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
+            # zero-fraction children after the others; ties by path): the trees are shallow and narrow
+            node = 0
+            while children[node]:
+                best = bkey = None
+                for c in children[node]:
+                    if rem[c] > 0:
+                        f = frac[c]
+                        k = (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
+                        if bkey is None or k < bkey:
+                            best, bkey = c, k
+                node = best
+            # nothing changes the keys until a job starts, so the descent would pick this bucket again: offer
+            # its jobs in order until one starts (or it has none left)
+            cn = capped[node]
+            # integer milli-GPUs: held + g > cap  <=>  g > floor(cap) - held, for the tightest cap on the path
+            room = min(math.floor(cap[i]) - held[i] for i in cn) if cn else None
+            taken = 0
+            started = False
+            it = heads.get(node)
+            if it is None:  # the bucket's FIFOs (one account: its dict; several: an index-ordered merge)
+                qs = [q for q in (funded.get(a) for a in bucket_accts[node]) if q]
+                it = heads[node] = iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs)
+            for j in it:
+                taken += 1
+                if room is not None and req_g[j] > room:
+                    # held back by a borrowing cap: left out of this pass's order
+                    if reason[j] != "quota":
+                        note(j, "quota")
+                    continue
+                hint = self.hint
+                if hint is not None:  # the pass already knows this job cannot start: skip it cheaply
+                    if hint is not seen:
+                        seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                    if state.n_failed_short >= n_shapes:  # as in the unallocated queue below
+                        return
+                    r = failed.get(shape[j])
+                    if r is None or r == "long":
+                        r = hint(j)
+                        if r is False:
+                            return
+                    if r is not None:
+                        if reason[j] != r:
+                            note(j, r)
+                        continue
+                yield j
+                if status[j] == RUNNING:
+                    started = True
+                    break
+            total -= taken
+            chain = chains[node]
+            for i in chain:
+                rem[i] -= taken
+            if not started:
+                rem[node] = 0  # exhausted (the counts already say so; kept explicit for the descent)
+                continue
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
-            for i in chains[node]:
+            for i in chain:
                 usage[i] += proj
-                stamp[i] += 1
-                if rem[i] > 0:
-                    push(heaps[parent[i]], (key(i), stamp[i], i))
 
     # ------------------------------------------------------------------ DRF
     def _drf(self, now):
@@ -257,6 +291,25 @@ class TenantQueue:
 def _dominant(h, tot, frac) -> float:
     s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
     return s / frac if frac > 0 else INF if s > 0 else 1e300
+
+
+class _Plan:
+    """One budget version seen from the queue: each account's chain of tree nodes, the accounts of each bucket,
+    and the number of funded jobs pending under every node (kept by ``add``/``remove``)."""
+
+    def __init__(self, ten, accounts, funded):
+        self.acct_chain = [ten.depth_chain[ten.bucket[name]] for name in accounts]
+        self.bucket_accts: dict[int, list] = {}
+        for a, name in enumerate(accounts):
+            self.bucket_accts.setdefault(ten.bucket[name], []).append(a)
+        self.pending = [0] * len(ten.paths)
+        for a, q in funded.items():
+            self.count(a, len(q))
+
+    def count(self, a, k) -> None:
+        pending = self.pending
+        for i in self.acct_chain[a]:
+            pending[i] += k
 
 
 class _Merge:

@@ -10,6 +10,9 @@ Invariants:
   the feasible node with the least GPUs left, then CPUs, then memory, then the lowest index (best fit).
   Larger jobs take whole idle nodes, largest first (then lowest index), until every resource is covered;
   each such node is allocated entirely (exclusive gang).
+- ``_index[group]`` maps each free-GPU amount to the set of available nodes of the group with exactly that many
+  free (kept on every change): ``place_in`` finds the single-node best fit from the smallest class that can hold
+  the request instead of scanning every node, with the same answer as ``place``.
 - ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
   DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
 """
@@ -44,8 +47,9 @@ class Pool:
         self.epoch = 0          # bumps on every change of free resources or availability
         self.gepoch: dict = {}  # group key -> bumps when a node of the group changes
         self._node_groups = [[] for _ in range(self.n)]
-        self._bounds: dict = {}
+        self._agg: dict = {}    # group key -> running bounds (``bounds``)
         self._groups: dict = {}
+        self._index: dict = {}  # group key -> {free milli-GPUs: set of available nodes} (``place_in``)
         self._parts = {p for p in cluster.partition if p}
         self._types = {t for t in cluster.gpu_type if t}
 
@@ -67,9 +71,62 @@ class Pool:
             g = (key, nodes, gang, total)
             self._groups[key] = g
             self.gepoch[key] = 0
+            idx = self._index[key] = {}
+            self._agg[key] = [0] * 9 + [-1, -1, -1]
             for n in nodes:
                 self._node_groups[n].append(key)
+                if self.avail[n]:
+                    idx.setdefault(self.free_g[n], set()).add(n)
+            self._sum_in(key, nodes)
         return g
+
+    def _sum_in(self, key, nodes) -> None:
+        A = self._agg[key]
+        for n in nodes:
+            if self.avail[n]:
+                a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+                A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + min(d, UNLIMITED)
+                if self.idle(n):
+                    A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + min(d, UNLIMITED)
+
+    def _leave(self, n) -> None:
+        """Take node n out of its groups' running sums and maxima (before its free resources change)."""
+        if not self.avail[n]:
+            return
+        a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+        dm = min(d, UNLIMITED)
+        idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
+        for k in self._node_groups[n]:
+            A = self._agg[k]
+            A[0], A[1], A[2] = A[0] - a, A[1] - b, A[2] - dm
+            if idle:
+                A[3], A[4], A[5] = A[3] - a, A[4] - b, A[5] - dm
+            for vi, v in ((6, a), (7, b), (8, d)):
+                ci = vi + 3
+                if A[ci] > 0 and v == A[vi]:
+                    A[ci] -= 1
+                    if A[ci] == 0:
+                        A[ci] = -1  # the last node at the maximum left: recomputed when asked
+
+    def _enter(self, n) -> None:
+        """Put node n back into its groups' running sums and maxima (after its free resources changed)."""
+        if not self.avail[n]:
+            return
+        a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
+        dm = min(d, UNLIMITED)
+        idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
+        for k in self._node_groups[n]:
+            A = self._agg[k]
+            A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + dm
+            if idle:
+                A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + dm
+            for vi, v in ((6, a), (7, b), (8, d)):
+                ci = vi + 3
+                if A[ci] >= 0:
+                    if v > A[vi]:
+                        A[vi], A[ci] = v, 1
+                    elif v == A[vi]:
+                        A[ci] += 1
 
     def _touch(self, n) -> None:
         self.epoch += 1
@@ -80,30 +137,26 @@ class Pool:
     def bounds(self, grp) -> tuple:
         """Upper bounds on what a group can take now: the largest free g, c, m on any available node (each
         separately), the summed capacity of its idle nodes (a gang above it cannot be placed) and the summed
-        free resources (a request within them that does not fit is blocked by fragmentation)."""
-        ep = self.gepoch[grp[0]]
-        hit = self._bounds.get(grp[0])
-        if hit is not None and hit[0] == ep:
-            return hit[1]
-        fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
-        cg, cc, cm = self.cap_g, self.cap_c, self.cap_m
-        mg = mc = mm = ig = ic = im = tg = tc = tm = 0
-        for n in grp[1]:
-            if not av[n]:
-                continue
-            a, b, d = fg[n], fc[n], fm[n]
-            tg, tc, tm = tg + a, tc + b, tm + min(d, UNLIMITED)
-            if a > mg:
-                mg = a
-            if b > mc:
-                mc = b
-            if d > mm:
-                mm = d
-            if a == cg[n] and b == cc[n] and d == cm[n]:
-                ig, ic, im = ig + a, ic + b, im + min(d, UNLIMITED)
-        out = (mg, mc, mm, ig, ic, im, tg, tc, tm)
-        self._bounds[grp[0]] = (ep, out)
-        return out
+        free resources (a request within them that does not fit is blocked by fragmentation).
+
+        Kept as running sums and maxima with the number of nodes at each maximum (``_leave``/``_enter`` on
+        every change); a maximum is recomputed only after the last node holding it changed."""
+        A = self._agg[grp[0]]
+        if A[9] < 0 or A[10] < 0 or A[11] < 0:
+            fg, fc, fm, av = self.free_g, self.free_c, self.free_m, self.avail
+            for vi, free in ((6, fg), (7, fc), (8, fm)):
+                if A[vi + 3] >= 0:
+                    continue
+                best, count = 0, 0
+                for n in grp[1]:
+                    if av[n]:
+                        v = free[n]
+                        if v > best:
+                            best, count = v, 1
+                        elif v == best:
+                            count += 1
+                A[vi], A[vi + 3] = best, count
+        return (A[6], A[7], A[8], A[3], A[4], A[5], A[0], A[1], A[2])
 
     def fits_one_node(self, nodes, g, c, m) -> bool:
         return any(self.cap_g[n] >= g and self.cap_c[n] >= c and self.cap_m[n] >= m for n in nodes)
@@ -130,6 +183,45 @@ class Pool:
             return None if best is None else ((best, g, c, m),)
         return self._gang(nodes, g, c, m, fg, fc, fm, limit)
 
+    def place_in(self, grp, gang, g, c, m):
+        """``place(grp's nodes, gang, g, c, m)`` on the live free lists, single-node requests by the free-GPU index:
+        the best fit is in the smallest free-GPU class that can hold g, least CPUs then memory left, lowest index."""
+        if gang:
+            return self._gang(grp[2], g, c, m, self.free_g, self.free_c, self.free_m, None)
+        idx = self._index[grp[0]]
+        fc, fm = self.free_c, self.free_m
+        for v in sorted(idx):
+            if v < g:
+                continue
+            best = None
+            for n in idx[v]:
+                b, d = fc[n], fm[n]
+                if b >= c and d >= m:
+                    key = (b - c, d - m, n)
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                return ((best[2], g, c, m),)
+        return None
+
+    def _reindex(self, n, old_g) -> None:
+        """Move node n to its free-GPU class (out of every class while it is not available)."""
+        new_g = self.free_g[n] if self.avail[n] else None
+        index = self._index
+        for k in self._node_groups[n]:
+            idx = index[k]
+            s = idx.get(old_g)
+            if s is not None and n in s:
+                s.discard(n)
+                if not s:
+                    del idx[old_g]
+            if new_g is not None:
+                s = idx.get(new_g)
+                if s is None:
+                    idx[new_g] = {n}
+                else:
+                    s.add(n)
+
     def _gang(self, order, g, c, m, fg, fc, fm, limit):
         cap_g, cap_c, cap_m, avail = self.cap_g, self.cap_c, self.cap_m, self.avail
         out, sg, sc, sm = [], 0, 0, 0
@@ -153,30 +245,77 @@ class Pool:
     # ------------------------------------------------------------------ bookkeeping
     def allocate(self, alloc) -> None:
         for n, g, c, m in alloc:
-            self._touch(n)
-            self.free_g[n] -= g
-            self.free_c[n] -= c
-            self.free_m[n] -= m
-            assert self.free_g[n] >= 0 and self.free_c[n] >= 0 and self.free_m[n] >= 0, "node over-allocated"
-            if self.track_stranded:
-                self._restrand(n)
+            self._move(n, -g, -c, -m)
 
     def release(self, alloc) -> None:
         for n, g, c, m in alloc:
-            self._touch(n)
-            self.free_g[n] += g
-            self.free_c[n] += c
-            self.free_m[n] += m
-            assert self.free_g[n] <= self.cap_g[n] and self.free_c[n] <= self.cap_c[n], "node over-released"
-            if self.track_stranded:
-                self._restrand(n)
+            self._move(n, g, c, m)
+
+    def _move(self, n, dg, dc, dm) -> None:
+        """Change node n's free resources by (dg, dc, dm) and keep every derived structure exact in one pass
+        over its groups: epochs, running bounds (``_leave`` then ``_enter``), the free-GPU index, stranded GPUs."""
+        self.epoch += 1
+        fg, fc, fm = self.free_g, self.free_c, self.free_m
+        a0, b0, d0 = fg[n], fc[n], fm[n]
+        a1, b1, d1 = a0 + dg, b0 + dc, d0 + dm
+        cg, cc, cm = self.cap_g[n], self.cap_c[n], self.cap_m[n]
+        assert a1 >= 0 and b1 >= 0 and d1 >= 0, "node over-allocated"
+        assert a1 <= cg and b1 <= cc, "node over-released"
+        fg[n], fc[n], fm[n] = a1, b1, d1
+        ge = self.gepoch
+        if not self.avail[n]:  # out of the bounds and the index until it returns
+            for k in self._node_groups[n]:
+                ge[k] += 1
+        else:
+            idle0 = a0 == cg and b0 == cc and d0 == cm
+            idle1 = a1 == cg and b1 == cc and d1 == cm
+            m0, m1 = min(d0, UNLIMITED), min(d1, UNLIMITED)
+            index = self._index
+            for k in self._node_groups[n]:
+                ge[k] += 1
+                A = self._agg[k]
+                A[0], A[1], A[2] = A[0] + a1 - a0, A[1] + b1 - b0, A[2] + m1 - m0
+                if idle0:
+                    A[3], A[4], A[5] = A[3] - a0, A[4] - b0, A[5] - m0
+                if idle1:
+                    A[3], A[4], A[5] = A[3] + a1, A[4] + b1, A[5] + m1
+                for vi, v0, v1 in ((6, a0, a1), (7, b0, b1), (8, d0, d1)):
+                    ci = vi + 3
+                    if A[ci] > 0 and v0 == A[vi]:
+                        A[ci] -= 1
+                        if A[ci] == 0:
+                            A[ci] = -1  # the last node at the maximum left: recomputed when asked
+                    if A[ci] >= 0:
+                        if v1 > A[vi]:
+                            A[vi], A[ci] = v1, 1
+                        elif v1 == A[vi]:
+                            A[ci] += 1
+                if dg:
+                    idx = index[k]
+                    st = idx.get(a0)
+                    if st is not None and n in st:
+                        st.discard(n)
+                        if not st:
+                            del idx[a0]
+                    st = idx.get(a1)
+                    if st is None:
+                        idx[a1] = {n}
+                    else:
+                        st.add(n)
+        if self.track_stranded:
+            self._restrand(n)
 
     def idle(self, n) -> bool:
         return self.free_g[n] == self.cap_g[n] and self.free_c[n] == self.cap_c[n] and self.free_m[n] == self.cap_m[n]
 
     def set_avail(self, n, up: bool) -> None:
         self._touch(n)
+        self._leave(n)
+        was = self.avail[n]
         self.avail[n] = up
+        self._enter(n)
+        if was != up:
+            self._reindex(n, self.free_g[n])
         if self.track_stranded:
             self._restrand(n)
 

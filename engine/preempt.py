@@ -15,7 +15,9 @@ Invariants:
   are never preempted (``preemptible`` only ever holds jobs past their min runtime).
 - Only the first blocked job of the last pass preempts (the reserved / most under-served one), taking the
   fewest victims, in preference order: unfunded, burst, most over-served bucket, least work lost, latest
-  start; only jobs holding resources on nodes the preemptor may use are considered.
+  start; only jobs holding resources on nodes the preemptor may use are considered (``preemptible_in``: per
+  placement group). A search first checks that the preemptor would fit with every candidate released (fitting
+  is monotone in freed resources), so hopeless searches cost one placement.
   Victims are requeued (work since the last checkpoint lost) and the preemptor starts at once.
 - Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
   checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its
@@ -138,12 +140,7 @@ def _victims(sim, J, now):
     elig = sim.eligible(J)
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
     cands = []
-    near = set()  # preemptible jobs holding something on the nodes J may use
-    by_node = sim.preemptible_on
-    for n in elig:
-        s = by_node.get(n)
-        if s:
-            near |= s
+    near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
     for v in sorted(near):
         unfunded = min_rt[v] == 0
         if unfunded:
@@ -168,6 +165,20 @@ def _victims(sim, J, now):
     gang = sim.gang[J]
     nodes = grp[2] if gang else grp[1]
     g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
+    # releasing more jobs never makes a fit impossible: if J does not fit with every candidate gone, no search
+    # through them can succeed (the common case on a busy cluster), so test that once first
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    touched_all = set()
+    for *_, v in cands:
+        for n, a, b, d in sim.alloc[v]:
+            fg[n] += a
+            fc[n] += b
+            fm[n] += d
+            if n in elig and pool.avail[n]:
+                touched_all.add(n)
+    if not touched_all or pool.place(nodes if gang else sorted(touched_all), gang, g, c, m,
+                                     free=(fg, fc, fm)) is None:
+        return None
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     chosen = []
     placement = None
@@ -210,7 +221,7 @@ def _victims(sim, J, now):
                 el = now - sim.att_start[v]
                 sunk += (el - (math.floor(el / ci) * ci if ci else 0.0)) * sum(x[k] for x in sim.alloc[v])
         st = sim.pstate
-        T = st.T if st is not None and st.blocked == J else INF
+        T = passes.reservation_time(sim, st) if st is not None and st.blocked == J else INF
         gain = (T - now) * (sim.req_g[J] if k == 1 else sim.req_c[J])
         if factor * sunk > gain:
             return None

@@ -46,9 +46,8 @@ class Profile:
         """Earliest t >= start (and <= bound) with free >= (g, c, m) on node n over [t, t + dur);
         (t, window-min) or None."""
         ts, fs = self.times[n], self.free[n]
-        k, last = 0, len(ts) - 1
-        while k < last and ts[k + 1] <= start:
-            k += 1
+        last = len(ts) - 1
+        k = bisect.bisect_right(ts, start) - 1 if start > ts[0] else 0  # the slot holding ``start``
         while k <= last:
             if ts[k] > bound:
                 return None
@@ -57,16 +56,22 @@ class Profile:
                 k += 1
                 continue
             t0 = ts[k] if ts[k] > start else start
+            end = t0 + dur
             mg, mc, mm = a, b, d
             e = k
             ok = True
-            while e < last and ts[e + 1] < t0 + dur:
+            while e < last and ts[e + 1] < end:
                 e += 1
                 a, b, d = fs[e]
                 if a < g or b < c or d < m:
                     ok = False
                     break
-                mg, mc, mm = min(mg, a), min(mc, b), min(mm, d)
+                if a < mg:
+                    mg = a
+                if b < mc:
+                    mc = b
+                if d < mm:
+                    mm = d
             if ok:
                 return t0, (mg, mc, mm)
             k = e + 1
@@ -78,9 +83,8 @@ class Profile:
         cap = (p.cap_g[n], p.cap_c[n], p.cap_m[n])
         ts, fs = self.times[n], self.free[n]
         out = []
-        k, last = 0, len(ts) - 1
-        while k < last and ts[k + 1] <= start:
-            k += 1
+        last = len(ts) - 1
+        k = bisect.bisect_right(ts, start) - 1 if start > ts[0] else 0
         while k <= last:
             if fs[k] != cap:
                 k += 1
@@ -115,15 +119,28 @@ class Profile:
                 return INF, None
             return best_t, ((best_n, g, c, m),)
         p = self.pool
-        windows = {n: self._node_idle_from(n, dur, start) for n in nodes if n in self.times}
-        for t in sorted({w[0] for ws in windows.values() for w in ws}):
+        cap_g, cap_c, cap_m = p.cap_g, p.cap_c, p.cap_m
+        wins = []  # gang order (largest nodes first): (node, window starts, windows)
+        tg = tc = tm = 0
+        times = self.times
+        for n in nodes:
+            if n in times:
+                ws = self._node_idle_from(n, dur, start)
+                if ws:
+                    wins.append((n, [a for a, _ in ws], ws))
+                    tg, tc, tm = tg + cap_g[n], tc + cap_c[n], tm + cap_m[n]
+        if tg < g or tc < c or tm < m:  # not even every node idle at some time would be enough
+            return INF, None
+        bisect_right = bisect.bisect_right
+        for t in sorted({a for _, starts, _ in wins for a in starts}):
             out, sg, sc, sm = [], 0, 0, 0
-            for n in nodes:  # gang order: largest nodes first
-                ws = windows.get(n)
-                if not ws or not any(a <= t and t + dur <= b for a, b in ws):
+            for n, starts, ws in wins:
+                # idle runs are disjoint and sorted: only the last one starting by t can hold [t, t + dur)
+                i = bisect_right(starts, t) - 1
+                if i < 0 or t + dur > ws[i][1]:
                     continue
-                out.append((n, p.cap_g[n], p.cap_c[n], p.cap_m[n]))
-                sg, sc, sm = sg + p.cap_g[n], sc + p.cap_c[n], sm + p.cap_m[n]
+                out.append((n, cap_g[n], cap_c[n], cap_m[n]))
+                sg, sc, sm = sg + cap_g[n], sc + cap_c[n], sm + cap_m[n]
                 if sg >= g and sc >= c and sm >= m:
                     return t, tuple(out)
         return INF, None

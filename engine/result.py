@@ -5,7 +5,9 @@ Invariants:
 - ``jobs`` keeps every input column in input order (a canonical ``jobs`` frame in -> the canonical columns
   out, same dtypes), overwrites the ones the simulation decides (start, end, elapsed_s, state, nodes,
   node_list, alloc_*, min_runtime_s, source = 'sim'), then appends ``EXTRA_COLUMNS``; one row per simulated
-  job in (submit, job id) order.
+  job in (submit, job id) order. The as-logged replay keeps the log's state, allocation, nodes and min runtime
+  (it used them), and its start/end come from its clock; a RUNNING job keeps no end, a job that never started
+  its logged end; their ``wait_s`` is null when they never started.
 - ``write`` produces byte-identical files for identical inputs and config: rows in a fixed order, zstd
   Parquet with no timestamps of its own, ``metrics.json`` with sorted keys and 12-significant-digit floats.
 """
@@ -110,6 +112,8 @@ def build(sim, wl, metrics) -> SimResult:
         sim_cols["node_list"] = node_list.cast(pl.String)
     elif "node_list" in wl.frame.columns:
         sim_cols["node_list"] = pl.Series([None] * n, dtype=pl.String)
+    if sim.cfg.replay == "logged":
+        _as_logged(sim_cols, sim, wl, ts_dtype)
     df = wl.frame
     cols = []
     for c in df.columns:
@@ -125,8 +129,8 @@ def build(sim, wl, metrics) -> SimResult:
     reasons = pl.Series(sim.wait_reasons(), dtype=pl.String)
     bucket_name = [ten.paths[ten.bucket[a]] or a for a in wl.accounts]
     extra = {
-        "wait_s": pl.Series(st_arr - sub, dtype=pl.Float64),
-        "run_s": pl.Series(sim.run_s, dtype=pl.Float64),
+        "wait_s": pl.Series(st_arr - sub, dtype=pl.Float64).fill_nan(None),
+        "run_s": pl.Series(np.asarray(sim.run_s, dtype=float), dtype=pl.Float64),
         "preemptions": pl.Series(sim.preemptions, dtype=pl.Int32),
         "failures": pl.Series(sim.failures, dtype=pl.Int32),
         "lost_gpu_seconds": pl.Series(sim.array("lost_g") / 1000.0, dtype=pl.Float64),
@@ -140,6 +144,30 @@ def build(sim, wl, metrics) -> SimResult:
     cols += [s.alias(c) for c, s in extra.items() if c not in df.columns]
     jobs = pl.DataFrame(cols)
     return SimResult(jobs=jobs, timeline=_timeline(sim, wl, iv), metrics=metrics)
+
+
+def _as_logged(sim_cols, sim, wl, ts_dtype) -> None:
+    """The replay's columns: start and end from its clock (a RUNNING job keeps no end, a job that never started
+    its logged end), the rest as logged (state, allocation, nodes, min runtime: the replay used them)."""
+    f = wl.frame
+    ends = list(sim.end_time)
+    logged_end = f["end"].to_list() if "end" in f.columns else [None] * sim.n
+    state = f["state"].cast(pl.String).to_list() if "state" in f.columns else [None] * sim.n
+    for j in range(sim.n):
+        if sim.first_start[j] is None or state[j] == "RUNNING":
+            ends[j] = None
+    end = _times(ends, wl, ts_dtype)
+    never = [sim.first_start[j] is None and logged_end[j] is not None for j in range(sim.n)]
+    if any(never):
+        logged = f["end"] if ts_dtype is None else f["end"].cast(end.dtype)
+        end = pl.select(pl.when(pl.Series(never)).then(logged).otherwise(end).alias("end"))["end"]
+    sim_cols["end"] = end
+    for c in ("elapsed_s", "state", "alloc_gpus", "alloc_cpus", "alloc_mem_bytes", "nodes", "node_list",
+              "min_runtime_s"):
+        if c in f.columns:
+            sim_cols[c] = f[c]
+        else:
+            sim_cols.pop(c, None)
 
 
 def _timeline(sim, wl, iv) -> pl.DataFrame:

@@ -33,6 +33,31 @@ def to_tree(budgets):
     return bt.BudgetTree((bt.BudgetVersion(None, _root_from_dict(budgets)),))
 
 
+def gpu_cap(budgets):
+    """``account -> milli-GPUs`` (the largest request any budget version lets the account start under the
+    ``max_gpus`` caps on its path; None = uncapped), or None when no node has a cap."""
+    tree = to_tree(budgets)
+    if tree is None or not any(n.max_gpus is not None for v in tree.versions for n in v.root.walk()):
+        return None
+
+    def cap(account):
+        best = 0.0
+        for v in tree.versions:
+            root = v.root
+            path = bt.resolve(root, "(none)" if account is None else account)
+            if path == bt.UNBUDGETED:
+                return None
+            parts = path.split("/")
+            caps = [root.index["/".join(parts[:i])].max_gpus for i in range(1, len(parts) + 1)]
+            caps = [c for c in caps if c is not None]
+            if not caps:
+                return None
+            best = max(best, min(caps) * 1000.0)
+        return best
+
+    return cap
+
+
 def _root_from_dict(spec: dict) -> bt.BudgetNode:
     from .config import ConfigError
 
@@ -130,6 +155,7 @@ class Budgeting:
 
     def __init__(self, budgets, accounts, origin_us: int | None):
         self.tree = to_tree(budgets)
+        self._k = 0
         accounts = list(accounts)
         if self.tree is None:
             self.starts, self.versions = [float("-inf")], [Tenants(None, accounts)]
@@ -147,9 +173,12 @@ class Budgeting:
     def at(self, t: float) -> Tenants:
         if len(self.versions) == 1:
             return self.versions[0]
-        k = 0
-        while k + 1 < len(self.starts) and self.starts[k + 1] <= t:
+        starts, k = self.starts, self._k  # the clock mostly moves forward: start from the last answer
+        if starts[k] > t:
+            k = 0
+        while k + 1 < len(starts) and starts[k + 1] <= t:
             k += 1
+        self._k = k
         return self.versions[k]
 
     def min_runtime(self, job_class, account):
@@ -195,7 +224,20 @@ class Ledger:
     def window_all(self, t: float) -> list:
         """``window`` of every account at t (cached per instant: starts and stops at t do not change it)."""
         if self._all_t != t:
-            self._all = [self.window(a, t) for a in range(len(self.rate))]
+            # ``window`` inlined for every account: this runs at every scheduling instant
+            lo = t - self.L
+            out = []
+            ninf = float("-inf")
+            for a, h in enumerate(self.hist):
+                k = self.ptr[a]
+                last = len(h) - 1
+                while k < last and h[k + 1][0] <= lo:
+                    k += 1
+                self.ptr[a] = k
+                t0, c0, r0 = h[k]
+                before = c0 + r0 * (lo - t0) if t0 > ninf else 0.0
+                out.append(self.cum[a] + self.rate[a] * (t - self.last[a]) - before)
+            self._all = out
             self._all_t = t
         return self._all
 
@@ -209,3 +251,29 @@ class Ledger:
         t0, c0, r0 = h[k]
         before = c0 + r0 * (lo - t0) if t0 > float("-inf") else 0.0
         return self.total(a, t) - before
+
+
+def min_runtimes(wl, cfg, budgeting) -> list:
+    """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else the config
+    default; none at all = no contract (``inf``: never preempted)."""
+    inf = float("inf")
+    if (not cfg.min_runtime_by_class and budgeting.tree is None and
+            ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
+        return [inf if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
+    cache: dict = {}
+    out = []
+    for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
+        if v is not None and v == v and v >= 0:
+            out.append(float(v))
+            continue
+        key = (cls, a)
+        r = cache.get(key)
+        if r is None:
+            r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
+            if r is None:
+                r = budgeting.min_runtime(cls, wl.accounts[a])
+            if r is None:
+                r = cfg.min_runtime_s
+            r = cache[key] = inf if r is None else float(r)
+        out.append(r)
+    return out

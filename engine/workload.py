@@ -10,7 +10,9 @@ Invariants:
   is the i-th job in that order, and ``frame`` has one row per simulated job in that order.
 - Skipped jobs are counted by reason and never simulated: ``no_submit``, ``unfinished`` (state RUNNING or
   PENDING), ``never_ran`` (no run time and a null ``start``), ``no_runtime`` (elapsed null or <= 0),
-  ``no_size`` (nothing of the sizing resource requested), ``too_large`` (fits no set of nodes it may use).
+  ``no_size`` (nothing of the sizing resource requested), ``too_large`` (fits no set of nodes it may use),
+  ``over_cap`` (asks for more GPUs than a ``max_gpus`` borrowing cap on its budget path allows in every budget
+  version: it could never start).
 - The estimate (``limit``) is the time limit, or the run time when there is none; a job runs
   ``min(elapsed, limit)`` and ends TIMEOUT when its elapsed time exceeds its limit.
 - Requests are integers: milli-GPUs, milli-CPUs, MiB (rounded up); in processor-count mode only the
@@ -24,7 +26,7 @@ import polars as pl
 
 from .config import ConfigError
 
-SKIP_REASONS = ("no_submit", "unfinished", "never_ran", "no_runtime", "no_size", "too_large")
+SKIP_REASONS = ("no_submit", "unfinished", "never_ran", "no_runtime", "no_size", "too_large", "over_cap")
 
 
 class Workload:
@@ -37,6 +39,7 @@ class Workload:
         self.skipped = skipped
         get = lambda c: x[c].to_list()  # noqa: E731
         self.submit, self.run, self.limit, self.timeout = get("__sub"), get("__run"), get("__lim"), get("__to")
+        self.raw_run = get("__raw")         # the logged run time (not capped at the limit): the as-logged replay
         self.req_g, self.req_c, self.req_m = get("__gm"), get("__cm"), get("__mm")
         acct = self._str("account").fill_null("(none)")
         self.accounts = sorted(acct.unique().to_list())
@@ -96,7 +99,10 @@ def _col(df: pl.DataFrame, name: str, dtype):
     return pl.col(name).cast(dtype, strict=False)
 
 
-def prepare(df: pl.DataFrame, pool) -> Workload:
+def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Workload:
+    """The engine's view of ``df`` on ``pool``; ``gpu_cap(account)`` is the largest GPU request (milli-GPUs)
+    any budget version lets the account start, or None for no cap. ``keep_all`` (the as-logged replay) keeps
+    every job with a submit time, whatever its state, run time or size."""
     if not isinstance(df, pl.DataFrame):
         raise ConfigError(f"workload: expected a polars DataFrame, got {type(df).__name__}")
     if "submit" not in df.columns:
@@ -147,6 +153,8 @@ def prepare(df: pl.DataFrame, pool) -> Workload:
               .when((pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)) & pl.col("__nostart")).then(pl.lit("never_ran"))
               .when(pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)).then(pl.lit("no_runtime"))
               .when((pl.col("__gm") <= 0) & (pl.col("__cm") <= 0)).then(pl.lit("no_size")))
+    if keep_all:
+        reason = pl.when(pl.col("__sub").is_null()).then(pl.lit("no_submit"))
     x = x.with_columns(reason.alias("__skip"))
     skipped = {r: 0 for r in SKIP_REASONS}
     for r, k in x.group_by("__skip").len().iter_rows():
@@ -171,9 +179,23 @@ def prepare(df: pl.DataFrame, pool) -> Workload:
                              pl.Series("__bad", [v if isinstance(v, str) else None for v in verdicts], pl.String))
     x = x.join(keys, on=["__part", "__gtype", "__gm", "__cm", "__mm"], how="left", nulls_equal=True,
                maintain_order="left")
+    if keep_all:  # replayed on its logged nodes: the layout need not hold it
+        x = x.with_columns(pl.lit(None, dtype=pl.String).alias("__bad"))
+        verdicts = [v if not isinstance(v, str) else (pool.group(None, None), False) for v in verdicts]
     for r, k in x.filter(pl.col("__bad").is_not_null()).group_by("__bad").len().iter_rows():
         skipped[r] += k
     x = x.filter(pl.col("__bad").is_null())
+    if gpu_cap is not None and x.height:
+        acct = pl.col("account").cast(pl.String) if "account" in df.columns else pl.lit(None, dtype=pl.String)
+        accts = df.select("__row", acct.alias("__acct"))
+        x = x.join(accts, on="__row", how="left", maintain_order="left")
+        names = x["__acct"].unique().to_list()
+        caps = pl.DataFrame({"__acct": names, "__cap": [gpu_cap(a) for a in names]},
+                            schema={"__acct": pl.String, "__cap": pl.Float64})
+        x = x.join(caps, on="__acct", how="left", nulls_equal=True, maintain_order="left")
+        over = x["__cap"].is_not_null() & (x["__gm"] > x["__cap"])
+        skipped["over_cap"] += int(over.sum())
+        x = x.filter(~over).drop("__acct", "__cap")
     key_idx = x["__key"].to_list()
     group = [verdicts[k][0] for k in key_idx]
     gang = [verdicts[k][1] for k in key_idx]

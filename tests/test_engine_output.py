@@ -213,7 +213,10 @@ def test_cli_simulate_store_with_budgets(tmp_path, capsys):
     assert set(jobs["budget_bucket"].unique().to_list()) == {"lab/vision", "lab/speech"}
     m = json.loads((out / "metrics.json").read_text())
     assert m["params"]["seed"] == 3 and m["params"]["checkpoint_interval_s"] == 1800
-    assert set(m["attainment"]["teams"]) == {"lab/vision", "lab/speech"}
+    # the rows of the log path's attainment table: the budget's leaves, plus "unbudgeted" (no demand here)
+    teams = m["attainment"]["teams"]
+    assert {k for k, t in teams.items() if t["kind"] == "node"} == {"lab/vision", "lab/speech"}
+    assert set(teams) == {"lab/vision", "lab/speech", "unbudgeted"} and teams["unbudgeted"]["demanded_hours"] == 0
 
 
 @pytest.mark.parametrize("argv, msg", [
@@ -240,3 +243,58 @@ def test_same_seed_same_bytes_across_cli_runs(tmp_path):
     for name in ("jobs.parquet", "timeline.parquet", "metrics.json"):
         assert (tmp_path / "o1" / name).read_bytes() == (tmp_path / "o2" / name).read_bytes()
     assert not math.isnan(json.loads((tmp_path / "o1" / "metrics.json").read_text())["occupancy"])
+
+
+def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
+    """--workload FILE --format swf|sacct|csv, --cluster nodes.csv | --nodes/--gpus-per-node/--cpus-per-node |
+    --procs, every policy/backfill flag, --out DIR and --json: each run's metrics.json records what was asked."""
+    fixtures = __import__("pathlib").Path(__file__).parent / "fixtures"
+    jobs_csv = tmp_path / "jobs.csv"
+    canonical_jobs(40).with_columns(pl.col("submit", "start").dt.strftime("%Y-%m-%dT%H:%M:%SZ")).write_csv(jobs_csv)
+    nodes_csv = tmp_path / "nodes.csv"
+    nodes_csv.write_text("node,partition,cpus,gpus,gpu_type,mem_bytes\n" +
+                         "".join(f"n{i},gpu,64,8,,{512 * 2**30}\n" for i in range(4)))
+    runs = {
+        "csv+cluster": ["--workload", str(jobs_csv), "--format", "csv", "--cluster", str(nodes_csv),
+                        "--policy", "priority", "--backfill", "conservative", "--reservation-depth", "2",
+                        "--backfill-order", "area", "--min-runtime", "1h", "--checkpoint-interval", "30m",
+                        "--walltime-margin", "0.2", "--seed", "5"],
+        "csv+nodes": ["--workload", str(jobs_csv), "--format", "csv", "--nodes", "4", "--gpus-per-node", "8",
+                      "--cpus-per-node", "64", "--policy", "drf", "--backfill", "easy", "--backfill-order", "smallest"],
+        "sacct+nodes": ["--workload", str(fixtures / "sacct" / "gpu_cluster.txt"), "--format", "sacct",
+                        "--nodes", "2", "--gpus-per-node", "8", "--cpus-per-node", "64", "--policy", "fairshare",
+                        "--backfill", "none"],
+        "swf+procs": ["--workload", str(fixtures / "swf" / "tiny.swf"), "--format", "swf", "--procs", "64",
+                      "--policy", "fcfs", "--backfill", "easy", "--bf-max-job-test", "3"],
+    }
+    for label, argv in runs.items():
+        out = tmp_path / label
+        assert main(["simulate", *argv, "--out", str(out), "--json"]) == 0, label
+        m = json.loads(capsys.readouterr().out)
+        assert m == json.loads((out / "metrics.json").read_text()), label
+        assert m["jobs_simulated"] > 0 and pl.read_parquet(out / "jobs.parquet").height == m["jobs_simulated"]
+        assert (out / "timeline.parquet").exists()
+        p = m["params"]
+        assert p["policy"] == argv[argv.index("--policy") + 1] and p["backfill"] == argv[argv.index("--backfill") + 1]
+    p = json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["params"]
+    assert (p["reservation_depth"], p["backfill_order"], p["min_runtime_s"], p["checkpoint_interval_s"],
+            p["walltime_margin"], p["seed"]) == (2, "area", 3600, 1800, 0.2, 5)
+    assert json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["cluster"]["gpus"] == 32
+    assert json.loads((tmp_path / "csv+nodes" / "metrics.json").read_text())["params"]["backfill_order"] == "smallest"
+    m = json.loads((tmp_path / "swf+procs" / "metrics.json").read_text())
+    assert m["cluster"]["procs_mode"] and m["params"]["backfill_max_job_test"] == 3
+
+
+def test_cli_replay_logged(tmp_path, capsys):
+    store = tmp_path / "store"
+    with Store(store).transaction() as tx:
+        tx.upsert("jobs", canonical_jobs().with_columns(pl.lit("gpu001").alias("node_list"), pl.lit(1).alias("nodes")))
+        tx.replace_nodes("c1", schema.conform(pl.DataFrame({"cluster": ["c1"], "node": ["gpu001"], "gpus": [16.0],
+                                                            "cpus": [128.0]}), "nodes"))
+    out = tmp_path / "out"
+    assert main(["simulate", "--store", str(store), "--replay", "logged", "--out", str(out), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    src = canonical_jobs()
+    assert jobs.sort("job_id")["start"].to_list() == src.sort("job_id")["start"].to_list()
+    assert m["params"]["replay"] == "logged" and m["preemptions"] == 0

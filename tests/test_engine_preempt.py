@@ -104,6 +104,11 @@ def test_borrowing_cap_holds_jobs_back():
     res = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(budgets=budgets))
     assert by_name(res, "start") == {"B1": 0.0, "B2": 100.0}
     assert by_name(res, "wait_reason")["B2"] == "quota"
+    # a job asking for more than its cap in every budget version could never start: skipped and counted
+    w3 = pl.concat([w, frame([("B3", 0, 3, 10, 10, "B", None)], gpus=True)])
+    res3 = simulate(w3, Cluster.uniform(1, 4, 8), SimConfig(budgets=budgets))
+    assert by_name(res3, "start") == {"B1": 0.0, "B2": 100.0}
+    assert res3.metrics["jobs_skipped_by_reason"]["over_cap"] == 1
 
 
 def test_node_failure_requeues_and_repairs():

@@ -54,6 +54,24 @@ def test_easy_conservative_none_exact(backfill, depth, expected, layout):
     assert col(res, "end") == {k: v + 10 if k != "D" else v + 20 for k, v in expected.items()}
 
 
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+@pytest.mark.parametrize("layout", ["procs", "node"])
+def test_backfill_max_job_test_caps_the_scan(backfill, layout):
+    # Slurm's bf_max_job_test. At t=3 the blocked head is B; with a cap of 1 only C is tested after it, so D is
+    # not considered (EASY would backfill it at 3). At 10 C is the blocked head and D, tested first, does not fit
+    # C's reservation at 20 (no extra processors), so it waits for C: the no-backfill schedule. A cap of 2
+    # reaches D at t=3 again.
+    cluster = Cluster.procs(4) if layout == "procs" else Cluster.uniform(1, 0, 4)
+    one = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill, backfill_max_job_test=1))
+    assert starts(one) == {"A": 0, "B": 10, "C": 20, "D": 30}
+    assert one.metrics["scheduler"]["backfill_cap_hits"] >= 1
+    assert one.metrics["params"]["backfill_max_job_test"] == 1
+    two = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill, backfill_max_job_test=2))
+    full = simulate(jobs(EASY_VS_CONS), cluster, SimConfig(backfill=backfill))
+    assert starts(two) == starts(full)
+    assert full.metrics["scheduler"]["backfill_cap_hits"] == 0
+
+
 def test_reservations_and_wait_reasons():
     easy = simulate(jobs(EASY_VS_CONS), Cluster.procs(4), SimConfig(backfill="easy"))
     # B got the EASY reservation at t=1 (10, when A ends). C became the reserved job at t=10 after B started:
@@ -98,7 +116,7 @@ def test_skipped_jobs_are_counted_not_simulated():
     res = simulate(w, Cluster.procs(4), SimConfig())
     assert res.jobs["job_name"].to_list() == ["ok"]
     assert res.metrics["jobs_skipped_by_reason"] == {"never_ran": 0, "no_runtime": 1, "no_size": 1, "no_submit": 0,
-                                                     "too_large": 1, "unfinished": 1}
+                                                     "too_large": 1, "unfinished": 1, "over_cap": 0}
     assert res.metrics["jobs_skipped"] == 4
 
 
@@ -254,6 +272,7 @@ def test_drf_serves_the_smallest_dominant_share():
     (SimConfig(reservation_depth=0), "reservation_depth"),
     (SimConfig(backfill="none", reservation_depth=2), "reservation_depth"),
     (SimConfig(walltime_margin=1.0), "walltime_margin"),
+    (SimConfig(backfill_max_job_test=-1), "backfill_max_job_test"),
     (SimConfig(min_runtime_s="eight hours"), "min_runtime_s"),
     (SimConfig(checkpoint_interval_s=-5), "checkpoint_interval_s"),
     (SimConfig(node_events=[(10, "nope", "fail")]), "node_events[0].node"),
@@ -271,3 +290,20 @@ def test_bad_config_raises_config_error_naming_the_field(cfg, field):
 def test_node_events_need_nodes():
     with pytest.raises(ConfigError, match="processor-count mode"):
         simulate(jobs([("a", 0, 1, 5, 5)]), Cluster.procs(4), SimConfig(node_events=[(1, "procs", "fail")]))
+
+
+@pytest.mark.parametrize("lookback, klass, first", [
+    # A0 ran 0-200 on the only processor; A1 and B1 arrive together at 300 (A1 first by id).
+    (86400.0 * 7, "training", "B1"),  # default 7-day window: A used 200 s, B nothing -> B1 first
+    (100.0, "training", "A1"),        # a 100 s window [200, 300] no longer sees A0 -> tie -> path order: A1
+    (86400.0 * 7, "debug", "A1"),     # debug has min runtime 0 by class: unallocated, free of charge -> tie
+])
+def test_fairshare_lookback_window_and_free_unallocated_work(lookback, klass, first):
+    w = jobs([("A0", 0, 1, 200, 200), ("A1", 300, 1, 10, 10), ("B1", 300, 1, 10, 10)],
+             account=["A", "A", "B"], job_class=[klass, "training", "training"])
+    cfg = SimConfig(policy="fairshare", backfill="none", budgets={"A": 1, "B": 1}, lookback_s=lookback,
+                    min_runtime_by_class={"debug": 0.0}, preemption=False)
+    res = simulate(w, Cluster.procs(1), cfg)
+    s = starts(res)
+    assert s[first] == 300 and s["A1" if first == "B1" else "B1"] == 310
+    assert col(res, "min_runtime_s")["A0"] == (0.0 if klass == "debug" else None)

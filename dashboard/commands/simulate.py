@@ -3,14 +3,17 @@
     quotaloop simulate --store DIR | --workload FILE [--format swf|sacct|csv]
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
-        [--backfill-order queue|area|smallest] [--budgets budgets.toml] [--min-runtime DURATION]
-        [--checkpoint-interval DURATION] [--walltime-margin FRACTION] [--seed N] --out DIR [--json]
+        [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
+        [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
+        [--replay none|logged] [--attainment-history] [--seed N] --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
 a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
 store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budget_tree``
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
+``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
+``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ def register(sub):
     p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
     p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
+    p.add_argument("--bf-max-job-test", type=int, metavar="K", help="test at most K backfill candidates per pass "
+                                                                      "(Slurm's bf_max_job_test; default: all, exact)")
     p.add_argument("--budgets", metavar="TOML", help="budget tree: shares, guarantees, min runtimes per class")
     p.add_argument("--quota", default="none", choices=["none", "guarantee"],
                    help="guarantee: guaranteed GPUs protected, work beyond them reclaimable (needs --budgets)")
@@ -48,6 +53,11 @@ def register(sub):
     p.add_argument("--walltime-margin", type=float, default=0.0, metavar="FRACTION",
                    help="a backfilled job must fit its limit / (1 - FRACTION) in the hole (e.g. 0.2)")
     p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
+    p.add_argument("--replay", default="none", choices=["none", "logged"],
+                   help="logged: replay the log's own schedule (logged starts, nodes, run times, states); "
+                        "the 'no policy change' baseline")
+    p.add_argument("--attainment-history", action="store_true",
+                   help="also report attainment per lookback-long window ending every day")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -128,12 +138,14 @@ def run(args) -> int:
     cluster = _cluster(args, nodes)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
-        backfill_order=args.backfill_order, walltime_margin=args.walltime_margin, budgets=budgets,
+        backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
+        walltime_margin=args.walltime_margin, budgets=budgets,
         quota=args.quota,
         min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
                                else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
-        lookback_s=parse_duration(args.lookback, "--lookback"), seed=args.seed)
+        lookback_s=parse_duration(args.lookback, "--lookback"), replay=args.replay,
+        attainment_history=args.attainment_history, seed=args.seed)
     res = simulate(jobs, cluster, cfg)
     out = res.write(args.out)
     m = res.metrics

@@ -1,14 +1,19 @@
-"""Speed of the scheduling engine, against naive textbook loops measured in the same run.
+"""Speed of the scheduling engine, against naive implementations measured in the same run.
 
 1. HPC2N (202,871 jobs, 240 processors), FCFS + EASY, processor-count mode. Baseline: a plain textbook EASY
    loop (below) on pre-extracted arrays: heads while they fit, then the shadow time and extra processors from
    the running jobs sorted by estimated end, then a scan of the whole queue - at every event. The engine is
    timed end to end (``simulate``: frame -> arrays, run, metrics, output frames) with all features present but
-   idle; both must give identical start times.
+   idle; both must give identical start times. Also prints utilisation, mean wait and mean bounded slowdown of
+   FCFS, FCFS + EASY and FCFS + conservative on the whole trace (the numbers README.md quotes).
 2. A GPU cluster (the bundled sample store, 128 GPU nodes x 8 GPUs, ~30 days, if present - else a synthetic
    month on 128 x 8): FCFS + EASY with node placement against a naive node-level EASY loop (identical start
-   times required), then fair share + EASY + min-runtime contracts + preemption (the dashboard slider case),
-   with a profile of what dominates.
+   times required), then fair share + EASY + min-runtime contracts + preemption (the dashboard slider case)
+   against the engine with the naive fair-share order (``tests/test_engine_reference.py``: every job offered
+   by a fresh descent of the budget tree, no scan hints; identical output required), with the time split by
+   engine module (what dominates).
+3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
+   ``bf_max_job_test`` cap for comparison.
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.
 Run: ``python -m pytest tests/benchmarks/bench_engine.py -m benchmark -s``
@@ -17,9 +22,9 @@ from __future__ import annotations
 
 import cProfile
 import heapq
-import io
 import math
 import pstats
+import sys
 import time
 from pathlib import Path
 
@@ -220,6 +225,12 @@ def test_hpc2n_fcfs_easy_vs_textbook(shared_data):
           f"mean bounded slowdown {res.metrics['bounded_slowdown_mean']:.2f}")
     assert diff == 0
     assert n == 202871
+    print("  the whole trace under each backfill mode (FCFS order):")
+    for backfill in ("none", "easy", "conservative"):
+        r, c, _ = timed(simulate, jobs, Cluster.procs(240), SimConfig(policy="fcfs", backfill=backfill))
+        m = r.metrics
+        print(f"    FCFS+{backfill:12s} utilisation {m['utilisation']:.4f}  mean wait {m['wait_s']['mean']:9.1f} s  "
+              f"mean bounded slowdown {m['bounded_slowdown_mean']:7.2f}  ({c:.2f} s CPU, {n / c:,.0f} jobs/s)")
 
 
 # ------------------------------------------------------------------------------------------ 2. GPU cluster
@@ -288,22 +299,90 @@ def test_gpu_cluster_fairshare_easy_min_runtime():
     assert diff == 0
     # the slider case: fair share from the budgets, EASY, min-runtime contracts, preemption, checkpoints
     cfg = SimConfig(policy="fairshare", backfill="easy", budgets=budgets, checkpoint_interval_s=3600)
-    prof = cProfile.Profile()
-    c0, w0 = time.process_time(), time.perf_counter()
-    prof.enable()
-    res = simulate(jobs, cluster, cfg)
-    prof.disable()
-    cpu_p, wall_p = time.process_time() - c0, time.perf_counter() - w0
-    res2, cpu2, wall2 = timed(simulate, jobs, cluster, cfg)
-    m = res2.metrics
-    print(f"  fair share+EASY+min runtime: {cpu2:.2f} s CPU ({wall2:.2f} s wall) = {n / cpu2:,.0f} jobs/s; "
-          f"{cpu2 / cpu:.2f}x the FCFS+EASY engine run, {ref_cpu / cpu2:.2f}x faster than the naive FCFS loop")
+    res, cpu2, wall2 = timed(simulate, jobs, cluster, cfg)
+    naive, cpu_n, _ = timed(naive_fairshare_run, jobs, cluster, cfg)
+    m = res.metrics
+    print(f"  fair share+EASY+min runtime: {cpu2:.2f} s CPU ({wall2:.2f} s wall) = {n / cpu2:,.0f} jobs/s; naive "
+          f"fair-share order: {cpu_n:.2f} s CPU = {n / cpu_n:,.0f} jobs/s; ratio {cpu_n / cpu2:.2f}x "
+          f"(and {cpu2 / cpu:.2f}x the FCFS+EASY engine run)")
     print(f"  occupancy {m['occupancy']:.3f}, wait p50/p90 {m['wait_s']['p50']:.0f}/{m['wait_s']['p90']:.0f} s, "
-          f"preemptions {m['preemptions']}, lost GPU-h {m['lost_gpu_hours']:.0f}, passes {m['scheduler']}")
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
-    print(f"  what dominates (cProfile, {cpu_p:.1f} s CPU with profiling on):")
-    for line in out.getvalue().splitlines():
-        if "/engine/" in line or "built-in" in line:
-            print("   ", line.strip()[:150])
-    assert res.jobs.equals(res2.jobs)
+          f"preemptions {m['preemptions']}, lost GPU-h {m['lost_gpu_hours']:.0f}, attainment mean "
+          f"{m['attainment']['mean']:.3f} worst {m['attainment']['worst']:.3f}, passes {m['scheduler']}")
+    assert res.jobs.equals(naive.jobs) and res.timeline.equals(naive.timeline)
+    print_split(lambda: simulate(jobs, cluster, cfg))
+
+
+def naive_fairshare_run(jobs, cluster, cfg):
+    """The engine with the plain fair-share order of the reference tests (one root descent per offered job, no
+    scan hints): the naive implementation of the same policy."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import engine.passes as passes
+    import engine.policy as policy
+    from test_engine_reference import reference_fairshare
+
+    original, hints = policy.TenantQueue._fairshare, passes.HINTS
+    policy.TenantQueue._fairshare, passes.HINTS = reference_fairshare, False
+    try:
+        return simulate(jobs, cluster, cfg)
+    finally:
+        policy.TenantQueue._fairshare, passes.HINTS = original, hints
+
+
+GROUPS = {  # engine module -> what it does, for the time split
+    "policy": "queue order (fair share: usage keys, tree descent, skipping known failures)",
+    "passes": "passes: heads, EASY reservation, backfill scan", "pool": "placement (best fit, gangs, bounds)",
+    "qstats": "passes: nothing-fits check", "preempt": "preemption search", "tenants": "usage ledger windows",
+    "core": "event loop, job start/stop bookkeeping", "intervals": "event loop, job start/stop bookkeeping",
+    "health": "event loop, job start/stop bookkeeping",
+    "workload": "input -> arrays, metrics, output frames", "metrics": "input -> arrays, metrics, output frames",
+    "result": "input -> arrays, metrics, output frames", "attainment": "input -> arrays, metrics, output frames",
+    "passes_profile": "passes: conservative / depth-K", "profile": "free-resource profile search (conservative)",
+    "fastpath": "processor-count fast kernel", "replay": "as-logged replay", "cluster": "input -> arrays, metrics, "
+    "output frames", "config": "input -> arrays, metrics, output frames",
+}
+
+
+def print_split(run):
+    """Self time per engine area under cProfile (it inflates call-heavy code, so read it as proportions)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run()
+    prof.disable()
+    st = pstats.Stats(prof)
+    total, by = 0.0, {}
+    for (file, _, _), (_, _, tottime, _, _) in st.stats.items():
+        total += tottime
+        if "/engine/" in file:
+            key = GROUPS.get(Path(file).stem, "engine, other")
+        elif file == "~":
+            key = "builtins the engine calls (len, min, dict / set / list / heap operations)"
+        else:
+            key = "polars / numpy / other libraries"
+        by[key] = by.get(key, 0.0) + tottime
+    print("  time split (share of self time under cProfile):")
+    for key, t in sorted(by.items(), key=lambda kv: -kv[1]):
+        print(f"    {100 * t / total:5.1f} %  {key}")
+
+
+@pytest.mark.benchmark
+def test_node_conservative_backfill():
+    rng = np.random.default_rng(5)
+    n = 2000
+    g = rng.choice([1, 2, 4, 8, 16, 32], n, p=[.3, .2, .2, .15, .1, .05])
+    run = np.round(rng.lognormal(7.5, 1.2, n)) + 1
+    jobs = pl.DataFrame({"job_id": [str(i + 1) for i in range(n)], "submit": np.sort(rng.uniform(0, n * 120.0, n)),
+                         "elapsed_s": run, "time_limit_s": np.round(run * rng.uniform(1, 4, n)),
+                         "req_gpus": g.astype(float), "req_cpus": g * 8.0, "account": rng.choice(["a", "b", "c"], n)})
+    cluster = Cluster.uniform(16, 8, 64)
+    easy, cpu_e, _ = timed(simulate, jobs, cluster, SimConfig(backfill="easy"))
+    cons, cpu_c, _ = timed(simulate, jobs, cluster, SimConfig(backfill="conservative"))
+    capped, cpu_k, _ = timed(simulate, jobs, cluster, SimConfig(backfill="conservative", backfill_max_job_test=50))
+    print(f"\nnode-level backfill, {n} jobs on 16 x 8 GPUs (mean queue wait under EASY "
+          f"{easy.metrics['wait_s']['mean'] / 3600:.1f} h)")
+    for label, r, c in (("EASY", easy, cpu_e), ("conservative (exact)", cons, cpu_c),
+                        ("conservative, bf_max_job_test=50", capped, cpu_k)):
+        m = r.metrics
+        print(f"  {label:34s} {c:6.2f} s CPU = {n / c:8,.0f} jobs/s; utilisation {m['utilisation']:.4f}, mean wait "
+              f"{m['wait_s']['mean']:8.0f} s, cut passes {m['scheduler']['backfill_cap_hits']}")
+    print_split(lambda: simulate(jobs, cluster, SimConfig(backfill="conservative")))
+    assert cons.metrics["jobs_simulated"] == n
