@@ -243,18 +243,26 @@ def waste_scatter(df: pl.DataFrame, *, requested: str, wasted: str, hover: str, 
 
 # ------------------------------------------------------------------ rankings and quota loop
 def score_scatter(df: pl.DataFrame, *, name: str, legacy: str, recommended: str,
-                  title: str = "Legacy vs recommended quota coefficient per user") -> go.Figure:
+                  title: str = "Legacy vs recommended quota coefficient per user",
+                  highlight: str | None = None) -> go.Figure:
+    """One dot per user; ``highlight`` (a name) is drawn as its own, larger "you" trace."""
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
     vals = [v for v in df[legacy].to_list() + df[recommended].to_list() if v is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0, 1)
-    fig = go.Figure([
-        go.Scatter(x=df[legacy].to_list(), y=df[recommended].to_list(), mode="markers", name="user",
-                   text=[label(n) for n in df[name].to_list()], marker=dict(color=SCENARIO, size=9, opacity=0.75),
-                   hovertemplate="%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"),
-        go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="same coefficient",
-                   line=dict(color=REQUESTED, dash="dot")),
-    ])
+    hover = "%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"
+    rest = df.filter(pl.col(name) != highlight) if highlight else df
+    traces = [go.Scatter(x=rest[legacy].to_list(), y=rest[recommended].to_list(), mode="markers", name="user",
+                         text=[label(n) for n in rest[name].to_list()],
+                         marker=dict(color=SCENARIO, size=9, opacity=0.75), hovertemplate=hover)]
+    me = df.filter(pl.col(name) == highlight) if highlight else df.clear()
+    if me.height:
+        traces.append(go.Scatter(x=me[legacy].to_list(), y=me[recommended].to_list(), mode="markers",
+                                 name=f"you ({label(highlight)})", text=[label(highlight)] * me.height,
+                                 marker=dict(color=WASTED, size=15, symbol="diamond",
+                                             line=dict(color="#1f2937", width=1)), hovertemplate=hover))
+    fig = go.Figure(traces + [go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="same coefficient",
+                                         line=dict(color=REQUESTED, dash="dot"))])
     return _layout(fig, title, "legacy coefficient (x base quota)", "recommended coefficient (x base quota)")
 
 

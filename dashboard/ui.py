@@ -2,7 +2,7 @@
 "not available yet" messages. Layout only; data comes from ``dashboard.data``.
 
 Global filter values live in ``st.session_state`` under ``flt_*`` keys; the sidebar is drawn by ``app.py`` on
-every run, so they survive page switches. URL query parameters are never read.
+every run, so they survive page switches. URL query parameters are never read, and no widget is bound to one.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import streamlit as st
 from . import auth, charts, data, safe_csv
 
 ALL = "All"
+PLATFORM_VIEW = "(platform team)"  # the demo picker's admin choice; parentheses: never a Slurm user name
 UTC = dt.timezone.utc
 FILTER_KEYS = ("flt_window", "flt_cluster", "flt_partition", "flt_account", "flt_state", "flt_class")
 
@@ -70,8 +71,14 @@ def sidebar() -> None:
         st.caption(f"Store `{cfg.store.name}` · {opts.jobs:,} jobs"
                    + (f" · {opts.first:%Y-%m-%d} → {opts.last:%Y-%m-%d}" if opts.first and opts.last else ""))
         if cfg.effective_auth == "demo":
-            st.warning("**Demo mode** — sample data, no sign-in. Anyone can view any user's jobs here.",
-                       icon=":material/science:")
+            st.warning("**Demo mode** — sample data, no sign-in. View the dashboard as the platform team, or as "
+                       "one researcher to see what a signed-in user may see.", icon=":material/science:")
+            if st.session_state.get("demo_as") not in [PLATFORM_VIEW] + opts.users:
+                st.session_state["demo_as"] = PLATFORM_VIEW
+            st.selectbox("View as", [PLATFORM_VIEW] + opts.users, key="demo_as",
+                         format_func=lambda u: "Platform team (admin: everyone)" if u == PLATFORM_VIEW else
+                         f"Researcher {u}", help="A researcher sees their own jobs, and other users only as an "
+                                                 "aggregate; the platform team sees everyone.")
         if not opts.jobs:
             return
         st.markdown("**Filters**")
@@ -103,11 +110,15 @@ def sidebar() -> None:
             st.caption("Open access: no sign-in, everyone is an admin.")
         elif ident.mode == "header":
             st.caption(f"Signed in as **{ident.label or 'nobody'}** (proxy)" + (" · admin" if ident.is_admin else ""))
+        elif ident.mode == "demo":
+            st.caption(f"Viewing as **{ident.user}** (researcher)" if ident.user else
+                       "Viewing as the **platform team** (everyone)")
 
 
 def viewer() -> auth.Identity:
-    """Who is looking (``st.user`` / trusted header / demo picker), per ``dashboard.config``."""
-    return auth.current(data.config(), st.session_state.get("view_user"))
+    """Who is looking (``st.user`` / trusted header / the demo's "View as" picker), per ``dashboard.config``."""
+    demo_as = st.session_state.get("demo_as")
+    return auth.current(data.config(), None if demo_as in (None, PLATFORM_VIEW) else demo_as)
 
 
 def hours_columns(unit: str) -> dict:

@@ -70,13 +70,14 @@ def page(browser):
 
 
 PAGE_ERRORS: dict = {}
+OTHERS = re.compile(r"\b(bob|carol|dave|erin)\b")  # the fixture's users other than alice
 LOAD_BOUND_S = 480
 
 
 def _no_app_errors(pg):
     exceptions = pg.locator("[data-testid=stException]")
     assert exceptions.count() == 0, exceptions.first.inner_text()
-    assert not PAGE_ERRORS.get(id(pg)), PAGE_ERRORS[id(pg)]
+    assert not PAGE_ERRORS.get(id(pg)), PAGE_ERRORS.get(id(pg))
 
 
 @pytest.mark.parametrize("name", list(PAGES))
@@ -184,9 +185,45 @@ def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
         rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
         assert rows and {r["user"] for r in rows} == {"alice"}
         assert {r["job_id"] for r in rows} == set(fx.jobs_frame().filter(fx.pl.col("user") == "alice")["job_id"])
+        # every page, with the URL asking for bob: no other user's name anywhere in the drawn page (text, tables,
+        # the SVG of every chart), and alice's own figures are there
+        for name, path in PAGES.items():
+            br.open_page(pg, url + path + "?user=bob&view_user=bob&demo_as=bob&w_by=user")
+            pg.wait_for_timeout(500)
+            _no_app_errors(pg)
+            html = pg.content()
+            assert not OTHERS.findall(html), (name, sorted(set(OTHERS.findall(html))))
+        br.open_page(pg, url + "/waste")
+        pg.locator("[data-testid=stButtonGroup] button", has_text=re.compile(r"^User$")).click()
+        br.wait_done(pg)
+        pg.wait_for_timeout(800)
+        legend = pg.locator("[data-testid=stPlotlyChart] .legend").first.text_content()
+        assert "alice" in legend and "4 other users" in legend and not OTHERS.findall(legend)
+        br.screenshot_full(pg, ARTIFACTS / "waste_as_researcher.png")
         ctx.close()
         anon = browser.new_context()
         pg = anon.new_page()
         br.open_page(pg, url + "/my-jobs")
         assert "did not identify you" in pg.locator("[data-testid=stMain]").inner_text()
         anon.close()
+
+
+def test_demo_view_as_a_researcher_in_the_browser(server, page):
+    """The demo's "View as" picker applies the researcher rule across pages of one session."""
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        pytest.skip("uses the fixture store's users")
+    br.open_page(page, server + "/rankings")
+    assert page.get_by_text("Largest waster").count() == 1  # the platform view
+    page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="View as").click()
+    page.get_by_role("option", name="Researcher alice").click()
+    br.wait_done(page)
+    page.get_by_text("Your rank by wasted GPU-hours").wait_for(timeout=60_000)
+    main = page.locator("[data-testid=stMain]")
+    assert not OTHERS.findall(main.inner_html())
+    page.locator("[data-testid=stSidebarNav] a", has_text="Overview").click()
+    page.get_by_text("Biggest GPU wasters (teams)").wait_for(timeout=60_000)
+    br.wait_done(page)
+    page.wait_for_timeout(800)
+    _no_app_errors(page)
+    assert not OTHERS.findall(page.locator("[data-testid=stMain]").inner_html())
+    br.screenshot_full(page, ARTIFACTS / "overview_as_researcher.png")
