@@ -323,9 +323,14 @@ def compare_lines(df: pl.DataFrame, *, t: str, baseline: str, scenario: str, uni
 
 
 # ------------------------------------------------------------------ cluster layout
+WIDE_GRID_NODES = 40  # more nodes than this: nodes across, GPUs down (a 128-node grid stays one screen high)
+
+
 def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: str | None = None,
                  title: str = "GPU slots per node at the chosen time") -> go.Figure:
-    """``df``: one row per (node, GPU slot) with ``state`` in SLOT_STATES; a categorical heatmap."""
+    """``df``: one row per (node, GPU slot) with ``state`` in SLOT_STATES; a categorical heatmap.
+
+    Up to ``WIDE_GRID_NODES`` nodes one row per node; beyond, one column per node (the grid is transposed)."""
     if df.is_empty():
         return empty_figure(title, "No nodes known for this cluster (the store has no node list).")
     nodes = sorted(set(df[node].to_list()), key=_natural)
@@ -343,16 +348,26 @@ def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: s
     scale = []
     for i, s in enumerate(SLOT_STATES):
         scale += [[i / k, SLOT_COLORS[s]], [(i + 1) / k, SLOT_COLORS[s]]]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"GPU {s}" for s in slots], y=[label(n) for n in nodes], text=text, zmin=-0.5, zmax=k - 0.5,
-        colorscale=scale, xgap=1, ygap=1, hovertemplate="%{y} %{x}: %{text}<extra></extra>", showscale=False))
+    node_labels, slot_labels = [label(n) for n in nodes], [f"GPU {s}" for s in slots]
+    wide = len(nodes) > WIDE_GRID_NODES
+    if wide:
+        z, text = [list(col) for col in zip(*z)], [list(col) for col in zip(*text)]
+        axes = dict(x=node_labels, y=slot_labels, hovertemplate="%{x} %{y}: %{text}<extra></extra>")
+    else:
+        axes = dict(x=slot_labels, y=node_labels, hovertemplate="%{y} %{x}: %{text}<extra></extra>")
+    fig = go.Figure(go.Heatmap(z=z, text=text, zmin=-0.5, zmax=k - 0.5, colorscale=scale, xgap=1, ygap=1,
+                               showscale=False, **axes))
     # a discrete legend (a colour bar would suggest an order between the states)
     for s in SLOT_STATES:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=s, showlegend=True,
                                  marker=dict(symbol="square", size=12, color=SLOT_COLORS[s])))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(side="top")
-    fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 14 * len(nodes) + 140))
+    if wide:
+        fig.update_xaxes(type="category", tickangle=-90, tickfont=dict(size=8))
+        fig = _layout(fig, title, "node", "GPU index on the node", height=28 * len(slots) + 230)
+    else:
+        fig.update_xaxes(side="top")
+        fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 14 * len(nodes) + 140))
     fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top", title_text="GPU"),
                       xaxis=dict(showgrid=False), yaxis=dict(showgrid=False), plot_bgcolor="white")
     return fig
@@ -376,9 +391,14 @@ def gantt(df: pl.DataFrame, *, node: str, start: str, end: str, color_by: str, h
             hovertemplate="%{y}<br>%{text}<extra></extra>"))
     fig.update_layout(barmode="overlay", bargap=0.15)
     fig.update_xaxes(type="date")
+    many = len(nodes) > 60
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=[label(n) for n in nodes],
-                     autorange="reversed")
-    return _layout(fig, title, "time (UTC)", "node", height=max(320, 16 * len(nodes) + 120))
+                     autorange="reversed", tickfont=dict(size=8 if many else 11))
+    fig = _layout(fig, title, "time (UTC)", "node", height=max(320, (9 if many else 16) * len(nodes) + 120))
+    # one entry per team: beside the plot, where a long list cannot run into the title
+    fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top",
+                                  title_text=label(color_by)))
+    return fig
 
 
 def _natural(value) -> tuple:

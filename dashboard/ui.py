@@ -76,7 +76,7 @@ def sidebar() -> None:
             if st.session_state.get("demo_as") not in [PLATFORM_VIEW] + opts.users:
                 st.session_state["demo_as"] = PLATFORM_VIEW
             st.selectbox("View as", [PLATFORM_VIEW] + opts.users, key="demo_as",
-                         format_func=lambda u: "Platform team (admin: everyone)" if u == PLATFORM_VIEW else
+                         format_func=lambda u: "Platform team (everyone)" if u == PLATFORM_VIEW else
                          f"Researcher {u}", help="A researcher sees their own jobs, and other users only as an "
                                                  "aggregate; the platform team sees everyone.")
         if not opts.jobs:
@@ -177,6 +177,9 @@ def ranking_columns(unit: str) -> dict:
         cfg[c] = prog(c.replace("_", " "), format="percent", min_value=0, max_value=1)
     for c in ("legacy_coefficient", "rec_coefficient", "rec_confidence", "rec_demand", "legacy_score"):
         cfg[c] = num(c.replace("_", " ").replace("rec ", "recommended "), format="%.2f")
+    cfg.update({"main_team": st.column_config.TextColumn("team", help="The team most of the user's jobs ran in"),
+                "job_count": num("jobs", format="%d"), "legacy_rank": num("legacy rank", format="%d"),
+                "user_count": num("users", format="%d"), "team": st.column_config.TextColumn("team")})
     return cfg
 
 

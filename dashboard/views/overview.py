@@ -31,7 +31,8 @@ c[3].metric("Wasted core-h", ui.compact(totals["cpu_wasted_h"]), border=True,
             help=f"{totals['cpu_wasted_h']:,.1f} CPU core-hours held but not used.")
 c[4].metric("Wasted mem TB-h", ui.compact(totals["mem_wasted_h"] / 1000), border=True,
             help=f"{totals['mem_wasted_h'] / 1000:,.2f} memory terabyte-hours held but not used.")
-c[5].metric("Jobs · users", f"{ui.compact(totals['jobs'])} · {totals['users']:,}", border=True)
+c[5].metric("Jobs", ui.compact(totals["jobs"]), f"{totals['users']:,} users", delta_color="off", delta_arrow="off",
+            border=True, help=f"{totals['jobs']:,} jobs of {totals['users']:,} users ran in the window.")
 
 left, right = st.columns([2, 1])
 with left:

@@ -20,8 +20,9 @@ users_tab, teams_tab, loop_tab, gaming_tab = st.tabs(["Users", "Teams", "Quota l
 depth = max((a.count("/") + 1 for a in data.options().accounts), default=1)
 ident = ui.viewer()
 restricted = privacy.restricted(ident)  # a researcher: own row and rank, other users unnamed
-RANK_COLS = ["user", "main_team", "job_count", wasted, eff, "footprint_gpu_equiv_hours", "legacy_score",
-             "legacy_rank", "legacy_coefficient", "rec_efficiency", "rec_confidence", "rec_demand", "rec_coefficient"]
+# the two coefficients side by side right after the waste; the terms behind each follow
+RANK_COLS = ["user", "main_team", "job_count", wasted, eff, "rec_coefficient", "legacy_coefficient", "rec_efficiency",
+             "rec_confidence", "rec_demand", "legacy_score", "legacy_rank", "footprint_gpu_equiv_hours"]
 
 
 def own_standing(users) -> None:

@@ -68,7 +68,8 @@ with left:
              "ranked_bars", key="rank_chart")
 with right:
     st.markdown(f"**{by.capitalize()}s by wasted {amount_unit}**")
-    st.dataframe(groups, hide_index=True, column_config=ui.hours_columns(amount_unit))
+    st.dataframe(groups.select(by, "wasted_hours", "efficiency", "jobs", "requested_hours", "used_hours"),
+                 hide_index=True, column_config=ui.hours_columns(amount_unit))
     ui.download(groups, f"waste_by_{by}_{resource}.csv", key="dl_groups")
 
 st.subheader("Drill down: team → users → jobs")
@@ -83,7 +84,8 @@ pickable = [u for u in users["user"].to_list() if auth.can_view(ident, u)]
 user = d2.selectbox("User", pickable, index=None, key="w_user", placeholder="Pick a user",
                     help=None if ident.is_admin else "Only your own job list: other users' jobs are for admins.")
 st.markdown(f"**Users of `{team}` by wasted {amount_unit}**")
-st.dataframe(users, hide_index=True, column_config=ui.hours_columns(amount_unit))
+st.dataframe(users.select("user", "wasted_hours", "efficiency", "jobs", "requested_hours", "used_hours"),
+             hide_index=True, column_config=ui.hours_columns(amount_unit))
 ui.download(users, f"waste_{team.replace('/', '_')}_users_{resource}.csv", key="dl_users")
 if privacy.restricted(ident):
     st.caption(":material/lock: Other users appear as one aggregate row; job lists are visible to admins only.")
