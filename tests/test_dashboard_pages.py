@@ -464,3 +464,21 @@ def test_every_page_explains_a_filter_that_matches_nothing(make_app, page):
         no_errors(at)
         html_key = next(b.proto.id.rsplit("-", 1)[-1] for b in at.get("download_button") if "html" in b.proto.id)
         assert b"No jobs ran in this window" in downloaded(at, html_key)
+
+
+def test_a_hostile_job_name_is_inert_in_every_chart(make_app):
+    """erin's job ``<script>alert(1)</script>`` reaches the charts escaped (Plotly draws text as markup)."""
+    at = make_app("open")
+    at.switch_page("views/my_jobs.py").run()
+    at.selectbox(key="view_user").select("erin").run()
+    no_errors(at)
+    specs = json.dumps(charts_by_key(at))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in specs and "<script>" not in specs
+    assert "<script>alert(1)</script>" in set(at.dataframe[-1].value["job_name"])  # the table shows it as text
+    hostile = fx.jobs_frame().filter(pl.col("job_name") == "<script>alert(1)</script>").row(0, named=True)
+    at.switch_page("views/layout.py").run()
+    when = (hostile["start"] + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    at.slider(key="lay_at").set_value(when).run()
+    no_errors(at)
+    gantt = json.dumps(charts_by_key(at)["lay_gantt"])
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in gantt and "<script>" not in gantt

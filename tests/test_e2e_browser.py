@@ -65,6 +65,8 @@ def page(browser):
     pg = ctx.new_page()
     PAGE_ERRORS[id(pg)] = []
     pg.on("pageerror", lambda exc: PAGE_ERRORS[id(pg)].append(str(exc)))
+    # a script injected through a job name would show up as a dialog (alert(1))
+    pg.on("dialog", lambda d: (PAGE_ERRORS[id(pg)].append(f"dialog: {d.message}"), d.dismiss()))
     yield pg
     ctx.close()
 
@@ -227,3 +229,45 @@ def test_demo_view_as_a_researcher_in_the_browser(server, page):
     _no_app_errors(page)
     assert not OTHERS.findall(page.locator("[data-testid=stMain]").inner_html())
     br.screenshot_full(page, ARTIFACTS / "overview_as_researcher.png")
+
+
+def test_report_built_and_downloaded_from_the_reports_page(server, page):
+    br.open_page(page, server + "/reports")
+    page.get_by_role("button", name="Build report").click()
+    page.get_by_text(re.compile(r"Report built: \d+ file")).wait_for(timeout=180_000)
+    br.wait_done(page)
+    _no_app_errors(page)
+    command = page.locator("[data-testid=stCode]").inner_text()
+    assert command.startswith("quotaloop report --store") and "--audience platform" in command
+    with page.expect_download(timeout=60_000) as info:
+        page.locator("[data-testid=stDownloadButton] button", has_text=".html").click()
+    name = info.value.suggested_filename
+    assert re.fullmatch(r"quotaloop-report-\d{4}-\d\d-\d\d_\d{4}-\d\d-\d\d\.html", name), name
+    body = Path(info.value.path()).read_text()
+    assert body.lstrip().lower().startswith("<!doctype html") and "Plotly.newPlot" in body
+    br.screenshot_full(page, ARTIFACTS / "reports_built.png")
+
+
+def test_a_hostile_job_name_stays_text_in_the_browser(server, page):
+    """erin's job ``<script>alert(1)</script>``: her page, every chart hovered point by point, no dialog."""
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        pytest.skip("uses the fixture store's hostile job")
+    br.open_page(page, server + "/my-jobs")
+    page.locator("[data-testid=stSelectbox]").filter(has_text="open the page of").click()
+    page.get_by_role("option", name="erin", exact=True).click()
+    page.get_by_text("All of erin's jobs in the window").wait_for(timeout=60_000)
+    br.wait_done(page)
+    page.wait_for_timeout(800)
+    points = page.locator("[data-testid=stPlotlyChart] .scatterlayer .point")
+    assert points.count() > 10
+    shown = set()
+    for i in range(points.count()):
+        points.nth(i).hover(force=True)
+        shown.update(page.locator(".hoverlayer").all_text_contents())
+    _no_app_errors(page)
+    assert any(t.startswith("erin-") for t in shown), shown  # hover labels were drawn
+    assert page.locator("script", has_text="alert(1)").count() == 0
+    # what Plotly holds for the point: the name escaped, so its hover label draws it as literal text
+    texts = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap("
+                          "gd => (gd.data || []).flatMap(tr => tr.text || []))")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "<script>alert(1)</script>" not in texts

@@ -21,15 +21,15 @@ if not totals["jobs"]:
     st.stop()
 
 c = st.columns([1, 1, 1.05, 1.1, 1.25, 1])
-c[0].metric("GPU occupancy", ui.pct(totals["occupancy"]), border=True,
+c[0].metric("GPU occupancy", ui.pct(totals["occupancy"]), border=True, height="stretch",
             help="GPU-hours allocated to jobs / GPU-hours the node list provides in the window.")
-c[1].metric("GPU utilisation", ui.pct(totals["utilisation"]), border=True,
+c[1].metric("GPU utilisation", ui.pct(totals["utilisation"]), border=True, height="stretch",
             help="GPU-hours busy / GPU-hours allocated. The gap to occupancy is requested-but-idle.")
-c[2].metric("Wasted GPU-h", ui.compact(totals["gpu_wasted_h"]), border=True,
+c[2].metric("Wasted GPU-h", ui.compact(totals["gpu_wasted_h"]), border=True, height="stretch",
             help=f"{totals['gpu_wasted_h']:,.1f} GPU-hours held but not used.")
-c[3].metric("Wasted core-h", ui.compact(totals["cpu_wasted_h"]), border=True,
+c[3].metric("Wasted core-h", ui.compact(totals["cpu_wasted_h"]), border=True, height="stretch",
             help=f"{totals['cpu_wasted_h']:,.1f} CPU core-hours held but not used.")
-c[4].metric("Wasted mem TB-h", ui.compact(totals["mem_wasted_h"] / 1000), border=True,
+c[4].metric("Wasted mem TB-h", ui.compact(totals["mem_wasted_h"] / 1000), border=True, height="stretch",
             help=f"{totals['mem_wasted_h'] / 1000:,.2f} memory terabyte-hours held but not used.")
 c[5].metric("Jobs", ui.compact(totals["jobs"]), f"{totals['users']:,} users", delta_color="off", delta_arrow="off",
             border=True, help=f"{totals['jobs']:,} jobs of {totals['users']:,} users ran in the window.")
