@@ -183,6 +183,20 @@ def ranking_columns(unit: str) -> dict:
     return cfg
 
 
+def gaming_columns() -> dict:
+    num = st.column_config.NumberColumn
+    cfg = {"split_job_id": st.column_config.TextColumn("job split"),
+           "legacy_improves": st.column_config.CheckboxColumn("legacy rises"),
+           "recommended_improves": st.column_config.CheckboxColumn("recommended rises")}
+    for c in ("job_count", "legacy_rank"):
+        for k in ("before", "after"):
+            cfg[f"{c}_{k}"] = num(f"{c.replace('_', ' ')} {k}", format="%d")
+    for c in ("legacy_coefficient", "rec_coefficient"):
+        for k in ("before", "after"):
+            cfg[f"{c}_{k}"] = num(f"{c.replace('rec_', 'recommended ').replace('_', ' ')} {k}", format="%.2f")
+    return cfg
+
+
 def filters() -> data.Filters:
     """The current global filters (window end exclusive, 'All' -> None)."""
     ss = st.session_state

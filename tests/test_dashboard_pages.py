@@ -224,6 +224,14 @@ def test_rankings_gaming_check_runs_on_demand(make_app):
     table = at.dataframe[-1].value
     row = table[table["metric"] == "job_count"].iloc[0]
     assert row["after_split"] == 10 * row["before"] == 10 * fx.jobs_frame().filter(pl.col("user") == "bob").height
+    # everyone, their largest job split (SQL): one row per user, N - 1 more jobs each, recommended never rises
+    every = at.dataframe[-2].value
+    jobs = fx.jobs_frame().group_by("user").len()
+    assert sorted(every["user"]) == sorted(fx.USERS)
+    for r in every.itertuples():
+        assert r.job_count_after == r.job_count_before + 9 == jobs.filter(pl.col("user") == r.user)["len"][0] + 9
+    assert metric(at, "Recommended coefficient would rise") == f"0 of {len(fx.USERS)}"
+    assert int(metric(at, "Legacy coefficient would rise").split()[0]) == int(every["legacy_improves"].sum())
 
 
 def test_layout_time_slider_moves_the_grid(make_app):
@@ -482,3 +490,16 @@ def test_a_hostile_job_name_is_inert_in_every_chart(make_app):
     no_errors(at)
     gantt = json.dumps(charts_by_key(at)["lay_gantt"])
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in gantt and "<script>" not in gantt
+
+
+def test_gaming_replay_is_bounded_on_a_big_window(make_app, monkeypatch):
+    """The exact replay copies the window into a scratch store: past the bound only the SQL check runs."""
+    from dashboard import data
+
+    monkeypatch.setattr(data, "GAMING_REPLAY_MAX_JOBS", 10)
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    at.button(key="r_gaming_run").click().run()
+    no_errors(at)
+    assert any("it runs up to 10" in i.value for i in at.info)
+    assert not at.success and metric(at, "Users checked") == str(len(fx.USERS))

@@ -136,20 +136,46 @@ with loop_tab:
             ui.download(bt, "quota_backtest.csv", key="dl_backtest")
 
 with gaming_tab:
-    st.caption("Split each of one user's jobs into N equal back-to-back jobs — the same work, the same waste — and "
-               "re-score everyone with the production queries. A sound score does not move; the legacy score "
-               "divides by ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
+    st.caption("A metric that sets quota is an incentive. Split jobs into N equal back-to-back jobs — the same "
+               "work, the same waste — and re-score: a sound score does not move; the legacy score divides by "
+               "ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
     g1, g2, g3 = st.columns([2, 2, 1])
     users_all = data.options().users
     if restricted:  # a researcher may test the score on their own history only
         users_all = [u for u in users_all if u == ident.user]
-    g_user = g1.selectbox("User", users_all, index=0 if users_all else None, key="r_gaming_user")
-    g_n = g2.select_slider("Split every job into", [2, 4, 10, 20], value=10, key="r_gaming_n",
+    g_user = g1.selectbox("User (exact replay)", users_all, index=0 if users_all else None, key="r_gaming_user")
+    g_n = g2.select_slider("Split into", [2, 4, 10, 20], value=10, key="r_gaming_n",
                            format_func=lambda n: f"{n} jobs")
     run_gaming = g3.button("Run the check", key="r_gaming_run", type="primary")
     if run_gaming and g_user:
         st.session_state["r_gaming"] = (g_user, g_n)
     if st.session_state.get("r_gaming") == (g_user, g_n):
+        st.markdown(f"**Every user's largest job split into {g_n}** (`gaming_check`: one query, any store size)")
+        try:
+            every = data.gaming_everyone(flt, g_n)
+        except data.NotAvailable as exc:
+            ui.not_available(exc)
+            every = None
+        if every is not None and every.height:
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Users checked", f"{every.height:,}", border=True)
+            m2.metric("Legacy coefficient would rise", f"{int(every['legacy_improves'].sum()):,} of {every.height:,}",
+                      border=True, help="Splitting their largest job alone would raise their legacy coefficient.")
+            m3.metric("Recommended coefficient would rise",
+                      f"{int(every['recommended_improves'].sum()):,} of {every.height:,}", border=True,
+                      help="Must be 0: the recommended terms are sums, which a split does not change.")
+            shown = privacy.own_rows(every, ident)
+            st.dataframe(shown.select([c for c in data.GAMING_COLUMNS if c in shown.columns]), hide_index=True,
+                         column_config=ui.gaming_columns())
+            ui.download(shown, f"gaming_check_everyone_{g_n}.csv", key="dl_gaming_all")
+        st.markdown(f"**Every job of `{g_user}` split into {g_n}**, re-scored by the production queries on a "
+                    "scratch copy of the window (exact replay)")
+        jobs_in_window = data.overview_totals(flt)["jobs"]
+        if jobs_in_window > data.GAMING_REPLAY_MAX_JOBS:
+            st.info(f"The exact replay copies the window's {jobs_in_window:,} jobs into a scratch store; it runs up to "
+                    f"{data.GAMING_REPLAY_MAX_JOBS:,}. Narrow the window or a filter, or read the per-user check "
+                    "above, which needs no copy.", icon=":material/speed:")
+            st.stop()
         try:
             with st.spinner("Re-scoring the history with the jobs split ..."):
                 gaming = data.gaming_check(flt, g_user, g_n)
