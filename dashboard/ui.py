@@ -44,12 +44,6 @@ def compact(value: float | None, digits: int = 3) -> str:
     return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}"
 
 
-def _default_window(opts: data.Options) -> tuple[dt.date, dt.date]:
-    last = opts.last.date() if opts.last else dt.datetime.now(UTC).date()
-    first = opts.first.date() if opts.first else last - dt.timedelta(days=6)
-    return max(first, last - dt.timedelta(days=30)), last
-
-
 def _reset_filters() -> None:
     for key in FILTER_KEYS:
         st.session_state.pop(key, None)
@@ -86,7 +80,7 @@ def sidebar() -> None:
         hi = opts.last.date() if opts.last else None
         window = st.session_state.get("flt_window")
         if not (isinstance(window, (tuple, list)) and window and all(lo <= d <= hi for d in window)):
-            st.session_state["flt_window"] = _default_window(opts)
+            st.session_state["flt_window"] = data.default_window(opts)
         st.date_input("Window (UTC days)", key="flt_window", min_value=lo, max_value=hi,
                       help="Jobs running or waiting in these days; both ends inclusive.")
         if len(opts.clusters) > 1:
@@ -201,18 +195,14 @@ def filters() -> data.Filters:
     """The current global filters (window end exclusive, 'All' -> None)."""
     ss = st.session_state
     window = ss.get("flt_window")
-    start = end = None
-    if isinstance(window, (tuple, list)) and window:
-        first, last = window[0], window[-1]
-        start = dt.datetime(first.year, first.month, first.day, tzinfo=UTC)
-        end = dt.datetime(last.year, last.month, last.day, tzinfo=UTC) + dt.timedelta(days=1)
 
     def val(key):
         v = ss.get(key)
         return None if v in (None, ALL) else v
 
-    return data.Filters(start, end, val("flt_cluster"), val("flt_partition"), val("flt_account"),
-                        val("flt_state"), val("flt_class"))
+    return data.window_filters(tuple(window) if isinstance(window, (tuple, list)) and window else None,
+                               cluster=val("flt_cluster"), partition=val("flt_partition"),
+                               account=val("flt_account"), state=val("flt_state"), job_class=val("flt_class"))
 
 
 def page_header(title: str, subtitle: str, flt: data.Filters | None = None) -> None:

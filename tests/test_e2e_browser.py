@@ -271,3 +271,16 @@ def test_a_hostile_job_name_stays_text_in_the_browser(server, page):
     texts = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap("
                           "gd => (gd.data || []).flatMap(tr => tr.text || []))")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "<script>alert(1)</script>" not in texts
+
+
+def test_the_server_warms_every_page_at_start_up(server):
+    """``dashboard.server`` runs the warm-up in the real server process and logs one line when done."""
+    log = ARTIFACTS / "server.log"
+    deadline = time.monotonic() + 120
+    while "quotaloop: warm-up done" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.5)
+    text = log.read_text()
+    line = next(x for x in text.splitlines() if "warm-up done" in x)
+    assert all(f"{p} " in line for p in ("overview", "waste", "layout", "rankings", "my_jobs")), line
+    assert "warm-up of" not in text and "warm-up failed" not in text and "Traceback" not in text

@@ -1,4 +1,7 @@
-"""``quotaloop report --store DIR --window 7d [--end DATE] [--audience A] --out DIR``: a dated report export.
+"""``quotaloop report --store DIR --window 7d [--end DATE] [--audience A] [--team T] [--user U] [--cluster C]
+[--partition P] [--state S] [--job-class J] [--budgets TOML] --out DIR``: a dated report export.
+
+The dashboard's Reports page builds the same report for its sidebar filters and prints this command for it.
 
 Meant to run unattended (cron, systemd timer, Kubernetes CronJob): it prints the written paths, one per line,
 and exits 0; on any failure it prints one line to stderr, exits 2 and leaves no half-written file.

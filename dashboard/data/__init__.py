@@ -15,3 +15,4 @@ from .analytics import *  # noqa: F401,F403
 from .core import *  # noqa: F401,F403
 from .reports import *  # noqa: F401,F403
 from .sim import *  # noqa: F401,F403
+from .warm import *  # noqa: F401,F403

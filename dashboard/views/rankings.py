@@ -17,7 +17,7 @@ rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by",
 unit = data.RANK_BY[rank_by]
 wasted, eff = data.wasted_column(rank_by), data.efficiency_column(rank_by)
 users_tab, teams_tab, loop_tab, gaming_tab = st.tabs(["Users", "Teams", "Quota loop back-test", "Gaming check"])
-depth = max((a.count("/") + 1 for a in data.options().accounts), default=1)
+depth = data.team_depth(data.options())
 ident = ui.viewer()
 restricted = privacy.restricted(ident)  # a researcher: own row and rank, other users unnamed
 # the two coefficients side by side right after the waste; the terms behind each follow

@@ -11,7 +11,7 @@ if not ui.require_store():
     st.stop()
 
 opts = data.options()
-depth = max((a.count("/") + 1 for a in opts.accounts), default=1)
+depth = data.team_depth(opts)
 c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1.6])
 resource = c1.segmented_control("Resource", list(data.RESOURCES), key="w_resource", default="gpu", required=True,
                                 format_func=lambda r: data.RESOURCES[r][0])
@@ -20,11 +20,8 @@ by = c2.segmented_control("Group by", ["team", "user"], key="w_by", default="tea
 level = c3.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="w_level",
                      format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})",
                      help="A team is the first N parts of the account path org/group/team.")
-BUCKETS = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
-span_days = (flt.end - flt.start).days if flt.start and flt.end else 7
-default_bucket = 900 if span_days <= 2 else 3600 if span_days <= 10 else 6 * 3600  # ~100-700 points per curve
-bucket_s = c4.select_slider("Bucket size", list(BUCKETS), value=default_bucket, key="w_bucket",
-                            format_func=BUCKETS.get)
+bucket_s = c4.select_slider("Bucket size", list(data.BUCKETS_S), value=data.default_bucket_s(flt), key="w_bucket",
+                            format_func=data.BUCKETS_S.get)
 label, level_unit, amount_unit = data.RESOURCES[resource]
 
 ident = ui.viewer()
