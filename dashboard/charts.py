@@ -252,7 +252,8 @@ def score_scatter(df: pl.DataFrame, *, name: str, legacy: str, recommended: str,
     lo, hi = (min(vals), max(vals)) if vals else (0, 1)
     hover = "%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"
     rest = df.filter(pl.col(name) != highlight) if highlight else df
-    traces = [go.Scatter(x=rest[legacy].to_list(), y=rest[recommended].to_list(), mode="markers", name="user",
+    traces = [go.Scatter(x=rest[legacy].to_list(), y=rest[recommended].to_list(), mode="markers",
+                         name="other users" if highlight else "user",
                          text=[label(n) for n in rest[name].to_list()],
                          marker=dict(color=SCENARIO, size=9, opacity=0.75), hovertemplate=hover)]
     me = df.filter(pl.col(name) == highlight) if highlight else df.clear()
