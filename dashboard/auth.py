@@ -7,16 +7,18 @@ Identity sources, chosen by ``Config.effective_auth``:
 - ``header``: a trusted reverse proxy authenticates and sets a header (``X-Forwarded-User`` by default).
   Only on when configured: the app cannot tell a proxy's header from a client's, so the operator must run a
   proxy that strips the header from client requests.
-- ``demo``: the bundled sample store; a picker chooses whose view to show, and every page says so.
+- ``demo``: the bundled sample store, no sign-in; a "View as" picker in the sidebar chooses the platform view
+  (an admin: everything) or one researcher (the researcher rule below, exactly as a signed-in user gets it),
+  and every page says so.
 - ``open``: no sign-in, every viewer is an admin: for one operator on a trusted machine (``--auth open``).
 - ``none``: nobody is identified; personal pages show how to configure sign-in.
 
-Access rule (pure, unit-tested): a researcher sees only their own jobs; a user in the admin list may view
-anyone; in demo mode the picker decides (sample data only). Whatever the request asks for (a widget value, a
-URL query parameter such as ``?user=bob``) never widens this: ``visible_user`` falls back to the viewer.
-What counts as "jobs": job-level rows (ids, names, per-job waste, hover labels on the layout views, per-user
-report exports). Aggregates per user and team (rankings, waste by user, the gaming check) stay visible to every
-viewer: the quota loop is meant to be transparent, and a coefficient nobody can compare is not explainable.
+Access rule (pure, unit-tested here and in ``dashboard.privacy``): a researcher sees only their own jobs, and
+never another user's name next to that user's figures: per-user rankings, tables and curves show the viewer's
+own row (and rank "r of N") beside one "N other users" aggregate; team-level aggregates stay visible; there is
+no drill-down to another user's jobs. A user in the admin list sees everyone. Whatever the request asks for (a
+widget value, a URL query parameter such as ``?user=bob`` or ``?demo_as=bob``) never widens this: the app reads
+no URL query parameter, binds no widget to one, and ``visible_user`` falls back to the viewer.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ class Identity:
 
     @property
     def may_pick_any_user(self) -> bool:
-        return self.is_admin or self.mode == "demo"
+        """Admins may open any user's page; everybody else sees their own."""
+        return self.is_admin
 
 
 def user_from_email(email: str | None, mapping: str = "local-part") -> str | None:
@@ -63,7 +66,8 @@ def _header(headers: Mapping | None, name: str) -> str | None:
 
 def resolve(cfg: Config, user_info: Mapping | None = None, headers: Mapping | None = None,
             demo_user: str | None = None) -> Identity:
-    """The viewer's identity from the login info, request headers and (demo only) the picker value."""
+    """The viewer's identity from the login info, request headers and (demo only) the "View as" picker: a user
+    name views as that researcher, None as the platform team (admin)."""
     mode = cfg.effective_auth
     if mode == "oidc":
         info = dict(user_info or {})
@@ -77,9 +81,11 @@ def resolve(cfg: Config, user_info: Mapping | None = None, headers: Mapping | No
         user = user_from_email(value, cfg.email_to_user) if value and "@" in value else value
         return Identity(user, "header", is_admin(cfg.admins, user, value), value or "")
     if mode == "demo":
-        return Identity(demo_user or None, "demo", False, "demo mode")
+        if demo_user:
+            return Identity(demo_user, "demo", False, f"demo: {demo_user}")
+        return Identity(None, "demo", True, "demo: platform team")
     if mode == "open":
-        return Identity(demo_user or None, "open", True, "open access")
+        return Identity(None, "open", True, "open access")
     return Identity(None, "none")
 
 
@@ -97,7 +103,8 @@ def can_view(identity: Identity, target_user: str | None) -> bool:
 
 
 def current(cfg: Config, demo_user: str | None = None) -> Identity:
-    """The identity of the current Streamlit session (reads ``st.user`` and ``st.context.headers``)."""
+    """The identity of the current Streamlit session (reads ``st.user`` and ``st.context.headers``; ``demo_user``
+    is the demo mode's "View as" choice and is ignored in every other mode)."""
     import streamlit as st
 
     info: dict = {}

@@ -243,18 +243,27 @@ def waste_scatter(df: pl.DataFrame, *, requested: str, wasted: str, hover: str, 
 
 # ------------------------------------------------------------------ rankings and quota loop
 def score_scatter(df: pl.DataFrame, *, name: str, legacy: str, recommended: str,
-                  title: str = "Legacy vs recommended quota coefficient per user") -> go.Figure:
+                  title: str = "Legacy vs recommended quota coefficient per user",
+                  highlight: str | None = None) -> go.Figure:
+    """One dot per user; ``highlight`` (a name) is drawn as its own, larger "you" trace."""
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
     vals = [v for v in df[legacy].to_list() + df[recommended].to_list() if v is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0, 1)
-    fig = go.Figure([
-        go.Scatter(x=df[legacy].to_list(), y=df[recommended].to_list(), mode="markers", name="user",
-                   text=[label(n) for n in df[name].to_list()], marker=dict(color=SCENARIO, size=9, opacity=0.75),
-                   hovertemplate="%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"),
-        go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="same coefficient",
-                   line=dict(color=REQUESTED, dash="dot")),
-    ])
+    hover = "%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"
+    rest = df.filter(pl.col(name) != highlight) if highlight else df
+    traces = [go.Scatter(x=rest[legacy].to_list(), y=rest[recommended].to_list(), mode="markers",
+                         name="other users" if highlight else "user",
+                         text=[label(n) for n in rest[name].to_list()],
+                         marker=dict(color=SCENARIO, size=9, opacity=0.75), hovertemplate=hover)]
+    me = df.filter(pl.col(name) == highlight) if highlight else df.clear()
+    if me.height:
+        traces.append(go.Scatter(x=me[legacy].to_list(), y=me[recommended].to_list(), mode="markers",
+                                 name=f"you ({label(highlight)})", text=[label(highlight)] * me.height,
+                                 marker=dict(color=WASTED, size=15, symbol="diamond",
+                                             line=dict(color="#1f2937", width=1)), hovertemplate=hover))
+    fig = go.Figure(traces + [go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="same coefficient",
+                                         line=dict(color=REQUESTED, dash="dot"))])
     return _layout(fig, title, "legacy coefficient (x base quota)", "recommended coefficient (x base quota)")
 
 
@@ -315,9 +324,14 @@ def compare_lines(df: pl.DataFrame, *, t: str, baseline: str, scenario: str, uni
 
 
 # ------------------------------------------------------------------ cluster layout
+WIDE_GRID_NODES = 40  # more nodes than this: nodes across, GPUs down (a 128-node grid stays one screen high)
+
+
 def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: str | None = None,
                  title: str = "GPU slots per node at the chosen time") -> go.Figure:
-    """``df``: one row per (node, GPU slot) with ``state`` in SLOT_STATES; a categorical heatmap."""
+    """``df``: one row per (node, GPU slot) with ``state`` in SLOT_STATES; a categorical heatmap.
+
+    Up to ``WIDE_GRID_NODES`` nodes one row per node; beyond, one column per node (the grid is transposed)."""
     if df.is_empty():
         return empty_figure(title, "No nodes known for this cluster (the store has no node list).")
     nodes = sorted(set(df[node].to_list()), key=_natural)
@@ -335,16 +349,26 @@ def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: s
     scale = []
     for i, s in enumerate(SLOT_STATES):
         scale += [[i / k, SLOT_COLORS[s]], [(i + 1) / k, SLOT_COLORS[s]]]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"GPU {s}" for s in slots], y=[label(n) for n in nodes], text=text, zmin=-0.5, zmax=k - 0.5,
-        colorscale=scale, xgap=1, ygap=1, hovertemplate="%{y} %{x}: %{text}<extra></extra>", showscale=False))
+    node_labels, slot_labels = [label(n) for n in nodes], [f"GPU {s}" for s in slots]
+    wide = len(nodes) > WIDE_GRID_NODES
+    if wide:
+        z, text = [list(col) for col in zip(*z)], [list(col) for col in zip(*text)]
+        axes = dict(x=node_labels, y=slot_labels, hovertemplate="%{x} %{y}: %{text}<extra></extra>")
+    else:
+        axes = dict(x=slot_labels, y=node_labels, hovertemplate="%{y} %{x}: %{text}<extra></extra>")
+    fig = go.Figure(go.Heatmap(z=z, text=text, zmin=-0.5, zmax=k - 0.5, colorscale=scale, xgap=1, ygap=1,
+                               showscale=False, **axes))
     # a discrete legend (a colour bar would suggest an order between the states)
     for s in SLOT_STATES:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=s, showlegend=True,
                                  marker=dict(symbol="square", size=12, color=SLOT_COLORS[s])))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(side="top")
-    fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 14 * len(nodes) + 140))
+    if wide:
+        fig.update_xaxes(type="category", tickangle=-90, tickfont=dict(size=8))
+        fig = _layout(fig, title, "node", "GPU index on the node", height=28 * len(slots) + 230)
+    else:
+        fig.update_xaxes(side="top")
+        fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 14 * len(nodes) + 140))
     fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top", title_text="GPU"),
                       xaxis=dict(showgrid=False), yaxis=dict(showgrid=False), plot_bgcolor="white")
     return fig
@@ -368,9 +392,14 @@ def gantt(df: pl.DataFrame, *, node: str, start: str, end: str, color_by: str, h
             hovertemplate="%{y}<br>%{text}<extra></extra>"))
     fig.update_layout(barmode="overlay", bargap=0.15)
     fig.update_xaxes(type="date")
+    many = len(nodes) > 60
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=[label(n) for n in nodes],
-                     autorange="reversed")
-    return _layout(fig, title, "time (UTC)", "node", height=max(320, 16 * len(nodes) + 120))
+                     autorange="reversed", tickfont=dict(size=8 if many else 11))
+    fig = _layout(fig, title, "time (UTC)", "node", height=max(320, (9 if many else 16) * len(nodes) + 120))
+    # one entry per team: beside the plot, where a long list cannot run into the title
+    fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top",
+                                  title_text=label(color_by)))
+    return fig
 
 
 def _natural(value) -> tuple:

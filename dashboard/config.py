@@ -2,7 +2,7 @@
 
 Sources, later wins: built-in defaults < TOML file (``$QUOTALOOP_CONFIG``, else ``./quotaloop.toml``; the
 ``[dashboard]`` table) < environment (``QUOTALOOP_STORE``, ``QUOTALOOP_AUTH``, ``QUOTALOOP_AUTH_HEADER``,
-``QUOTALOOP_ADMINS`` comma-separated, ``QUOTALOOP_BUDGETS``).
+``QUOTALOOP_ADMINS`` comma-separated, ``QUOTALOOP_BUDGETS``, ``QUOTALOOP_MEMORY_LIMIT``).
 
 Example::
 
@@ -13,6 +13,7 @@ Example::
     admins = ["alice", "ops-lead@example.org"]
     email_to_user = "local-part"     # OIDC email -> cluster user: "local-part" (alice@x -> alice) or "email"
     budgets = "/srv/quotaloop/budgets.toml"
+    memory_limit = "8GB"             # DuckDB's memory bound for the dashboard's queries (default: 80 % of RAM)
 
 Invariants: the config is read fresh on every call (cheap; lets tests and operators change it without a
 restart); it never reads URL query parameters; ``auth = "auto"`` never trusts a request header, because only
@@ -21,6 +22,7 @@ an operator who runs a proxy that strips and sets the header may turn that on.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,7 @@ class Config:
     admins: tuple[str, ...] = field(default_factory=tuple)
     email_to_user: str = "local-part"
     budgets: Path | None = None
+    memory_limit: str | None = None
 
     @property
     def is_sample_store(self) -> bool:
@@ -87,7 +90,7 @@ def load(env: dict | None = None) -> Config:
             raise ConfigError(f"cannot read dashboard config {path}: {exc}") from exc
     for key, var in (("store", "QUOTALOOP_STORE"), ("auth", "QUOTALOOP_AUTH"),
                      ("auth_header", "QUOTALOOP_AUTH_HEADER"), ("admins", "QUOTALOOP_ADMINS"),
-                     ("budgets", "QUOTALOOP_BUDGETS")):
+                     ("budgets", "QUOTALOOP_BUDGETS"), ("memory_limit", "QUOTALOOP_MEMORY_LIMIT")):
         if env.get(var):
             values[key] = env[var]
     unknown = sorted(set(values) - set(Config.__dataclass_fields__))
@@ -102,6 +105,9 @@ def load(env: dict | None = None) -> Config:
     header = str(values.get("auth_header", "X-Forwarded-User")).strip()
     if auth == "header" and not header:
         raise ConfigError("auth = 'header' needs auth_header (the header your proxy sets)")
+    memory = str(values["memory_limit"]).strip().replace(" ", "") if values.get("memory_limit") else None
+    if memory is not None and not re.fullmatch(r"\d+(\.\d+)?([KMGT]i?B|%)", memory, re.I):
+        raise ConfigError(f"memory_limit = {memory!r}; expected a size such as '8GB' or '4GiB'")
     return Config(
         store=Path(values.get("store", SAMPLE_STORE)).expanduser(),
         auth=auth,
@@ -109,4 +115,5 @@ def load(env: dict | None = None) -> Config:
         admins=_split(values.get("admins")),
         email_to_user=mapping,
         budgets=Path(values["budgets"]).expanduser() if values.get("budgets") else None,
+        memory_limit=memory,
     )

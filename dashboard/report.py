@@ -104,7 +104,7 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
         raise ReportError(f"store {store} does not exist or holds no jobs table")
     tree = _load_budgets(budgets)
     scope = sections.Scope(window, audience, team or None, user or None, team_level,
-                           {k: v for k, v in (filters or {}).items() if k in FILTER_KEYS and v not in (None, "")})
+                           {k: (filters or {})[k] for k in FILTER_KEYS if (filters or {}).get(k) not in (None, "")})
     con = None
     try:
         # One DuckDB thread: parallel aggregation adds floats in a varying order (last-bit differences between
@@ -134,7 +134,7 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
         if con is not None:
             con.close()
     subject = {"platform": f"whole cluster{f', team {team}' if team else ''}", "manager": f"team {team}",
-               "user": f"user {user}"}[audience]
+               "user": f"user {user}{f', account {team}' if team else ''}"}[audience]
     if scope.filters:
         subject += " · " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in scope.filters.items())
     title = {"platform": "Cluster waste and fair-share report", "manager": "Team budget and waste report",
@@ -169,6 +169,7 @@ def build_report(store, window_s: float, end=None, audience: str = "platform", t
     """Write the report of the window of ``window_s`` seconds (whole UTC days) ending on day ``end``.
 
     ``end``: a date, ``YYYY-MM-DD``, ``today`` / None (today, UTC) or ``latest`` (the newest job's day).
+    ``team``: the manager report's team; for the platform and user audiences an optional account subtree filter.
     ``filters``: optional cluster / partition / state / job_class, as the dashboard's sidebar sets them.
     ``budgets``: optional budgets.toml; without it fair share assumes equal shares per account level.
     Returns the written paths (HTML first). Raises ``ReportError`` (one line) on any failure.
@@ -197,6 +198,25 @@ def build_report(store, window_s: float, end=None, audience: str = "platform", t
             staging.add_bytes(name, data)
         written = staging.commit()
     return sorted(written, key=lambda p: order[p.name])
+
+
+def command_line(store, window_s: float, end=None, audience: str = "platform", team: str | None = None,
+                 user: str | None = None, formats=DEFAULT_FORMATS, out: str = "reports/", *,
+                 filters: dict | None = None, budgets=None) -> list[str]:
+    """The ``quotaloop report`` argv that writes what ``build_report`` with the same arguments writes (the
+    dashboard's Reports page shows it, so a report built there can be scheduled as is)."""
+    days = max(1, int(-(-float(window_s) // 86_400)))
+    argv = ["quotaloop", "report", "--store", str(store), "--window", f"{days}d"]
+    if end is not None:
+        argv += ["--end", str(end)]
+    argv += ["--audience", audience]
+    argv += ["--team", team] if team else []
+    argv += ["--user", user] if user else []
+    for key in ("cluster", "partition", "state", "job_class"):
+        if (filters or {}).get(key):
+            argv += [f"--{key.replace('_', '-')}", str(filters[key])]
+    argv += ["--budgets", str(budgets)] if budgets else []
+    return argv + ["--format", ",".join(parse_formats(formats)), "--out", str(out)]
 
 
 def _render_files(report: Report, stem: str, formats) -> list[tuple[str, bytes]]:

@@ -56,7 +56,8 @@ def backtest_oscillation(bt: pl.DataFrame, shape: dict) -> dict:
     return {"total": sum(per_user.values()), "per_user": per_user}
 
 
-LOW_COLUMNS = ["job_name", "suggestion", "wasted_hours", "efficiency", "requested", "peak", "suggested_request",
+# the numbers a researcher acts on first (what it wasted, what to ask for instead), the sentence explaining it last
+LOW_COLUMNS = ["job_name", "wasted_hours", "efficiency", "requested", "peak", "suggested_request", "suggestion",
                "job_class", "state", "run_hours", "job_id"]
 
 

@@ -2,7 +2,7 @@
 "not available yet" messages. Layout only; data comes from ``dashboard.data``.
 
 Global filter values live in ``st.session_state`` under ``flt_*`` keys; the sidebar is drawn by ``app.py`` on
-every run, so they survive page switches. URL query parameters are never read.
+every run, so they survive page switches. URL query parameters are never read, and no widget is bound to one.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import streamlit as st
 from . import auth, charts, data, safe_csv
 
 ALL = "All"
+PLATFORM_VIEW = "(platform team)"  # the demo picker's admin choice; parentheses: never a Slurm user name
 UTC = dt.timezone.utc
 FILTER_KEYS = ("flt_window", "flt_cluster", "flt_partition", "flt_account", "flt_state", "flt_class")
 
@@ -43,12 +44,6 @@ def compact(value: float | None, digits: int = 3) -> str:
     return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}"
 
 
-def _default_window(opts: data.Options) -> tuple[dt.date, dt.date]:
-    last = opts.last.date() if opts.last else dt.datetime.now(UTC).date()
-    first = opts.first.date() if opts.first else last - dt.timedelta(days=6)
-    return max(first, last - dt.timedelta(days=30)), last
-
-
 def _reset_filters() -> None:
     for key in FILTER_KEYS:
         st.session_state.pop(key, None)
@@ -70,8 +65,14 @@ def sidebar() -> None:
         st.caption(f"Store `{cfg.store.name}` · {opts.jobs:,} jobs"
                    + (f" · {opts.first:%Y-%m-%d} → {opts.last:%Y-%m-%d}" if opts.first and opts.last else ""))
         if cfg.effective_auth == "demo":
-            st.warning("**Demo mode** — sample data, no sign-in. Anyone can view any user's jobs here.",
-                       icon=":material/science:")
+            st.warning("**Demo mode** — sample data, no sign-in. View the dashboard as the platform team, or as "
+                       "one researcher to see what a signed-in user may see.", icon=":material/science:")
+            if st.session_state.get("demo_as") not in [PLATFORM_VIEW] + opts.users:
+                st.session_state["demo_as"] = PLATFORM_VIEW
+            st.selectbox("View as", [PLATFORM_VIEW] + opts.users, key="demo_as",
+                         format_func=lambda u: "Platform team (everyone)" if u == PLATFORM_VIEW else
+                         f"Researcher {u}", help="A researcher sees their own jobs, and other users only as an "
+                                                 "aggregate; the platform team sees everyone.")
         if not opts.jobs:
             return
         st.markdown("**Filters**")
@@ -79,7 +80,7 @@ def sidebar() -> None:
         hi = opts.last.date() if opts.last else None
         window = st.session_state.get("flt_window")
         if not (isinstance(window, (tuple, list)) and window and all(lo <= d <= hi for d in window)):
-            st.session_state["flt_window"] = _default_window(opts)
+            st.session_state["flt_window"] = data.default_window(opts)
         st.date_input("Window (UTC days)", key="flt_window", min_value=lo, max_value=hi,
                       help="Jobs running or waiting in these days; both ends inclusive.")
         if len(opts.clusters) > 1:
@@ -103,11 +104,15 @@ def sidebar() -> None:
             st.caption("Open access: no sign-in, everyone is an admin.")
         elif ident.mode == "header":
             st.caption(f"Signed in as **{ident.label or 'nobody'}** (proxy)" + (" · admin" if ident.is_admin else ""))
+        elif ident.mode == "demo":
+            st.caption(f"Viewing as **{ident.user}** (researcher)" if ident.user else
+                       "Viewing as the **platform team** (everyone)")
 
 
 def viewer() -> auth.Identity:
-    """Who is looking (``st.user`` / trusted header / demo picker), per ``dashboard.config``."""
-    return auth.current(data.config(), st.session_state.get("view_user"))
+    """Who is looking (``st.user`` / trusted header / the demo's "View as" picker), per ``dashboard.config``."""
+    demo_as = st.session_state.get("demo_as")
+    return auth.current(data.config(), None if demo_as in (None, PLATFORM_VIEW) else demo_as)
 
 
 def hours_columns(unit: str) -> dict:
@@ -166,6 +171,23 @@ def ranking_columns(unit: str) -> dict:
         cfg[c] = prog(c.replace("_", " "), format="percent", min_value=0, max_value=1)
     for c in ("legacy_coefficient", "rec_coefficient", "rec_confidence", "rec_demand", "legacy_score"):
         cfg[c] = num(c.replace("_", " ").replace("rec ", "recommended "), format="%.2f")
+    cfg.update({"main_team": st.column_config.TextColumn("team", help="The team most of the user's jobs ran in"),
+                "job_count": num("jobs", format="%d"), "legacy_rank": num("legacy rank", format="%d"),
+                "user_count": num("users", format="%d"), "team": st.column_config.TextColumn("team")})
+    return cfg
+
+
+def gaming_columns() -> dict:
+    num = st.column_config.NumberColumn
+    cfg = {"split_job_id": st.column_config.TextColumn("job split"),
+           "legacy_improves": st.column_config.CheckboxColumn("legacy rises"),
+           "recommended_improves": st.column_config.CheckboxColumn("recommended rises")}
+    for c in ("job_count", "legacy_rank"):
+        for k in ("before", "after"):
+            cfg[f"{c}_{k}"] = num(f"{c.replace('_', ' ')} {k}", format="%d")
+    for c in ("legacy_coefficient", "rec_coefficient"):
+        for k in ("before", "after"):
+            cfg[f"{c}_{k}"] = num(f"{c.replace('rec_', 'recommended ').replace('_', ' ')} {k}", format="%.2f")
     return cfg
 
 
@@ -173,18 +195,14 @@ def filters() -> data.Filters:
     """The current global filters (window end exclusive, 'All' -> None)."""
     ss = st.session_state
     window = ss.get("flt_window")
-    start = end = None
-    if isinstance(window, (tuple, list)) and window:
-        first, last = window[0], window[-1]
-        start = dt.datetime(first.year, first.month, first.day, tzinfo=UTC)
-        end = dt.datetime(last.year, last.month, last.day, tzinfo=UTC) + dt.timedelta(days=1)
 
     def val(key):
         v = ss.get(key)
         return None if v in (None, ALL) else v
 
-    return data.Filters(start, end, val("flt_cluster"), val("flt_partition"), val("flt_account"),
-                        val("flt_state"), val("flt_class"))
+    return data.window_filters(tuple(window) if isinstance(window, (tuple, list)) and window else None,
+                               cluster=val("flt_cluster"), partition=val("flt_partition"),
+                               account=val("flt_account"), state=val("flt_state"), job_class=val("flt_class"))
 
 
 def page_header(title: str, subtitle: str, flt: data.Filters | None = None) -> None:

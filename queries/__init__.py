@@ -143,15 +143,17 @@ def bind(query: Query, params: dict) -> dict:
     return bound
 
 
-def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None):
+def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
+            memory_limit: str | None = None):
     """A DuckDB connection with one view per store table (empty, typed views for absent tables).
 
     ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
+    ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
     """
     import duckdb
 
     st = Store(store or DEFAULT_STORE)
-    con = duckdb.connect(config={"threads": threads} if threads else {})
+    con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
     con.execute("set timezone = 'UTC'")
     for table in schema.TABLES:
         files = st.files(table)

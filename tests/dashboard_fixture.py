@@ -5,7 +5,8 @@ Cluster ``tiny``: 4 nodes x 8 GPUs x 64 CPUs x 512 GiB, partition ``gpu``. Teams
 Each user runs jobs back to back on fixed GPU lanes (two 4-GPU lanes per node), so allocations never exceed a
 node. Every job's usage is a constant fraction of its request (listed in ``USERS``), which makes waste exact:
 ``gpu_seconds_wasted = req_gpus * elapsed_s * (1 - util)``. Bob's job names contain ``bob-private`` so access
-tests can prove they never reach alice's page. One of erin's jobs is named like a spreadsheet formula.
+tests can prove they never reach alice's page. One of erin's jobs is named like a spreadsheet formula, another
+``<script>alert(1)</script>``: both must come out inert.
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def jobs_frame(seed: int = 7) -> pl.DataFrame:
                 name = f"{user}-{cls}-{n}" if user != "bob" else f"bob-private-{cls}-{n}"
                 if user == "erin" and n == 2:
                     name = "=HYPERLINK(\"http://x\")"
+                if user == "erin" and n == 4:
+                    name = "<script>alert(1)</script>"
                 req_cpus, req_mem = 16.0 * gpus, 64 * GIB * gpus
                 elapsed = hours * 3600.0
                 rows.append(dict(

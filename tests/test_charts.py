@@ -103,6 +103,19 @@ def test_node_heatmap_codes_each_slot():
     assert [list(r) for r in hm.z] == [[code["free"], code["allocated, idle"]], [code["busy"], code["stranded free"]]]
 
 
+def test_node_heatmap_turns_a_large_cluster_on_its_side():
+    n = charts.WIDE_GRID_NODES + 1
+    df = pl.DataFrame({"node": [f"n{i}" for i in range(n) for _ in range(2)], "slot": [0, 1] * n,
+                       "state": ["busy", "free"] * (n - 1) + ["down", "down"], "job": [None] * (2 * n)})
+    fig = charts.node_heatmap(df, node="node", slot="slot", state="state", hover="job")
+    hm = fig.data[0]
+    assert list(hm.y) == ["GPU 0", "GPU 1"] and list(hm.x) == [f"n{i}" for i in range(n)]
+    code = {s: i for i, s in enumerate(charts.SLOT_STATES)}
+    assert len(hm.z) == 2 and len(hm.z[0]) == n
+    assert hm.z[0][0] == code["busy"] and hm.z[1][0] == code["free"] and hm.z[0][-1] == hm.z[1][-1] == code["down"]
+    assert fig.layout.height < 400  # one screen, whatever the node count
+
+
 def test_gantt_one_bar_per_job_with_duration():
     df = pl.DataFrame({"node": ["n1", "n2"], "start": [T0, T0], "end": [T0 + dt.timedelta(hours=2), T0 + dt.timedelta(minutes=30)],
                        "team": ["x", "y"], "job": ["j1", "j2"]})

@@ -58,9 +58,19 @@ def test_auto_never_trusts_headers_and_is_demo_only_on_the_sample_store():
     assert auth.resolve(off_sample, {}, {"X-Forwarded-User": "carol"}).user is None
     on_sample = cfg(auth="auto", store=SAMPLE_STORE)
     assert on_sample.effective_auth == "demo"
+    # demo, viewing as a researcher: exactly a signed-in researcher's rule (the demo shows the rule, not a hole)
     demo = auth.resolve(on_sample, {}, {}, demo_user="dave")
-    assert demo.mode == "demo" and demo.user == "dave" and demo.may_pick_any_user
-    assert auth.visible_user(demo, "erin") == "erin"
+    assert demo.mode == "demo" and demo.user == "dave" and not demo.may_pick_any_user
+    assert auth.visible_user(demo, "erin") == "dave" and not auth.can_view(demo, "erin")
+    # demo, platform view (no researcher picked): an admin
+    platform = auth.resolve(on_sample, {}, {}, demo_user=None)
+    assert platform.mode == "demo" and platform.user is None and platform.is_admin
+    assert auth.visible_user(platform, "erin") == "erin"
+
+
+def test_open_mode_is_an_admin_without_a_name():
+    ident = auth.resolve(cfg(auth="open"), {}, {"X-Forwarded-User": "carol"}, demo_user="carol")
+    assert ident.user is None and ident.is_admin and auth.visible_user(ident, "bob") == "bob"
 
 
 def test_none_mode_identifies_nobody():
@@ -88,3 +98,75 @@ def test_bad_config_is_one_clear_error(tmp_path, text, needle):
     path.write_text(text)
     with pytest.raises(ConfigError, match=needle):
         load({"QUOTALOOP_CONFIG": str(path)})
+
+
+# ------------------------------------------------------------------ dashboard.privacy (pure, hand-computed)
+def _ranking():
+    import polars as pl
+
+    return pl.DataFrame({"user": ["erin", "bob", "alice", "carol"], "jobs": [3, 2, 5, 1],
+                         "requested_hours": [10.0, 8.0, 6.0, 4.0], "used_hours": [1.0, None, 3.0, 2.0],
+                         "wasted_hours": [9.0, 8.0, 3.0, 2.0], "efficiency": [0.1, None, 0.5, 0.5]})
+
+
+ALICE_ID = auth.Identity("alice", "oidc")
+ADMIN_ID = auth.Identity("root-admin", "oidc", is_admin=True)
+
+
+def test_fold_users_keeps_own_row_and_sums_the_others():
+    from dashboard import privacy
+
+    folded = privacy.fold_users(_ranking(), ALICE_ID, sums=("jobs", "requested_hours", "used_hours", "wasted_hours"),
+                                ratio=("efficiency", "used_hours", "requested_hours"))
+    assert folded["user"].to_list() == ["alice", "3 other users"]
+    assert folded.row(0) == _ranking().row(2)
+    others = folded.row(1, named=True)
+    assert (others["jobs"], others["requested_hours"], others["used_hours"], others["wasted_hours"]) == \
+        (6, 22.0, 3.0, 19.0)
+    # efficiency over the users whose usage is known (erin 10 h, carol 4 h requested; bob's usage is unknown)
+    assert others["efficiency"] == pytest.approx(3.0 / 14.0)
+    assert privacy.fold_users(_ranking(), ADMIN_ID, sums=("jobs",)).equals(_ranking())
+    nobody = privacy.fold_users(_ranking(), auth.Identity(None, "oidc"), sums=("jobs",))
+    assert nobody["user"].to_list() == ["4 other users"] and nobody["jobs"].to_list() == [11]
+
+
+def test_own_rank_is_competition_rank_out_of_everyone():
+    from dashboard import privacy
+
+    r = privacy.own_rank(_ranking(), ALICE_ID, "wasted_hours")
+    assert (r["rank"], r["of"], r["row"]["user"]) == (3, 4, "alice")
+    # carol ties with alice at 50 %: both rank 1, erin (10 %) ranks 3
+    assert privacy.own_rank(_ranking(), auth.Identity("carol", "oidc"), "efficiency")["rank"] == 1
+    assert privacy.own_rank(_ranking(), auth.Identity("erin", "oidc"), "efficiency")["rank"] == 3
+    assert privacy.own_rank(_ranking(), auth.Identity("bob", "oidc"), "efficiency")["rank"] == 4  # unknown: last
+    assert privacy.own_rank(_ranking(), auth.Identity("zed", "oidc"), "wasted_hours") is None
+
+
+def test_fold_series_and_unnamed():
+    import polars as pl
+
+    from dashboard import privacy
+
+    series = pl.DataFrame({"t": [1, 1, 1, 2, 2], "group": ["alice", "bob", "carol", "alice", "bob"],
+                           "requested": [1.0, 2.0, 3.0, 4.0, 5.0], "used": [0.5, 1.0, 1.0, 2.0, 2.5]})
+    out = privacy.fold_series(series, ALICE_ID)
+    assert out.rows() == [(1, "2 other users", 5.0, 2.0), (1, "alice", 1.0, 0.5), (2, "2 other users", 5.0, 2.5),
+                          (2, "alice", 4.0, 2.0)]
+    assert privacy.unnamed(_ranking(), ALICE_ID)["user"].to_list() == ["another user"] * 2 + ["alice", "another user"]
+    assert privacy.own_rows(_ranking(), ALICE_ID)["user"].to_list() == ["alice"]
+    assert privacy.own_rows(_ranking(), auth.Identity(None, "oidc")).is_empty()
+
+
+def test_memory_limit_is_validated_and_reaches_duckdb(tmp_path):
+    import queries
+
+    assert load({"QUOTALOOP_MEMORY_LIMIT": "4 GB"}).memory_limit == "4GB"
+    assert load({}).memory_limit is None
+    with pytest.raises(ConfigError, match="memory_limit"):
+        load({"QUOTALOOP_MEMORY_LIMIT": "lots"})
+    con = queries.connect(tmp_path / "no-store", memory_limit="1GB")
+    try:
+        limit = con.execute("select current_setting('memory_limit')").fetchone()[0]
+    finally:
+        con.close()
+    assert limit.replace(" ", "") in ("1.0GB", "953.6MiB", "1GB", "0.9GiB")

@@ -6,6 +6,7 @@ import datetime as dt
 import gc
 import json
 import math
+import re
 from pathlib import Path
 
 import polars as pl
@@ -148,11 +149,11 @@ def test_every_page_renders_on_the_sample_store(make_app, page):
 def test_overview_numbers_follow_the_account_filter(make_app):
     at = make_app()
     at.switch_page("views/overview.py").run()
-    assert exact(at, "Wasted GPU-hours") == pytest.approx(sum(expected("gpu").values()), abs=0.05)
+    assert exact(at, "Wasted GPU-h") == pytest.approx(sum(expected("gpu").values()), abs=0.05)
     at.selectbox(key="flt_account").select("lab/nlp").run()
     no_errors(at)
-    assert exact(at, "Wasted GPU-hours") == pytest.approx(sum(expected("gpu", {"dave", "erin"}).values()), abs=0.05)
-    assert metric(at, "Jobs · users").endswith("· 2")
+    assert exact(at, "Wasted GPU-h") == pytest.approx(sum(expected("gpu", {"dave", "erin"}).values()), abs=0.05)
+    assert [m.delta for m in at.metric if m.label == "Jobs"] == ["2 users"]
 
 
 def test_waste_explorer_resource_grouping_and_drilldown(make_app):
@@ -223,6 +224,14 @@ def test_rankings_gaming_check_runs_on_demand(make_app):
     table = at.dataframe[-1].value
     row = table[table["metric"] == "job_count"].iloc[0]
     assert row["after_split"] == 10 * row["before"] == 10 * fx.jobs_frame().filter(pl.col("user") == "bob").height
+    # everyone, their largest job split (SQL): one row per user, N - 1 more jobs each, recommended never rises
+    every = at.dataframe[-2].value
+    jobs = fx.jobs_frame().group_by("user").len()
+    assert sorted(every["user"]) == sorted(fx.USERS)
+    for r in every.itertuples():
+        assert r.job_count_after == r.job_count_before + 9 == jobs.filter(pl.col("user") == r.user)["len"][0] + 9
+    assert metric(at, "Recommended coefficient would rise") == f"0 of {len(fx.USERS)}"
+    assert int(metric(at, "Legacy coefficient would rise").split()[0]) == int(every["legacy_improves"].sum())
 
 
 def test_layout_time_slider_moves_the_grid(make_app):
@@ -249,7 +258,7 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     assert any("press **Simulate**" in i.value for i in at.info)
     at.button(key="fs_simulate").click().run()  # unchanged settings: scenario == baseline
     no_errors(at)
-    assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs · users")
+    assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs")
     slider = at.slider(key="share_lab/vision")
     slider.set_value(round(slider.value * 3, 1))
     at.select_slider(key="mrt_training").set_value(4)
@@ -303,14 +312,99 @@ def test_researcher_cannot_drill_into_another_users_jobs(make_app):
     at = make_app("oidc", user=ALICE)
     at.switch_page("views/waste.py").run()
     at.selectbox(key="w_team").select("lab/vision/detect").run()
-    at.selectbox(key="w_user").select("bob").run()
     no_errors(at)
-    assert any("admins only" in i.value for i in at.info)
+    assert at.selectbox(key="w_user").options == ["alice"]  # bob is in the team, but not on offer
+    users = at.dataframe[-1].value
+    assert list(users["user"]) == ["alice", "1 other user"]
+    exp = expected("gpu", {"bob"})
+    assert users["wasted_hours"].iloc[1] == pytest.approx(exp["bob"], rel=1e-9)  # the aggregate is bob's sum
     assert "bob-private" not in rendered_text(at)
     at.switch_page("views/layout.py").run()
     assert "bob-private" not in rendered_text(at)
     at.switch_page("views/reports.py").run()
     assert at.radio(key="rep_audience").options == ["Researcher"]
+
+
+OTHERS = re.compile(r"\b(bob|carol|dave|erin)\b")
+FORGED = {"user": "bob", "view_user": "bob", "demo_as": "bob", "w_user": "bob", "w_by": "user", "r_gaming_user": "bob",
+          "rep_user": "bob", "rep_audience": "platform"}
+
+
+def _visible_text(at, skip_keys=()) -> str:
+    """rendered_text without the widgets in ``skip_keys`` (the demo's own "View as" picker lists every user)."""
+    parts = []
+    for el in walk(at._tree):
+        if getattr(el, "key", None) in skip_keys:
+            continue
+        parts.append(str(getattr(el, "proto", "")))
+        if type(el).__name__ == "Dataframe":
+            parts.append(el.value.to_csv())
+    return "\n".join(parts)
+
+
+def _all_downloads(at) -> bytes:
+    return b"".join(downloaded(at, b.proto.id.rsplit("-", 1)[-1]) for b in at.get("download_button"))
+
+
+def _exercise(at, page: str) -> None:
+    """Open ``page`` and move the widgets that could show other users (group by user, a team, a simulation)."""
+    at.switch_page(f"views/{page}.py").run()
+    if page == "waste":
+        at.button_group(key="w_by").set_value("user").run()
+        at.selectbox(key="w_team").select("lab/vision/detect").run()
+    elif page == "rankings":
+        at.button_group(key="r_period").set_value(1).run()
+        if at.selectbox(key="r_gaming_user").options:
+            at.button(key="r_gaming_run").click().run()
+    elif page == "fairshare":
+        at.button(key="fs_simulate").click().run()
+    elif page == "reports":
+        at.button(key="rep_build").click().run()
+    no_errors(at)
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("source", ["oidc", "demo"])
+def test_a_researcher_never_sees_another_users_name_on_any_page(make_app, page, source):
+    """Whatever the URL says: no other user's name anywhere on the page, in its charts, tables or downloads."""
+    if source == "oidc":
+        at = make_app("oidc", user=ALICE, query_params=FORGED)
+        at.session_state["demo_as"] = "bob"  # forged: the demo picker means nothing outside the demo
+        at.session_state["view_user"] = "bob"
+    else:
+        at = make_app("demo", query_params=FORGED)
+        at.selectbox(key="demo_as").select("alice").run()
+    _exercise(at, page)
+    text = _visible_text(at, skip_keys=("demo_as",))
+    assert not OTHERS.findall(text), sorted(set(OTHERS.findall(text)))
+    assert not OTHERS.findall(_all_downloads(at).decode("utf-8", "replace"))
+    if page in ("overview", "waste", "rankings", "my_jobs"):
+        assert "alice" in text  # the viewer's own figures are there
+
+
+@pytest.mark.parametrize("page", ["overview", "waste", "rankings"])
+def test_the_platform_view_names_everyone(make_app, page):
+    """The control for the test above: the same pages, as an admin, do name the other users."""
+    at = make_app("demo")
+    _exercise(at, page)
+    assert set(OTHERS.findall(_visible_text(at, skip_keys=("demo_as",)))) == {"bob", "carol", "dave", "erin"}
+
+
+def test_researcher_rankings_show_own_row_and_rank(make_app):
+    at = make_app("oidc", user=ALICE)
+    at.switch_page("views/rankings.py").run()
+    no_errors(at)
+    exp = expected("gpu")
+    rank = 1 + sum(v > exp["alice"] for v in exp.values())
+    assert metric(at, "Your rank by wasted GPU-hours") == f"{rank} of {len(exp)}"
+    table = at.dataframe[0].value
+    assert list(table["user"]) == ["alice"]
+    assert table["gpu_hours_wasted"].iloc[0] == pytest.approx(exp["alice"], rel=1e-9)
+    scatter = charts_by_key(at)["r_scatter"]["data"]
+    assert scatter[0]["text"] == ["another user"] * (len(exp) - 1) and scatter[1]["name"] == "you (alice)"
+    at.button_group(key="r_period").set_value(1).run()
+    assert at.multiselect(key="r_bt_users").value == ["alice"]
+    assert at.selectbox(key="r_gaming_user").options == ["alice"]
 
 
 def test_admin_may_view_anyone(make_app):
@@ -333,6 +427,79 @@ def test_demo_mode_is_marked_and_has_a_user_picker(make_app):
     at = make_app("demo")
     at.switch_page("views/my_jobs.py").run()
     assert any("Demo mode" in w.value for w in at.sidebar.warning)
-    at.selectbox(key="view_user").select("dave").run()
+    assert at.selectbox(key="demo_as").options[1:] == [f"Researcher {u}" for u in sorted(fx.USERS)]
+    at.selectbox(key="view_user").select("dave").run()  # the platform view may open anyone's page
     no_errors(at)
     assert set(at.dataframe[-1].value["job_id"]) == set(fx.jobs_frame().filter(pl.col("user") == "dave")["job_id"])
+    at.selectbox(key="demo_as").select("erin").run()  # view as a researcher: erin's page, no picker
+    no_errors(at)
+    assert not [s for s in at.selectbox if s.key == "view_user"]
+    assert set(at.dataframe[-1].value["job_id"]) == set(fx.jobs_frame().filter(pl.col("user") == "erin")["job_id"])
+    assert any("Viewing as **erin**" in c.value for c in at.sidebar.caption)
+
+
+def _filters_matching_nothing():
+    """(day, account, state, class) with no job running in that day: found from the fixture, not hard-coded."""
+    import itertools
+
+    jobs = fx.jobs_frame()
+    days = [(fx.T0 + dt.timedelta(days=d)).date() for d in range(fx.DAYS + 1)]
+    accounts = sorted({a for a, *_ in fx.USERS.values()})
+    for day, account, state, cls in itertools.product(days, accounts, ["FAILED"], fx.CLASSES):
+        lo = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+        hit = jobs.filter((pl.col("account") == account) & (pl.col("state") == state) & (pl.col("job_class") == cls)
+                          & (pl.col("start") < lo + dt.timedelta(days=1)) & (pl.col("end") > lo))
+        if hit.is_empty():
+            return day, account, state, cls
+    raise AssertionError("the fixture has no empty filter combination")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_explains_a_filter_that_matches_nothing(make_app, page):
+    day, account, state, cls = _filters_matching_nothing()
+    at = make_app()
+    at.switch_page(f"views/{page}.py").run()
+    at.date_input(key="flt_window").set_value((day, day)).run()
+    for key, value in (("flt_account", account), ("flt_state", state), ("flt_class", cls)):
+        at.selectbox(key=key).select(value).run()
+    no_errors(at)
+    assert at.title and "Traceback" not in rendered_text(at)
+    infos = " ".join(i.value for i in at.info)
+    if page in ("overview", "waste", "rankings", "my_jobs"):
+        assert "No " in infos and "window" in infos, infos
+    if page == "reports":
+        at.button(key="rep_build").click().run()
+        no_errors(at)
+        html_key = next(b.proto.id.rsplit("-", 1)[-1] for b in at.get("download_button") if "html" in b.proto.id)
+        assert b"No jobs ran in this window" in downloaded(at, html_key)
+
+
+def test_a_hostile_job_name_is_inert_in_every_chart(make_app):
+    """erin's job ``<script>alert(1)</script>`` reaches the charts escaped (Plotly draws text as markup)."""
+    at = make_app("open")
+    at.switch_page("views/my_jobs.py").run()
+    at.selectbox(key="view_user").select("erin").run()
+    no_errors(at)
+    specs = json.dumps(charts_by_key(at))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in specs and "<script>" not in specs
+    assert "<script>alert(1)</script>" in set(at.dataframe[-1].value["job_name"])  # the table shows it as text
+    hostile = fx.jobs_frame().filter(pl.col("job_name") == "<script>alert(1)</script>").row(0, named=True)
+    at.switch_page("views/layout.py").run()
+    when = (hostile["start"] + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    at.slider(key="lay_at").set_value(when).run()
+    no_errors(at)
+    gantt = json.dumps(charts_by_key(at)["lay_gantt"])
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in gantt and "<script>" not in gantt
+
+
+def test_gaming_replay_is_bounded_on_a_big_window(make_app, monkeypatch):
+    """The exact replay copies the window into a scratch store: past the bound only the SQL check runs."""
+    from dashboard import data
+
+    monkeypatch.setattr(data, "GAMING_REPLAY_MAX_JOBS", 10)
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    at.button(key="r_gaming_run").click().run()
+    no_errors(at)
+    assert any("it runs up to 10" in i.value for i in at.info)
+    assert not at.success and metric(at, "Users checked") == str(len(fx.USERS))

@@ -22,7 +22,7 @@ def test_dry_run_is_headless_loopback_and_without_telemetry(tmp_path):
     out = _run("--store", str(store), "--port", "8765", "--dry-run")
     assert out.returncode == 0, out.stderr
     cmd = out.stdout.split()
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("dashboard/app.py")
+    assert cmd[1:4] == ["-m", "dashboard.server", "run"] and cmd[4].endswith("dashboard/app.py")
     pairs = dict(zip(cmd[5::2], cmd[6::2]))
     assert pairs["--server.port"] == "8765" and pairs["--server.address"] == "127.0.0.1"
     assert pairs["--server.headless"] == "true" and pairs["--browser.gatherUsageStats"] == "false"
@@ -58,3 +58,14 @@ def test_missing_sample_store_is_built_with_the_sample_command(tmp_path, monkeyp
     assert calls == [["sample", "--store", str(target)]]
     serve.ensure_sample_store(target)  # already there: not rebuilt
     assert len(calls) == 1
+
+
+def test_no_warm_reaches_the_server_and_warm_is_on_by_default(tmp_path):
+    from dashboard import server
+
+    store = fx.build(tmp_path / "s")
+    parse = serve.register(argparse.ArgumentParser().add_subparsers()).parse_args
+    _, env = serve.command(parse(["--store", str(store), "--no-warm"]))
+    assert env["QUOTALOOP_WARM"] == "0" and not server.warm_enabled(env)
+    _, env = serve.command(parse(["--store", str(store)]))
+    assert server.warm_enabled(env)

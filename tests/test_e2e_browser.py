@@ -65,18 +65,21 @@ def page(browser):
     pg = ctx.new_page()
     PAGE_ERRORS[id(pg)] = []
     pg.on("pageerror", lambda exc: PAGE_ERRORS[id(pg)].append(str(exc)))
+    # a script injected through a job name would show up as a dialog (alert(1))
+    pg.on("dialog", lambda d: (PAGE_ERRORS[id(pg)].append(f"dialog: {d.message}"), d.dismiss()))
     yield pg
     ctx.close()
 
 
 PAGE_ERRORS: dict = {}
+OTHERS = re.compile(r"\b(bob|carol|dave|erin)\b")  # the fixture's users other than alice
 LOAD_BOUND_S = 480
 
 
 def _no_app_errors(pg):
     exceptions = pg.locator("[data-testid=stException]")
     assert exceptions.count() == 0, exceptions.first.inner_text()
-    assert not PAGE_ERRORS.get(id(pg)), PAGE_ERRORS[id(pg)]
+    assert not PAGE_ERRORS.get(id(pg)), PAGE_ERRORS.get(id(pg))
 
 
 @pytest.mark.parametrize("name", list(PAGES))
@@ -184,9 +187,102 @@ def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
         rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text())))
         assert rows and {r["user"] for r in rows} == {"alice"}
         assert {r["job_id"] for r in rows} == set(fx.jobs_frame().filter(fx.pl.col("user") == "alice")["job_id"])
+        # every page, with the URL asking for bob: no other user's name anywhere in the drawn page (text, tables,
+        # the SVG of every chart), and alice's own figures are there
+        for name, path in PAGES.items():
+            br.open_page(pg, url + path + "?user=bob&view_user=bob&demo_as=bob&w_by=user")
+            pg.wait_for_timeout(500)
+            _no_app_errors(pg)
+            html = pg.content()
+            assert not OTHERS.findall(html), (name, sorted(set(OTHERS.findall(html))))
+        br.open_page(pg, url + "/waste")
+        pg.locator("[data-testid=stButtonGroup] button", has_text=re.compile(r"^User$")).click()
+        br.wait_done(pg)
+        pg.wait_for_timeout(800)
+        legend = pg.locator("[data-testid=stPlotlyChart] .legend").first.text_content()
+        assert "alice" in legend and "4 other users" in legend and not OTHERS.findall(legend)
+        br.screenshot_full(pg, ARTIFACTS / "waste_as_researcher.png")
         ctx.close()
         anon = browser.new_context()
         pg = anon.new_page()
         br.open_page(pg, url + "/my-jobs")
         assert "did not identify you" in pg.locator("[data-testid=stMain]").inner_text()
         anon.close()
+
+
+def test_demo_view_as_a_researcher_in_the_browser(server, page):
+    """The demo's "View as" picker applies the researcher rule across pages of one session."""
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        pytest.skip("uses the fixture store's users")
+    br.open_page(page, server + "/rankings")
+    assert page.get_by_text("Largest waster").count() == 1  # the platform view
+    page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(has_text="View as").click()
+    page.get_by_role("option", name="Researcher alice").click()
+    br.wait_done(page)
+    page.get_by_text("Your rank by wasted GPU-hours").wait_for(timeout=60_000)
+    page.wait_for_timeout(800)
+    main = page.locator("[data-testid=stMain]")
+    assert not OTHERS.findall(main.inner_html())
+    br.screenshot_full(page, ARTIFACTS / "rankings_as_researcher.png")
+    page.locator("[data-testid=stSidebarNav] a", has_text="Overview").click()
+    page.get_by_text("Biggest GPU wasters (teams)").wait_for(timeout=60_000)
+    br.wait_done(page)
+    page.wait_for_timeout(800)
+    _no_app_errors(page)
+    assert not OTHERS.findall(page.locator("[data-testid=stMain]").inner_html())
+    br.screenshot_full(page, ARTIFACTS / "overview_as_researcher.png")
+
+
+def test_report_built_and_downloaded_from_the_reports_page(server, page):
+    br.open_page(page, server + "/reports")
+    page.get_by_role("button", name="Build report").click()
+    page.get_by_text(re.compile(r"Report built: \d+ file")).wait_for(timeout=180_000)
+    br.wait_done(page)
+    _no_app_errors(page)
+    command = page.locator("[data-testid=stCode]").inner_text()
+    assert command.startswith("quotaloop report --store") and "--audience platform" in command
+    with page.expect_download(timeout=60_000) as info:
+        page.locator("[data-testid=stDownloadButton] button", has_text=".html").click()
+    name = info.value.suggested_filename
+    assert re.fullmatch(r"quotaloop-report-\d{4}-\d\d-\d\d_\d{4}-\d\d-\d\d\.html", name), name
+    body = Path(info.value.path()).read_text()
+    assert body.lstrip().lower().startswith("<!doctype html") and "Plotly.newPlot" in body
+    br.screenshot_full(page, ARTIFACTS / "reports_built.png")
+
+
+def test_a_hostile_job_name_stays_text_in_the_browser(server, page):
+    """erin's job ``<script>alert(1)</script>``: her page, every chart hovered point by point, no dialog."""
+    if os.environ.get("QUOTALOOP_E2E_STORE"):
+        pytest.skip("uses the fixture store's hostile job")
+    br.open_page(page, server + "/my-jobs")
+    page.locator("[data-testid=stSelectbox]").filter(has_text="open the page of").click()
+    page.get_by_role("option", name="erin", exact=True).click()
+    page.get_by_text("All of erin's jobs in the window").wait_for(timeout=60_000)
+    br.wait_done(page)
+    page.wait_for_timeout(800)
+    points = page.locator("[data-testid=stPlotlyChart] .scatterlayer .point")
+    assert points.count() > 10
+    shown = set()
+    for i in range(points.count()):
+        points.nth(i).hover(force=True)
+        shown.update(page.locator(".hoverlayer").all_text_contents())
+    _no_app_errors(page)
+    assert any(t.startswith("erin-") for t in shown), shown  # hover labels were drawn
+    assert page.locator("script", has_text="alert(1)").count() == 0
+    # what Plotly holds for the point: the name escaped, so its hover label draws it as literal text
+    texts = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap("
+                          "gd => (gd.data || []).flatMap(tr => tr.text || []))")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and "<script>alert(1)</script>" not in texts
+
+
+def test_the_server_warms_every_page_at_start_up(server):
+    """``dashboard.server`` runs the warm-up in the real server process and logs one line when done."""
+    log = ARTIFACTS / "server.log"
+    deadline = time.monotonic() + 120
+    while "quotaloop: warm-up done" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.5)
+    text = log.read_text()
+    line = next(x for x in text.splitlines() if "warm-up done" in x)
+    assert all(f"{p} " in line for p in ("overview", "waste", "layout", "rankings", "my_jobs")), line
+    assert "warm-up of" not in text and "warm-up failed" not in text and "Traceback" not in text

@@ -1,4 +1,7 @@
-"""``quotaloop report --store DIR --window 7d [--end DATE] [--audience A] --out DIR``: a dated report export.
+"""``quotaloop report --store DIR --window 7d [--end DATE] [--audience A] [--team T] [--user U] [--cluster C]
+[--partition P] [--state S] [--job-class J] [--budgets TOML] --out DIR``: a dated report export.
+
+The dashboard's Reports page builds the same report for its sidebar filters and prints this command for it.
 
 Meant to run unattended (cron, systemd timer, Kubernetes CronJob): it prints the written paths, one per line,
 and exits 0; on any failure it prints one line to stderr, exits 2 and leaves no half-written file.
@@ -18,17 +21,28 @@ def register(sub):
                         "far), 'yesterday' (the last complete UTC day: use it in schedules) or 'latest' (the day "
                         "of the newest job in the store)")
     p.add_argument("--audience", default="platform", choices=["platform", "manager", "user"])
-    p.add_argument("--team", help="account/team path (manager audience: required; platform: optional filter)")
+    p.add_argument("--team", help="account subtree (manager audience: the team, required; platform and user: an "
+                                  "optional filter)")
     p.add_argument("--user", help="user name (user audience: required)")
     p.add_argument("--team-level", type=int, default=3,
                    help="a team is the first N '/'-separated parts of the account path (default 3: org/group/team)")
     p.add_argument("--budgets", metavar="TOML",
                    help="budget tree (budgets.toml): fair share against its water-filled entitlements "
                         "(default: equal shares per account level)")
+    p.add_argument("--cluster", help="only jobs of this cluster")
+    p.add_argument("--partition", help="only jobs of this partition")
+    p.add_argument("--state", help="only jobs in this normalised state (COMPLETED, FAILED, CANCELLED, ...)")
+    p.add_argument("--job-class", dest="job_class", help="only jobs of this class (training, debug, ...)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--format", default="html,csv,parquet",
                    help="comma-separated: html, csv, parquet, png, svg (default html,csv,parquet)")
     return p
+
+
+def filters(args) -> dict:
+    """The job filters of the command line, as ``build_report(filters=...)`` takes them (the Reports page passes
+    its sidebar's the same way, so the page and this command write the same files)."""
+    return {k: getattr(args, k) for k in ("cluster", "partition", "state", "job_class") if getattr(args, k, None)}
 
 
 def run(args) -> int:
@@ -43,7 +57,7 @@ def run(args) -> int:
     try:
         paths = build_report(args.store, parse_duration(args.window), end=args.end, audience=args.audience,
                              team=args.team, user=args.user, formats=parse_formats(args.format), out_dir=args.out,
-                             team_level=args.team_level, budgets=args.budgets)
+                             team_level=args.team_level, budgets=args.budgets, filters=filters(args))
     except ReportError as exc:
         print(f"quotaloop report: {exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
 """``quotaloop serve [--store DIR] [--port P] [--host H]``: run the Streamlit dashboard over a store.
 
 Without ``--store`` it serves the bundled sample store (``sample_data/store``), generating it with
-``quotaloop sample`` on first run. The process *becomes* the Streamlit server (``exec``), so stopping this
-pid stops the server. Headless, no usage statistics, no file watcher.
+``quotaloop sample`` on first run. The process *becomes* the Streamlit server (``exec`` of ``dashboard.server``,
+which warms the caches with every page's default view in a background thread), so stopping this pid stops the
+server. Headless, no usage statistics, no file watcher.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def register(sub):
     p.add_argument("--auth", choices=["auto", "oidc", "header", "demo", "open", "none"],
                    help="identity source (overrides the config); `open` = no sign-in, everyone is admin "
                         "(one operator on a trusted machine only)")
+    p.add_argument("--no-warm", action="store_true",
+                   help="do not compute every page's default view at start-up (dashboard/data/warm.py)")
     p.add_argument("--dry-run", action="store_true", help="print the streamlit command instead of running it")
     return p
 
@@ -65,9 +68,11 @@ def command(args) -> tuple[list[str], dict]:
         env["QUOTALOOP_CONFIG"] = str(Path(config).expanduser().resolve())
     if args.auth:
         env["QUOTALOOP_AUTH"] = args.auth
+    if args.no_warm:
+        env["QUOTALOOP_WARM"] = "0"
     env.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
     argv = [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "dashboard.server", "run", str(APP),
         "--server.port", str(args.port),
         "--server.address", args.host,
         "--server.headless", "true",

@@ -13,4 +13,6 @@ that no file grows past a screenful; pages import ``dashboard.data`` and see one
 """
 from .analytics import *  # noqa: F401,F403
 from .core import *  # noqa: F401,F403
+from .reports import *  # noqa: F401,F403
 from .sim import *  # noqa: F401,F403
+from .warm import *  # noqa: F401,F403

@@ -101,6 +101,17 @@ def quota_backtest(flt: Filters | None, **params) -> pl.DataFrame:
     return query("quota_backtest", flt, **params)
 
 
+GAMING_REPLAY_MAX_JOBS = 200_000  # the exact replay copies the window into a scratch store: bounded
+GAMING_COLUMNS = ["user", "split_job_id", "job_count_before", "job_count_after", "legacy_rank_before",
+                  "legacy_rank_after", "legacy_coefficient_before", "legacy_coefficient_after",
+                  "rec_coefficient_before", "rec_coefficient_after", "legacy_improves", "recommended_improves"]
+
+
+def gaming_everyone(flt: Filters | None, split_n: int = 4) -> pl.DataFrame:
+    """Per user: both scores if their largest job were split into ``split_n`` (``gaming_check``, in SQL)."""
+    return query("gaming_check", flt, split_n=split_n)
+
+
 def gaming_check(flt: Filters | None, user: str, splits: int = 10) -> pl.DataFrame:
     """metric / before / after_split / change for ``user`` when each of their jobs is split into ``splits``."""
     store = str(store_dir())

@@ -102,12 +102,16 @@ def ignored_filters(name: str, filters: Filters | None) -> list[str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=512, ttl=6 * 3600)
-def _run(store: str, token: str, name: str, params_json: str) -> pl.DataFrame:
+def _run(store: str, token: str, name: str, params_json: str, memory_limit: str | None = None) -> pl.DataFrame:
     params = json.loads(params_json)
     for key in list(params):
         if isinstance(params[key], dict) and "__dt" in params[key]:
             params[key] = dt.datetime.fromisoformat(params[key]["__dt"])
-    return queries.run(name, store=store, **params)
+    con = queries.connect(store, memory_limit=memory_limit)
+    try:
+        return queries.run(name, con=con, **params)
+    finally:
+        con.close()
 
 
 def _jsonable(params: dict) -> str:
@@ -123,7 +127,7 @@ def query(name: str, filters: Filters | None = None, store: Path | str | None = 
     names = declared(name)
     bound.update({k: v for k, v in params.items() if k in names and v is not None})
     store = str(store or store_dir())
-    return _run(store, store_token(store), name, _jsonable(bound))
+    return _run(store, store_token(store), name, _jsonable(bound), config().memory_limit)
 
 
 def scan(table: str, store: Path | str | None = None) -> pl.LazyFrame:

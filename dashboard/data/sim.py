@@ -1,4 +1,4 @@
-"""Cached report builds and simulations (the engine) for the Reports, Fair share and Layout pages."""
+"""Cached simulations (the engine) for the Fair share and Layout pages (report builds: ``data/reports.py``)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,49 +9,6 @@ import streamlit as st
 
 from .core import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
                    store_token)
-
-# ------------------------------------------------------------------ reports (hook into dashboard/report.py)
-REPORT_FORMATS = ("html", "csv", "parquet", "png", "svg")
-
-
-def report_available() -> bool:
-    try:
-        from dashboard import report  # noqa: F401
-    except ImportError:
-        return False
-    return hasattr(report, "build_report")
-
-
-def report_window(flt: Filters) -> tuple[float, str]:
-    """(window seconds, last day inclusive) of the sidebar window, in the report's whole-day terms."""
-    if flt.start is None or flt.end is None:
-        raise NotAvailable("pick a window in the sidebar first")
-    days = max(1, round((flt.end - flt.start).total_seconds() / 86400.0))
-    return days * 86400.0, (flt.end - dt.timedelta(days=1)).date().isoformat()
-
-
-@st.cache_data(show_spinner=False, max_entries=32, ttl=3600)
-def _report_files(store: str, token: str, window_s: float, end: str, audience: str, team: str | None,
-                  user: str | None, formats: tuple) -> dict:
-    import tempfile
-
-    from dashboard.report import build_report, parse_formats
-
-    with tempfile.TemporaryDirectory(prefix="quotaloop-report-") as out:
-        paths = build_report(store, window_s, end=end, audience=audience, team=team, user=user,
-                             formats=parse_formats(",".join(formats)), out_dir=out)
-        return {Path(p).name: Path(p).read_bytes() for p in paths if Path(p).is_file()}
-
-
-def report_files(flt: Filters, audience: str, *, team: str | None = None, user: str | None = None,
-                 formats: tuple = ("html", "csv")) -> dict[str, bytes]:
-    """Build the report of ``dashboard/report.py`` for the sidebar window; file name -> bytes (cached)."""
-    if not report_available():
-        raise NotAvailable("the report export (`dashboard/report.py`) is not available yet")
-    window_s, end = report_window(flt)
-    store = str(store_dir())
-    return _report_files(store, store_token(store), window_s, end, audience, team, user, tuple(formats))
-
 
 # ------------------------------------------------------------------ simulation (engine)
 def budgets_path() -> Path | None:

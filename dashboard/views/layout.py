@@ -22,17 +22,14 @@ with real_tab:
     if flt.start is None or flt.end is None:
         ui.empty("Pick a window in the sidebar.")
         st.stop()
-    lo = flt.start.replace(tzinfo=None)
-    hi = (min(flt.end, data.options().last or flt.end)).replace(tzinfo=None, minute=0, second=0, microsecond=0)
-    hi = max(hi, lo + dt.timedelta(hours=1))
-    default = lo + (hi - lo) / 2
-    default = default.replace(minute=0, second=0, microsecond=0)
+    lo, hi = data.layout_range(flt, data.options())
+    default = data.default_layout_at(flt, data.options())
     if not (isinstance(st.session_state.get("lay_at"), dt.datetime) and lo <= st.session_state["lay_at"] <= hi):
         st.session_state["lay_at"] = default
     c1, c2 = st.columns([3, 1])
     at = c1.slider("Time (UTC)", min_value=lo, max_value=hi, step=dt.timedelta(hours=1), key="lay_at",
                    format="YYYY-MM-DD HH:mm")
-    span_h = c2.select_slider("Gantt span around it", [6, 24, 72, 168], value=24, key="lay_span",
+    span_h = c2.select_slider("Gantt span around it", [6, 24, 72, 168], value=data.GANTT_SPAN_H, key="lay_span",
                               format_func=lambda h: f"{h} h" if h < 48 else f"{h // 24} days")
     at_utc = at.replace(tzinfo=dt.timezone.utc)
     try:
@@ -58,8 +55,7 @@ with real_tab:
             ui.chart(charts.node_heatmap(slots, node="node", slot="slot", state="state", hover="job",
                                          title=f"GPU slots per node at {at:%Y-%m-%d %H:%M} UTC"),
                      "node_heatmap", key="lay_heat")
-    g_start = max(flt.start, at_utc - dt.timedelta(hours=span_h / 2))
-    g_end = min(flt.end, at_utc + dt.timedelta(hours=span_h / 2))
+    g_start, g_end = data.gantt_span(flt, at_utc, span_h)
     try:
         rows = data.gantt_rows(flt, g_start, g_end, viewer_may_see_all=see_all, viewer=ident.user)
         ui.chart(charts.gantt(rows, node="node", start="start", end="end", color_by="team", hover="label",

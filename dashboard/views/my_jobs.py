@@ -1,7 +1,7 @@
 """My jobs (researchers): my least efficient jobs, their waste, a right-size suggestion, and why my coefficient moved.
 
-Access: the viewer sees only their own jobs; admins (config) and the demo mode may pick a user. Nothing here reads
-URL query parameters, and ``auth.visible_user`` ignores a picked user for everyone else.
+Access: the viewer sees only their own jobs; admins (config, ``--auth open``, the demo's platform view) may pick a
+user. Nothing here reads URL query parameters, and ``auth.visible_user`` ignores a picked user for everyone else.
 """
 import streamlit as st
 
@@ -19,9 +19,9 @@ if ident.may_pick_any_user:
     users = data.options().users
     if st.session_state.get("view_user") not in users:
         st.session_state["view_user"] = ident.user if ident.user in users else (users[0] if users else None)
-    label = "Demo mode — view the page as" if ident.mode == "demo" else "Admin — view the page of"
-    st.columns([1, 2])[0].selectbox(label, users, key="view_user")
-    ident = ui.viewer()
+    label = "Demo, platform view — open the page of" if ident.mode == "demo" else "Admin — open the page of"
+    st.columns([1, 2])[0].selectbox(label, users, key="view_user",
+                                    help="Admins may open any user's page. A researcher only ever sees their own.")
 user = auth.visible_user(ident, st.session_state.get("view_user"))
 if user is None:
     if ident.mode == "oidc":

@@ -1,7 +1,7 @@
 """Rankings and the quota loop: legacy vs recommended scores, the coefficient back-test, the gaming check."""
 import streamlit as st
 
-from dashboard import charts, data, shaping, ui
+from dashboard import charts, data, privacy, shaping, ui
 
 flt = ui.filters()
 ui.page_header("Rankings & quota loop",
@@ -17,10 +17,43 @@ rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by",
 unit = data.RANK_BY[rank_by]
 wasted, eff = data.wasted_column(rank_by), data.efficiency_column(rank_by)
 users_tab, teams_tab, loop_tab, gaming_tab = st.tabs(["Users", "Teams", "Quota loop back-test", "Gaming check"])
+depth = data.team_depth(data.options())
+ident = ui.viewer()
+restricted = privacy.restricted(ident)  # a researcher: own row and rank, other users unnamed
+# the two coefficients side by side right after the waste; the terms behind each follow
+RANK_COLS = ["user", "main_team", "job_count", wasted, eff, "rec_coefficient", "legacy_coefficient", "rec_efficiency",
+             "rec_confidence", "rec_demand", "legacy_score", "legacy_rank", "footprint_gpu_equiv_hours"]
+
+
+def own_standing(users) -> None:
+    """The researcher's view of the user ranking: their row, their rank out of N, other users without names."""
+    me = privacy.own_rank(users, ident, wasted)
+    if me is None:
+        ui.empty(f"You ({ident.user or 'not signed in'}) ran no jobs in this window with these filters, so you are "
+                 f"not ranked. {users.height:,} users are.")
+        return
+    row = me["row"]
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}", border=True,
+              help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio.")
+    m2.metric(f"Your wasted {unit}", f"{row[wasted]:,.1f}" if row[wasted] is not None else "–", border=True)
+    m3.metric("Recommended coefficient", f"{row['rec_coefficient']:.2f} ×", border=True,
+              help="Absolute efficiency × confidence × demand: it rises when you right-size, whatever others do.")
+    m4.metric("Legacy coefficient", f"{row['legacy_coefficient']:.2f} ×", border=True,
+              help=f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score.")
+    ui.chart(charts.score_scatter(privacy.unnamed(users, ident), name="user", legacy="legacy_coefficient",
+                                  recommended="rec_coefficient", highlight=ident.user), "score_scatter",
+             key="r_scatter")
+    st.markdown("**Your row of the ranking** — other users are not named; the Teams tab compares teams")
+    mine = privacy.own_rows(users, ident)
+    st.dataframe(mine.select([c for c in dict.fromkeys(RANK_COLS) if c in mine.columns]), hide_index=True,
+                 column_config=ui.ranking_columns(unit))
+    ui.download(mine, f"user_ranking_{rank_by}_{ident.user}.csv", key="dl_user_ranking")
+
 
 with users_tab:
     try:
-        users = data.user_ranking(flt, order_by=rank_by)
+        users = data.user_ranking(flt, order_by=rank_by, team_level=depth)  # main_team: the leaf team
     except data.NotAvailable as exc:
         ui.not_available(exc)
         users = None
@@ -28,13 +61,15 @@ with users_tab:
         ui.ignored(data.ignored_filters("user_ranking", flt))
         if users.is_empty():
             ui.empty("No user ran jobs in this window with these filters.")
+        elif restricted:
+            own_standing(users)
         else:
             m1, m2, m3 = st.columns(3)
             m1.metric("Users ranked", f"{users.height:,}", border=True)
             m2.metric(f"Wasted {unit}", f"{users[wasted].sum():,.0f}", border=True)
             top = users.row(0, named=True)
             m3.metric("Largest waster", str(top["user"]), f"{top[wasted]:,.0f} {unit}", delta_color="off",
-                      border=True)
+                      delta_arrow="off", border=True)
             left, right = st.columns(2)
             with left:
                 ui.chart(charts.ranked_bars(users, name="user", value=wasted, unit=f"wasted {unit}", efficiency=eff,
@@ -42,17 +77,13 @@ with users_tab:
             with right:
                 ui.chart(charts.score_scatter(users, name="user", legacy="legacy_coefficient",
                                               recommended="rec_coefficient"), "score_scatter", key="r_scatter")
-            cols = ["user", "main_team", "job_count", wasted, eff, "footprint_gpu_equiv_hours", "legacy_score",
-                    "legacy_rank", "legacy_coefficient", "rec_efficiency", "rec_confidence", "rec_demand",
-                    "rec_coefficient"]
-            shown = users.select([c for c in dict.fromkeys(cols) if c in users.columns])
+            shown = users.select([c for c in dict.fromkeys(RANK_COLS) if c in users.columns])
             st.markdown("**Per-user ranking** — legacy (peak-based, relative) beside recommended "
                         "(efficiency × confidence × demand, absolute)")
             st.dataframe(shown, hide_index=True, column_config=ui.ranking_columns(unit))
             ui.download(users, f"user_ranking_{rank_by}.csv", key="dl_user_ranking")
 
 with teams_tab:
-    depth = max((a.count("/") + 1 for a in data.options().accounts), default=1)
     level = st.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="r_level",
                          format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})")
     try:
@@ -85,13 +116,16 @@ with loop_tab:
             ui.empty("No periods with jobs in this window.")
         else:
             shape = shaping.backtest_shape(bt)
+            n_users = bt[shape["user"]].n_unique()
+            osc = shaping.backtest_oscillation(bt, shape)  # a count over everyone: no names in it
+            bt = privacy.own_rows(bt, ident, name=shape["user"])
             all_users = sorted(set(bt[shape["user"]].to_list()))
-            default = shaping.backtest_default_users(bt, shape, 5)
-            picked = st.multiselect("Users", all_users, default=default, key="r_bt_users")
+            default = all_users if restricted else shaping.backtest_default_users(bt, shape, 5)
+            picked = st.multiselect("Users", all_users, default=default, key="r_bt_users",
+                                    disabled=restricted, help="Your own series only." if restricted else None)
             view = shaping.backtest_view(bt, shape, picked)
-            osc = shaping.backtest_oscillation(bt, shape)
             m1, m2, m3 = st.columns(3)
-            m1.metric("Users in back-test", f"{len(all_users):,}", border=True)
+            m1.metric("Users in back-test", f"{n_users:,}", border=True)
             m2.metric("Periods", f"{bt[shape['period']].n_unique():,}", border=True)
             m3.metric("Sign changes of the applied coefficient", f"{osc['total']:,}",
                       help="Summed over users: how often the period-over-period change flips direction. "
@@ -102,18 +136,46 @@ with loop_tab:
             ui.download(bt, "quota_backtest.csv", key="dl_backtest")
 
 with gaming_tab:
-    st.caption("Split each of one user's jobs into N equal back-to-back jobs — the same work, the same waste — and "
-               "re-score everyone with the production queries. A sound score does not move; the legacy score "
-               "divides by ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
+    st.caption("A metric that sets quota is an incentive. Split jobs into N equal back-to-back jobs — the same "
+               "work, the same waste — and re-score: a sound score does not move; the legacy score divides by "
+               "ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
     g1, g2, g3 = st.columns([2, 2, 1])
     users_all = data.options().users
-    g_user = g1.selectbox("User", users_all, index=0 if users_all else None, key="r_gaming_user")
-    g_n = g2.select_slider("Split every job into", [2, 4, 10, 20], value=10, key="r_gaming_n",
+    if restricted:  # a researcher may test the score on their own history only
+        users_all = [u for u in users_all if u == ident.user]
+    g_user = g1.selectbox("User (exact replay)", users_all, index=0 if users_all else None, key="r_gaming_user")
+    g_n = g2.select_slider("Split into", [2, 4, 10, 20], value=10, key="r_gaming_n",
                            format_func=lambda n: f"{n} jobs")
     run_gaming = g3.button("Run the check", key="r_gaming_run", type="primary")
     if run_gaming and g_user:
         st.session_state["r_gaming"] = (g_user, g_n)
     if st.session_state.get("r_gaming") == (g_user, g_n):
+        st.markdown(f"**Every user's largest job split into {g_n}** (`gaming_check`: one query, any store size)")
+        try:
+            every = data.gaming_everyone(flt, g_n)
+        except data.NotAvailable as exc:
+            ui.not_available(exc)
+            every = None
+        if every is not None and every.height:
+            m1, m2, m3 = st.columns(3)
+            m1.metric("Users checked", f"{every.height:,}", border=True)
+            m2.metric("Legacy coefficient would rise", f"{int(every['legacy_improves'].sum()):,} of {every.height:,}",
+                      border=True, help="Splitting their largest job alone would raise their legacy coefficient.")
+            m3.metric("Recommended coefficient would rise",
+                      f"{int(every['recommended_improves'].sum()):,} of {every.height:,}", border=True,
+                      help="Must be 0: the recommended terms are sums, which a split does not change.")
+            shown = privacy.own_rows(every, ident)
+            st.dataframe(shown.select([c for c in data.GAMING_COLUMNS if c in shown.columns]), hide_index=True,
+                         column_config=ui.gaming_columns())
+            ui.download(shown, f"gaming_check_everyone_{g_n}.csv", key="dl_gaming_all")
+        st.markdown(f"**Every job of `{g_user}` split into {g_n}**, re-scored by the production queries on a "
+                    "scratch copy of the window (exact replay)")
+        jobs_in_window = data.overview_totals(flt)["jobs"]
+        if jobs_in_window > data.GAMING_REPLAY_MAX_JOBS:
+            st.info(f"The exact replay copies the window's {jobs_in_window:,} jobs into a scratch store; it runs up to "
+                    f"{data.GAMING_REPLAY_MAX_JOBS:,}. Narrow the window or a filter, or read the per-user check "
+                    "above, which needs no copy.", icon=":material/speed:")
+            st.stop()
         try:
             with st.spinner("Re-scoring the history with the jobs split ..."):
                 gaming = data.gaming_check(flt, g_user, g_n)

@@ -1,7 +1,7 @@
 """Waste explorer (platform team): request-vs-usage gap areas and a team -> user -> job drill-down."""
 import streamlit as st
 
-from dashboard import auth, charts, data, ui
+from dashboard import auth, charts, data, privacy, ui
 
 flt = ui.filters()
 ui.page_header("Waste explorer",
@@ -11,7 +11,7 @@ if not ui.require_store():
     st.stop()
 
 opts = data.options()
-depth = max((a.count("/") + 1 for a in opts.accounts), default=1)
+depth = data.team_depth(opts)
 c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1.6])
 resource = c1.segmented_control("Resource", list(data.RESOURCES), key="w_resource", default="gpu", required=True,
                                 format_func=lambda r: data.RESOURCES[r][0])
@@ -20,15 +20,17 @@ by = c2.segmented_control("Group by", ["team", "user"], key="w_by", default="tea
 level = c3.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="w_level",
                      format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})",
                      help="A team is the first N parts of the account path org/group/team.")
-BUCKETS = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
-span_days = (flt.end - flt.start).days if flt.start and flt.end else 7
-default_bucket = 900 if span_days <= 2 else 3600 if span_days <= 10 else 6 * 3600  # ~100-700 points per curve
-bucket_s = c4.select_slider("Bucket size", list(BUCKETS), value=default_bucket, key="w_bucket",
-                            format_func=BUCKETS.get)
+bucket_s = c4.select_slider("Bucket size", list(data.BUCKETS_S), value=data.default_bucket_s(flt), key="w_bucket",
+                            format_func=data.BUCKETS_S.get)
 label, level_unit, amount_unit = data.RESOURCES[resource]
 
+ident = ui.viewer()
+FOLD = dict(name="user", sums=("jobs", "requested_hours", "used_hours", "wasted_hours"),
+            ratio=("efficiency", "used_hours", "requested_hours"))
 try:
     groups = data.waste_by(flt, by, resource, team_level=level)
+    if by == "user":  # a researcher sees their own row and one "N other users" row
+        groups = privacy.fold_users(groups, ident, **FOLD)
 except data.NotAvailable as exc:
     ui.not_available(exc)
     st.stop()
@@ -47,6 +49,8 @@ m4.metric("Efficiency", ui.pct(used / req if req else None), border=True, help="
 
 try:
     series = data.gap_series(flt, resource, by=by, team_level=level, bucket_s=bucket_s)
+    if by == "user":
+        series = privacy.fold_series(series, ident)
     ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", group="group", unit=level_unit,
                              title=f"{label} requested vs used over time, by {by} (hatched gap = waste)",
                              legend=by),
@@ -61,7 +65,8 @@ with left:
              "ranked_bars", key="rank_chart")
 with right:
     st.markdown(f"**{by.capitalize()}s by wasted {amount_unit}**")
-    st.dataframe(groups, hide_index=True, column_config=ui.hours_columns(amount_unit))
+    st.dataframe(groups.select(by, "wasted_hours", "efficiency", "jobs", "requested_hours", "used_hours"),
+                 hide_index=True, column_config=ui.hours_columns(amount_unit))
     ui.download(groups, f"waste_by_{by}_{resource}.csv", key="dl_groups")
 
 st.subheader("Drill down: team → users → jobs")
@@ -71,14 +76,19 @@ team = d1.selectbox("Team", teams["team"].to_list(), index=None, key="w_team", p
 if team is None:
     st.caption("Pick a team to see its users, then a user to see their jobs.")
     st.stop()
-users = data.waste_by(flt, "user", resource, team_level=level, team=team)
-user = d2.selectbox("User", users["user"].to_list(), index=None, key="w_user", placeholder="Pick a user")
+users = privacy.fold_users(data.waste_by(flt, "user", resource, team_level=level, team=team), ident, **FOLD)
+pickable = [u for u in users["user"].to_list() if auth.can_view(ident, u)]
+user = d2.selectbox("User", pickable, index=None, key="w_user", placeholder="Pick a user",
+                    help=None if ident.is_admin else "Only your own job list: other users' jobs are for admins.")
 st.markdown(f"**Users of `{team}` by wasted {amount_unit}**")
-st.dataframe(users, hide_index=True, column_config=ui.hours_columns(amount_unit))
+st.dataframe(users.select("user", "wasted_hours", "efficiency", "jobs", "requested_hours", "used_hours"),
+             hide_index=True, column_config=ui.hours_columns(amount_unit))
 ui.download(users, f"waste_{team.replace('/', '_')}_users_{resource}.csv", key="dl_users")
-if user is None or user not in users["user"].to_list():
+if privacy.restricted(ident):
+    st.caption(":material/lock: Other users appear as one aggregate row; job lists are visible to admins only.")
+if user is None or user not in pickable:
     st.stop()
-if not auth.can_view(ui.viewer(), user):
+if not auth.can_view(ident, user):
     st.info("Job lists of other users are visible to admins only; the tables above show aggregates.",
             icon=":material/lock:")
     st.stop()

@@ -1,0 +1,52 @@
+"""The dashboard's server process: Streamlit, plus the cache warm-up in a background thread.
+
+``quotaloop serve`` execs ``python -m dashboard.server run dashboard/app.py [Streamlit options]``; the arguments
+are Streamlit's own. Before handing over to Streamlit this starts one daemon thread that waits for Streamlit's
+runtime (which owns the process-wide ``st.cache_data`` storage every session reads) and then runs
+``dashboard.data.warm()``, so the default view of every page is computed once, before the first visitor asks
+for it. It logs one line to stderr when done. ``QUOTALOOP_WARM=0`` (``quotaloop serve --no-warm``) skips it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _warm_when_ready(timeout_s: float = 300.0) -> None:
+    from streamlit.runtime import Runtime
+
+    deadline = time.monotonic() + timeout_s
+    while not Runtime.exists():  # the runtime creates the cache storage the sessions use: never warm before it
+        if time.monotonic() > deadline:
+            _log("quotaloop: warm-up skipped: the Streamlit runtime did not start")
+            return
+        time.sleep(0.2)
+    try:
+        from dashboard import data
+
+        data.warm(log=_log)
+    except Exception as exc:  # noqa: BLE001 - a failed warm-up only means the first visitor waits
+        _log(f"quotaloop: warm-up failed: {type(exc).__name__}: {exc}")
+
+
+def warm_enabled(env=os.environ) -> bool:
+    return str(env.get("QUOTALOOP_WARM", "1")).strip().lower() not in ("0", "false", "no", "off")
+
+
+def main(argv: list[str] | None = None) -> int:
+    if warm_enabled():
+        threading.Thread(target=_warm_when_ready, name="quotaloop-warm-up", daemon=True).start()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", *(sys.argv[1:] if argv is None else argv)]
+    return cli.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
