@@ -125,6 +125,40 @@ def test_job_waste_per_job(store):
     assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
 
 
+def test_usage_without_a_known_level_is_unknown(tmp_path):
+    """A job with no memory request (SWF logs often have none) but a measured memory: usage is capped at the
+    level, so without the level its used and wasted memory are unknown, never an efficiency above 1."""
+    dave = dict(cluster="c", job_id="j6", user="dave", account="lab/x", state="COMPLETED", job_class="batch",
+                job_name="swf", partition="cpu", submit=T0, start=T0, end=T0 + H, elapsed_s=3600.0, req_cpus=4.0,
+                req_gpus=0.0, max_rss_bytes=10 * GB, max_cpu_util=0.5)
+    nocpu = dict(dave, job_id="j7", req_cpus=None, req_mem_bytes=8 * GB, cpu_seconds_used=3600.0, max_rss_bytes=None)
+    jobs = pl.concat([fixture_jobs(), pl.DataFrame([dave, nocpu])], how="diagonal_relaxed")
+    # j6: two 30-minute samples at 2 CPUs and 10 GB
+    samples = pl.concat([fixture_samples(), pl.DataFrame(
+        [dict(cluster="c", job_id="j6", ts=T0 + i * 30 * M, interval_s=1800.0, cpu_used=2.0, gpu_util=None,
+              mem_bytes=10 * GB) for i in range(2)])], how="diagonal_relaxed")
+    build(tmp_path, jobs=jobs, samples=samples)
+    got = rows_by(queries.run("job_waste", store=tmp_path, user="dave"), "job_id")
+    j6, j7 = got["j6"], got["j7"]
+    assert (j6["cpu_seconds_requested"], j6["cpu_seconds_used"], j6["cpu_efficiency"]) == pytest.approx((14400, 7200, 0.5))
+    assert (j6["mem_seconds_requested"], j6["mem_seconds_used"], j6["mem_seconds_wasted"]) == (None, None, None)
+    assert j6["mem_efficiency"] is None
+    # j7: no CPU count: its 3600 CPU-seconds cannot be capped, so they are unknown; memory requested 8 GB x 1 h
+    assert (j7["cpu_seconds_requested"], j7["cpu_seconds_used"]) == (None, None)
+    assert (j7["mem_seconds_requested"], j7["mem_seconds_used"]) == (8 * 3600.0, None)
+    dave_row = rows_by(queries.run("user_ranking", store=tmp_path), "user")["dave"]
+    # only j6's CPUs are known: 7200 / 16 used of 14400 / 16 held (memory of j6 unknown, not 10 GB x 1 h used)
+    assert dave_row["rec_efficiency"] == pytest.approx(0.5)
+    assert dave_row["cpu_efficiency"] == pytest.approx(0.5) and dave_row["mem_efficiency"] is None
+    for resource in ("cpu", "mem"):
+        gap = queries.run("gap_area", store=tmp_path, resource=resource, bucket_s=1800, user="dave")
+        waste = queries.run("job_waste", store=tmp_path, user="dave")
+        assert gap["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum() or 0.0)
+        assert gap["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum() or 0.0)
+    back = queries.run("quota_backtest", store=tmp_path, user="dave", min_jobs=1, min_gpu_equiv_hours=0.0)
+    assert back["rec_efficiency"].to_list() == pytest.approx([0.5])
+
+
 def test_job_waste_window_clips(store):
     # window [t0+1h, t0+2h15): j1 keeps its last hour (samples 3, 4), j3 1h15 of its first sample
     got = rows_by(queries.run("job_waste", store=store, start=T0 + H, end=T0 + 2 * H + 15 * M), "job_id")
@@ -171,14 +205,33 @@ def test_gap_area_hourly_gpu(store):
     assert got["requested_level"].to_list() == pytest.approx([4.0, 21660 / 3600, 4.0, 2.0])
 
 
+def test_gap_area_unknown_usage_is_not_waste(store):
+    # j5 (2 CPUs, t0+1h .. t0+1h30) has no usage data: its CPUs are held (requested) and unknown, not wasted
+    got = queries.run("gap_area", store=store, resource="cpu", bucket_s=3600)
+    # requested: h0 j1 8 x 3600 + j3 12 x 1800; h1 j1 28800 + j2 4 x 60 + j3 12 x 3600 + j5 2 x 1800; h2, h3 j3
+    assert got["requested_seconds"].to_list() == pytest.approx([50400, 75840, 43200, 21600])
+    assert got["unknown_usage_seconds"].to_list() == pytest.approx([0, 3600, 0, 0])
+    # used: j1 (2 + 4) x 1800 per hour, j2 24 CPU-s, j3 12 CPUs all the time (its 20 capped at 12)
+    assert got["used_seconds"].to_list() == pytest.approx([10800 + 21600, 10800 + 24 + 43200, 43200, 21600])
+    # wasted = requested - unknown - used: j1's 36000 + j2's 216 = job_waste's CPU waste (j5's is null there)
+    assert got["wasted_seconds"].to_list() == pytest.approx([18000, 18216, 0, 0])
+    assert got["unknown_usage_level"].to_list() == pytest.approx([0, 1.0, 0, 0])
+    gpu = queries.run("gap_area", store=store, resource="gpu", bucket_s=3600)
+    assert gpu["unknown_usage_seconds"].to_list() == [0.0] * 4  # j5 holds no GPUs: its GPU use is known (0)
+
+
 def test_gap_area_sums_equal_job_waste(store):
     waste = queries.run("job_waste", store=store)
     for resource in ("cpu", "gpu", "mem"):
+        unknown = waste.filter(pl.col(f"{resource}_seconds_used").is_null())[f"{resource}_seconds_requested"].sum()
         for bucket_s in (60.0, 1000.0, 3600.0, 86400.0 * 7):
             got = queries.run("gap_area", store=store, resource=resource, bucket_s=bucket_s)
             assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-12)
             # used: jobs without usage (j5's CPU and memory) add nothing on either side
             assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-12)
+            # wasted: job_waste's sum skips j5's null; gap_area carries j5 as unknown usage instead
+            assert got["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum(), rel=1e-12)
+            assert got["unknown_usage_seconds"].sum() == pytest.approx(unknown, rel=1e-12, abs=1e-9)
 
 
 def test_gap_area_grouped_and_windowed(store):

@@ -18,7 +18,8 @@ from test_queries_scores import sign_changes
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data" / "store"
-TRUTH = REPO / "sample_data" / "store-export" / "ground_truth.json"
+# next to the store the symlink points at (a worktree links sample_data/store to the main checkout's)
+TRUTH = SAMPLE.resolve().parent / "store-export" / "ground_truth.json"
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,9 @@ def test_gap_area_totals_on_the_sample_store(sample_store, waste):
         got = queries.run("gap_area", store=sample_store, resource=resource, bucket_s=3600.0)
         assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-9)
         assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-9)
+        assert got["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum(), rel=1e-9)
+        unknown = waste.filter(pl.col(f"{resource}_seconds_used").is_null())[f"{resource}_seconds_requested"].sum()
+        assert got["unknown_usage_seconds"].sum() == pytest.approx(unknown, rel=1e-9, abs=1e-6)
 
 
 def test_rankings_add_up_on_the_sample_store(sample_store, waste):

@@ -7,6 +7,9 @@
 -- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the peak max_rss: an upper bound, mem_used_basis
 -- says 'peak'). Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
 -- = integral of max(r - u, 0) and efficiency stays in 0..1: overuse at one moment never hides waste at another.
+-- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
+-- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
+-- efficiencies above 1 in every sum (used known implies requested known).
 jobs_in_window as materialized (  -- evaluated once: jid must mean the same job in every reference
     select
         *,
@@ -32,9 +35,11 @@ clipped_samples as (
         s.cpu_used,
         s.gpu_util,
         s.mem_bytes / 1e9 as mem_gb_used,
-        case when s.cpu_used > j.cpus then j.cpus else s.cpu_used end as cpu_level,
+        -- `case` rather than least(): a null usage or a null level must give null, least() would skip it
+        case when s.cpu_used <= j.cpus then s.cpu_used when s.cpu_used > j.cpus then j.cpus end as cpu_level,
         case when s.gpu_util > 1.0 then 1.0 else s.gpu_util end * j.gpus as gpu_level,
-        case when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb else s.mem_bytes / 1e9 end as mem_level,
+        case when s.mem_bytes / 1e9 <= j.mem_gb then s.mem_bytes / 1e9 when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb end
+            as mem_level,
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
@@ -64,14 +69,15 @@ sample_usage as (
 
 job_rates as (
     -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
-    -- usage null: DuckDB's least() would ignore it and return the cap)
+    -- usage or a null level null: DuckDB's least() would ignore it)
     select
         *,
-        case when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
+        case when cpus is null then null
+             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
              when cpu_seconds_total / run_s > cpus then cpus
              else cpu_seconds_total / run_s end as cpu_rate_totals,
         case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
-        case when max_rss_gb > mem_gb then mem_gb else max_rss_gb end as mem_rate_peak
+        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
     from jobs_in_window
 ),
 

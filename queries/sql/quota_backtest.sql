@@ -126,12 +126,15 @@ entity_jobs as (
         j.cpus * (j.p_hi - j.p_lo) as cpu_seconds_requested,
         j.gpus * (j.p_hi - j.p_lo) as gpu_seconds_requested,
         j.mem_gb * (j.p_hi - j.p_lo) as mem_seconds_requested,
-        case when j.cpu_sampled then coalesce(sp.cpu_used_s, 0.0)
+        -- a period the samples do not reach used 0 of a sampled job; an unknown level leaves usage unknown
+        case when j.cpus is null then null
+             when j.cpu_sampled then coalesce(sp.cpu_used_s, 0.0)
              else j.cpu_rate_totals * (j.p_hi - j.p_lo) end as cpu_seconds_used,
         case when j.gpus = 0 then 0.0
              when j.gpu_sampled then coalesce(sp.gpu_used_s, 0.0)
              else j.gpu_rate_totals * (j.p_hi - j.p_lo) end as gpu_seconds_used,
-        case when j.mem_sampled then coalesce(sp.mem_used_gbs, 0.0)
+        case when j.mem_gb is null then null
+             when j.mem_sampled then coalesce(sp.mem_used_gbs, 0.0)
              else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
     from job_periods as j
     left join sample_periods as sp
