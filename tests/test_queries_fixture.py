@@ -121,8 +121,9 @@ def test_job_waste_per_job(store):
     # j5: no usage at all; no GPUs: GPU use is known to be 0, CPU and memory use unknown
     assert j5["usage_source"] is None and j5["cpu_seconds_used"] is None and j5["cpu_efficiency"] is None
     assert (j5["gpu_seconds_requested"], j5["gpu_seconds_used"], j5["gpu_efficiency"]) == (0.0, 0.0, None)
-    # ordered by wasted GPU-seconds: j3 (21600) > j1 (3600) > j2 (54) > j5 (0)
-    assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
+    # ordered by job; with limit_rows the most wasted GPU-seconds first: j3 (21600) > j1 (3600) > j2 (54) > j5 (0)
+    assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j1", "j2", "j3", "j5"]
+    assert queries.run("job_waste", store=store, limit_rows=4)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
 
 
 def test_usage_without_a_known_level_is_unknown(tmp_path):

@@ -10,14 +10,15 @@
 -- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
 -- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
 -- efficiencies above 1 in every sum (used known implies requested known).
-jobs_in_window as materialized (  -- evaluated once: jid must mean the same job in every reference
+jobs_in_window as not materialized (
+    -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
+    -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
     select
         *,
         greatest(t_start, w_start) as lo,
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
-        t_end - t_start as run_s,
-        row_number() over () as jid  -- a dense integer key: later joins and groups on it are cheaper than on strings
+        t_end - t_start as run_s
     from filtered_jobs
     where t_start is not null
       and (least(t_end, w_end) > greatest(t_start, w_start)
@@ -27,7 +28,6 @@ jobs_in_window as materialized (  -- evaluated once: jid must mean the same job 
 clipped_samples as (
     -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
     select
-        j.jid,
         s.cluster,
         s.job_id,
         greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
@@ -51,7 +51,8 @@ sample_usage as (
     -- per job: counts of sampled values, the integrals of the clipped capped curves, and sampled peaks
     -- (peaks over all the job's samples, inside the window or not: a peak describes the job)
     select
-        jid,
+        cluster,
+        job_id,
         count(*) as n_samples,
         count(cpu_used) as n_cpu,
         count(gpu_util) as n_gpu,
@@ -64,7 +65,7 @@ sample_usage as (
         max(gpu_util) as peak_gpu_util_sampled,
         max(mem_gb_used) as peak_mem_gb_sampled
     from clipped_samples
-    group by jid
+    group by cluster, job_id
 ),
 
 job_rates as (
@@ -105,7 +106,7 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) as peak_mem_gb
     from job_rates as j
-    left join sample_usage as su on su.jid = j.jid
+    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
 ),
 
 window_span as (

@@ -25,32 +25,23 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
-sample_bounds as (
-    select
-        s.*,
-        floor((s.t_from - p.origin) / p.period_s)::bigint as k_from,
-        (ceil((s.t_to - p.origin) / p.period_s) - 1)::bigint as k_to
-    from clipped_samples as s, periods as p
-),
-
 sample_pieces as (
     -- every sample of the window's jobs, split by period; a sample outside its job's clipped run keeps one
-    -- piece of length 0 so that the job still counts as sampled. Almost every sample lies inside one
-    -- period: those skip the unnest, which costs more than the rest of the split
-    select jid, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
-           k_from as period_k
-    from sample_bounds
-    where k_to <= k_from
-    union all
-    select jid, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
-           unnest(range(k_from, k_to + 1)) as period_k
-    from sample_bounds
-    where k_to > k_from
+    -- piece of length 0 so that the job still counts as sampled. One pass: almost every sample lies inside
+    -- one period and unnests a one-element list (a union of "one period" and "several" would read the
+    -- samples twice, or make DuckDB materialise all of them)
+    select
+        s.cluster, s.job_id, s.t_from, s.t_to, s.cpu_used, s.gpu_util, s.mem_gb_used, s.cpu_level, s.gpu_level, s.mem_level,
+        unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
+    from clipped_samples as s, periods as p,
+         lateral (select floor((s.t_from - p.origin) / p.period_s)::bigint as k_from,
+                         (ceil((s.t_to - p.origin) / p.period_s) - 1)::bigint as k_to) as b
 ),
 
 sample_periods as (
     select
-        s.jid,
+        s.cluster,
+        s.job_id,
         s.period_k,
         count(s.cpu_used) as n_cpu,
         count(s.gpu_util) as n_gpu,
@@ -63,34 +54,32 @@ sample_periods as (
         sum(s.mem_level * greatest(least(s.t_to, p.origin + (s.period_k + 1) * p.period_s)
                                    - greatest(s.t_from, p.origin + s.period_k * p.period_s), 0)) as mem_used_gbs
     from sample_pieces as s, periods as p
-    group by s.jid, s.period_k
+    group by s.cluster, s.job_id, s.period_k
 ),
 
 job_samples as (
     -- what job_usage knows per job, from the per-period pieces (one pass over the samples, not two)
     select
-        jid,
+        cluster,
+        job_id,
         sum(n_cpu) > 0 as cpu_sampled,
         sum(n_gpu) > 0 as gpu_sampled,
         sum(n_mem) > 0 as mem_sampled,
         max(peak_cpus) as peak_cpus
     from sample_periods
-    group by jid
-),
-
-job_period_bounds as (
-    select
-        j.jid,
-        floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
-        (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to
-    from job_rates as j, periods as p
+    group by cluster, job_id
 ),
 
 job_period_keys as (
-    -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in)
-    select jid, k_from as period_k from job_period_bounds where k_to <= k_from
-    union all
-    select jid, unnest(range(k_from, k_to + 1)) as period_k from job_period_bounds where k_to > k_from
+    -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in);
+    -- one pass, as in sample_pieces
+    select
+        j.cluster,
+        j.job_id,
+        unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
+    from job_rates as j, periods as p,
+         lateral (select floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
+                         (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to) as b
 ),
 
 job_periods as (
@@ -106,8 +95,8 @@ job_periods as (
         least(p.origin + (k.period_k + 1) * p.period_s, j.w_end)
             - greatest(p.origin + k.period_k * p.period_s, j.w_start) as p_span_s
     from job_period_keys as k
-    join job_rates as j on j.jid = k.jid
-    left join job_samples as js on js.jid = k.jid
+    join job_rates as j on j.cluster = k.cluster and j.job_id = k.job_id
+    left join job_samples as js on js.cluster = k.cluster and js.job_id = k.job_id
     cross join periods as p
 ),
 
@@ -138,7 +127,7 @@ entity_jobs as (
              else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
     from job_periods as j
     left join sample_periods as sp
-        on sp.jid = j.jid and sp.period_k = j.period_k
+        on sp.cluster = j.cluster and sp.job_id = j.job_id and sp.period_k = j.period_k
 ),
 -- include: _scores
 bounds as (
