@@ -30,6 +30,8 @@ clipped_samples as (
     select
         s.cluster,
         s.job_id,
+        j.lo as job_lo,
+        j.hi as job_hi,
         greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
         least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) as t_to,
         s.cpu_used,
