@@ -496,3 +496,38 @@ def test_node_occupancy_at(store):
     idle = queries.run("node_occupancy_at", store=store, at=T0 + 3 * H)
     assert {(r["node"], r["job_id"]) for r in idle.iter_rows(named=True)} == {
         ("gpu-01", "j3"), ("gpu-02", "j3"), ("cpu-01", None)}
+
+
+def test_job_waste_has_the_required_columns(store):
+    """The columns scripts depend on (issue 3): job_id, user, account, and per resource requested / used /
+    wasted resource-seconds and efficiency, plus where the usage came from and the peak beside it."""
+    cols = queries.run("job_waste", store=store).columns
+    required = ["job_id", "user", "account", "usage_source", "mem_used_basis"]
+    for r in ("cpu", "gpu", "mem"):
+        required += [f"{r}_seconds_requested", f"{r}_seconds_used", f"{r}_seconds_wasted", f"{r}_efficiency",
+                     f"peak_{r}_util"]
+    assert [c for c in required if c not in cols] == []
+
+
+def test_researcher_lookup_leaves_out_jobs_that_ended_early(tmp_path):
+    """Failed, cancelled, preempted, out-of-memory and node-failed jobs shorter than min_run_s are left out
+    (their cause may not be the request); longer ones, and a short job that ended otherwise, stay."""
+    states = ["FAILED", "CANCELLED", "PREEMPTED", "OUT_OF_MEMORY", "NODE_FAIL", "TIMEOUT", "COMPLETED"]
+    rows = []
+    for i, state in enumerate(states):
+        for minutes in (5, 30):
+            rows.append(dict(cluster="c", job_id=f"{state.lower()}-{minutes}", user="erin", account="x",
+                             state=state, job_class="training", job_name=f"run{i}", submit=T0, start=T0,
+                             end=T0 + minutes * M, elapsed_s=60.0 * minutes, req_cpus=32.0, req_gpus=1.0,
+                             req_mem_bytes=64 * GB, cpu_seconds_used=60.0 * minutes, mean_gpu_util=0.5,
+                             max_rss_bytes=8 * GB, max_cpu_util=0.1))
+    build(tmp_path, jobs=pl.DataFrame(rows), samples=pl.DataFrame(schema={"job_id": pl.String}), nodes=False)
+    got = queries.run("user_low_efficiency_jobs", store=tmp_path, user="erin", per_resource=20, min_run_s=600,
+                      min_footprint_gpu_equiv_hours=0.0)
+    kept = set(got["job_id"])
+    early = {f"{s.lower()}-5" for s in states[:5]}
+    assert kept == {r["job_id"] for r in rows} - early
+    # footprint of a 5-minute job: (1 GPU + 32 / 16 + 64 / 128) x 300 s = 0.29 GPU-equivalent hours
+    small = queries.run("user_low_efficiency_jobs", store=tmp_path, user="erin", per_resource=20, min_run_s=0,
+                        min_footprint_gpu_equiv_hours=0.3)
+    assert set(small["job_id"]) == {f"{s.lower()}-30" for s in states}

@@ -375,3 +375,54 @@ def test_backtest_terms_equal_the_ranking_of_each_period(store, tmp_path):
             assert _close(row["legacy_coefficient"], r["legacy_coefficient"], rel=1e-9, abs_=1e-12)
             checked += 1
     assert checked > 50
+
+
+@pytest.mark.parametrize("filters", [
+    dict(cluster="west"), dict(partition="gpu"), dict(account_prefix="org/a"), dict(account_prefix="lab"),
+    dict(state="COMPLETED"), dict(cluster="east", state="FAILED", start=T0 + dt.timedelta(days=1),
+                                  end=T0 + dt.timedelta(days=6)),
+])
+def test_rankings_with_filters_match_polars(store, filters):
+    """Each filter of the rankings (cluster, partition, account subtree, state, window) against the Polars
+    reference filtered the same way."""
+    w0, w1 = filters.get("start"), filters.get("end")
+    jobs = Store(store).read("jobs").select("cluster", "job_id", "partition")
+    ref = reference_job_waste(store, w0, w1).join(jobs, on=["cluster", "job_id"])
+    for key in ("cluster", "partition", "state"):
+        if key in filters:
+            ref = ref.filter(pl.col(key) == filters[key])
+    if "account_prefix" in filters:
+        p = filters["account_prefix"]
+        ref = ref.filter((pl.col("account") == p) | pl.col("account").str.starts_with(p + "/"))
+    assert ref.height > 5
+    got = {r["user"]: r for r in queries.run("user_ranking", store=store, **filters).iter_rows(named=True)}
+    def null_sum(e):  # SQL's sum: null when every value is (unknown usage), not Polars' 0
+        return pl.when(e.is_not_null().any()).then(e.sum())
+
+    per = ref.group_by("user").agg(n=pl.len(), gpu_wasted=null_sum(pl.col("gpu_req") - pl.col("gpu_used")) / 3600,
+                                   cpu_wasted=null_sum(pl.col("cpu_req") - pl.col("cpu_used")) / 3600)
+    assert set(got) == set(per["user"])
+    for r in per.iter_rows(named=True):
+        g = got[r["user"]]
+        assert g["job_count"] == r["n"]
+        assert _close(g["gpu_hours_wasted"], r["gpu_wasted"]) and _close(g["cpu_hours_wasted"], r["cpu_wasted"])
+    teams = queries.run("team_ranking", store=store, team_level=2, **filters)
+    assert teams["job_count"].sum() == ref.height
+    assert teams["gpu_hours_wasted"].sum() == pytest.approx(per["gpu_wasted"].sum(), rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("order_by, col, descending", [
+    ("gpu", "gpu_hours_wasted", True), ("cpu", "cpu_hours_wasted", True), ("mem", "mem_tb_hours_wasted", True),
+    ("equiv", "wasted_gpu_equiv_hours", True), ("legacy", "legacy_score", False),
+    ("recommended", "rec_coefficient", True)])
+def test_ranking_order(store, order_by, col, descending):
+    got = queries.run("user_ranking", store=store, order_by=order_by)
+    values = got[col].to_list()
+    present = [v for v in values if v is not None]
+    assert present == sorted(present, reverse=descending)
+    assert values[:len(present)] == present  # unknown values last
+    if order_by != "legacy":
+        rank = {"gpu": "rank_gpu_wasted", "cpu": "rank_cpu_wasted", "mem": "rank_mem_wasted",
+                "equiv": "rank_equiv_wasted"}.get(order_by)
+        if rank:
+            assert got[rank].to_list() == sorted(got[rank].to_list())

@@ -275,3 +275,18 @@ def test_backtest_keeps_a_sample_outside_its_job_in_the_jobs_period(tmp_path):
     assert back["rec_efficiency"].to_list() == [0.0]  # not the totals' 0.5
     day = _by_user(queries.run("user_ranking", store=store, start=T0, end=T0 + dt.timedelta(days=1)))["lea"]
     assert day["rec_efficiency"] == 0.0
+
+
+def test_backtest_coefficients_stay_in_their_range(tmp_path):
+    """The bounded range: a user at efficiency 1 climbs by max_step to exactly coef_max and stays; one at 0
+    falls to exactly coef_min and stays (alpha 1: no smoothing, so the target is the raw bound itself)."""
+    store = _weekly_store(tmp_path, {"top": [(1.0, 3)] * 12, "low": [(0.0, 3)] * 6})
+    got = queries.run("quota_backtest", store=store, alpha=1.0, dead_band=0.0, max_step=0.25, **PURE)
+    top, low = _series(got, "top")["coefficient"].to_list(), _series(got, "low")["coefficient"].to_list()
+    assert top == pytest.approx([1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.0, 3.0, 3.0, 3.0])
+    assert low[:6] == pytest.approx([0.75, 0.5, 0.25, 0.25, 0.25, 0.25])
+    narrow = queries.run("quota_backtest", store=store, alpha=1.0, dead_band=0.0, max_step=10.0, coef_min=0.5,
+                         coef_max=2.0, **PURE)
+    assert _series(narrow, "top")["coefficient"].to_list() == pytest.approx([2.0] * 12)
+    assert _series(narrow, "low")["coefficient"].to_list()[:6] == pytest.approx([0.5] * 6)
+    assert narrow["coefficient"].max() <= 2.0 and narrow["coefficient"].min() >= 0.5

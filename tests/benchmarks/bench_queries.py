@@ -14,7 +14,8 @@ queries above it. DuckDB runs with ``memory_limit`` (default 10GB, ``QUOTALOOP_B
 
 The store is written with vectorised NumPy/Polars straight to month partitions plus a manifest (the layout
 ``queries.store.Store`` reads) and cached under ``QUOTALOOP_BENCH_CACHE`` (default /tmp/quotaloop-bench-queries)
-between runs. ``QUOTALOOP_BENCH_SCALE`` shrinks it (0.01 = 100,000 jobs, 1,000,000 samples) for a smoke run.
+between runs. ``QUOTALOOP_BENCH_SCALE`` shrinks it (0.01 = 100,000 jobs, 1,000,000 samples) for a smoke run,
+which prints the ratios but asserts only that every query returns rows (fixed costs dominate at that size).
 Usage stays within the allocation except for 0.1 % of the jobs (cgroups enforce it on real clusters).
 Besides the timing, job_waste's totals are checked against an independent Polars computation on one month.
 
@@ -321,19 +322,20 @@ def test_queries_within_3x_of_bare_scan(bench_store):
             height = df.height
         b_wall, b_cpu = min(b[0] for b in base), min(b[1] for b in base)
         q_wall, q_cpu = min(q[0] for q in query), min(q[1] for q in query)
-        quiet = [r for r in base + query if r[2] is not None and r[2] < QUIET]
         quiet_b = [r for r in base if r[2] is not None and r[2] < QUIET]
         quiet_q = [r for r in query if r[2] is not None and r[2] < QUIET]
         wall_q = min(r[0] for r in quiet_q) / min(r[0] for r in quiet_b) if quiet_b and quiet_q else None
         others = max((r[2] for r in base + query if r[2] is not None), default=None)
         rows.append((name, q_cpu / b_cpu, wall_q, height))
         print(f"{name:26s} query {q_wall:7.2f} s (cpu {q_cpu:6.2f})   baseline {b_wall:6.2f} s (cpu {b_cpu:6.2f})   "
-              f"ratio {q_wall / b_wall:5.2f}x (cpu {q_cpu / b_cpu:5.2f}x)   "
-              f"others <= {others if others is None else f'{others:.0%}'}{'' if quiet else ' (not quiet)'}   "
-              f"rows {height:,}", flush=True)
+              f"ratio {q_wall / b_wall:5.2f}x (cpu {q_cpu / b_cpu:5.2f}x, quiet wall "
+              f"{'  n/a' if wall_q is None else f'{wall_q:5.2f}x'})   "
+              f"others <= {'?' if others is None else f'{others:.0%}'}   rows {height:,}", flush=True)
     con.close()
     for name, _, _, height in rows:
         assert height > 0, f"{name} returned nothing on the benchmark store"
+    if SCALE < 1:  # the target is set for the 10M-job store; a smoke run's fixed costs (planning, the
+        return     # recursion's set-up) weigh more than on 100k jobs, so it only checks that everything runs
     slow = [f"{name} {ratio:.2f}x CPU" for name, ratio, _, _ in rows if ratio > 3.0]
     slow += [f"{name} {wall:.2f}x wall-clock (quiet)" for name, _, wall, _ in rows if wall is not None and wall > 3.0]
     assert not slow, f"queries slower than 3x their bare scan-and-aggregate: {slow}"
