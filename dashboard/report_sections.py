@@ -169,8 +169,10 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
 # ------------------------------------------------------------------ jobs
 def jobs_table(q: Runner, scope: Scope) -> Table:
     """Every job in scope with its waste (job_waste), most wasted GPU-hours first; the HTML shows the top."""
-    jw = q("job_waste").with_columns(_hours("gpu_seconds_wasted", "gpu_hours_wasted"),
-                                     _hours("cpu_seconds_wasted", "cpu_hours_wasted"))
+    jw = (q("job_waste")  # comes by job; most wasted first here, ties in job order
+          .sort("gpu_seconds_wasted", "cpu_seconds_wasted", descending=True, nulls_last=True, maintain_order=True)
+          .with_columns(_hours("gpu_seconds_wasted", "gpu_hours_wasted"),
+                        _hours("cpu_seconds_wasted", "cpu_hours_wasted")))
     cols = [("job_name", "job", "text"), ("job_id", "id", "text")]
     if scope.audience != "user":
         cols.append(("user", "user", "text"))

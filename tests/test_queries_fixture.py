@@ -121,8 +121,9 @@ def test_job_waste_per_job(store):
     # j5: no usage at all; no GPUs: GPU use is known to be 0, CPU and memory use unknown
     assert j5["usage_source"] is None and j5["cpu_seconds_used"] is None and j5["cpu_efficiency"] is None
     assert (j5["gpu_seconds_requested"], j5["gpu_seconds_used"], j5["gpu_efficiency"]) == (0.0, 0.0, None)
-    # ordered by wasted GPU-seconds: j3 (21600) > j1 (3600) > j2 (54) > j5 (0)
-    assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
+    # ordered by job; with limit_rows the most wasted GPU-seconds first: j3 (21600) > j1 (3600) > j2 (54) > j5 (0)
+    assert queries.run("job_waste", store=store)["job_id"].to_list() == ["j1", "j2", "j3", "j5"]
+    assert queries.run("job_waste", store=store, limit_rows=4)["job_id"].to_list() == ["j3", "j1", "j2", "j5"]
 
 
 def test_job_waste_window_clips(store):
@@ -171,14 +172,33 @@ def test_gap_area_hourly_gpu(store):
     assert got["requested_level"].to_list() == pytest.approx([4.0, 21660 / 3600, 4.0, 2.0])
 
 
+def test_gap_area_unknown_usage_is_not_waste(store):
+    # j5 (2 CPUs, t0+1h .. t0+1h30) has no usage data: its CPUs are held (requested) and unknown, not wasted
+    got = queries.run("gap_area", store=store, resource="cpu", bucket_s=3600)
+    # requested: h0 j1 8 x 3600 + j3 12 x 1800; h1 j1 28800 + j2 4 x 60 + j3 12 x 3600 + j5 2 x 1800; h2, h3 j3
+    assert got["requested_seconds"].to_list() == pytest.approx([50400, 75840, 43200, 21600])
+    assert got["unknown_usage_seconds"].to_list() == pytest.approx([0, 3600, 0, 0])
+    # used: j1 (2 + 4) x 1800 per hour, j2 24 CPU-s, j3 12 CPUs all the time (its 20 capped at 12)
+    assert got["used_seconds"].to_list() == pytest.approx([10800 + 21600, 10800 + 24 + 43200, 43200, 21600])
+    # wasted = requested - unknown - used: j1's 36000 + j2's 216 = job_waste's CPU waste (j5's is null there)
+    assert got["wasted_seconds"].to_list() == pytest.approx([18000, 18216, 0, 0])
+    assert got["unknown_usage_level"].to_list() == pytest.approx([0, 1.0, 0, 0])
+    gpu = queries.run("gap_area", store=store, resource="gpu", bucket_s=3600)
+    assert gpu["unknown_usage_seconds"].to_list() == [0.0] * 4  # j5 holds no GPUs: its GPU use is known (0)
+
+
 def test_gap_area_sums_equal_job_waste(store):
     waste = queries.run("job_waste", store=store)
     for resource in ("cpu", "gpu", "mem"):
+        unknown = waste.filter(pl.col(f"{resource}_seconds_used").is_null())[f"{resource}_seconds_requested"].sum()
         for bucket_s in (60.0, 1000.0, 3600.0, 86400.0 * 7):
             got = queries.run("gap_area", store=store, resource=resource, bucket_s=bucket_s)
             assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-12)
             # used: jobs without usage (j5's CPU and memory) add nothing on either side
             assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-12)
+            # wasted: job_waste's sum skips j5's null; gap_area carries j5 as unknown usage instead
+            assert got["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum(), rel=1e-12)
+            assert got["unknown_usage_seconds"].sum() == pytest.approx(unknown, rel=1e-12, abs=1e-9)
 
 
 def test_gap_area_grouped_and_windowed(store):

@@ -145,8 +145,10 @@ def test_cli_formats(store):
     assert data[2]["legacy_score"] is None
     waits = json.loads(_cli("queue_waits", "--store", str(store), "-f", "json").stdout)
     assert waits[-1]["job_class"] == "(all)"
-    table = _cli("job_waste", "--store", str(store), "--limit", "2").stdout
-    assert "j3" in table and "j1" in table and "j5" not in table and "2 more rows" in table
+    table = _cli("job_waste", "--store", str(store), "--limit", "2").stdout  # display limit: by job
+    assert "j1" in table and "j2" in table and "j3" not in table and "2 more rows" in table
+    top = _cli("job_waste", "--store", str(store), "-p", "limit_rows=1").stdout  # the query's top-N by waste
+    assert "j3" in top and "j1" not in top and "more rows" not in top
     window = json.loads(_cli("window_bounds", "--store", str(store), "-f", "json").stdout)
     assert window[0]["first_submit"].startswith("2026-01-05T00:00:00")
 

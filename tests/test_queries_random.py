@@ -51,6 +51,10 @@ def random_store(root, seed=3, n_jobs=300):
                    req_mem_bytes=cpus * 4e9, alloc_cpus=cpus * 0.75 if alloc else None,
                    alloc_gpus=gpus if alloc else None, alloc_mem_bytes=cpus * 3e9 if alloc else None,
                    min_runtime_s=float(rng.choice([0.0, 3600.0])))
+        if i % 37 == 5:  # no memory level at all (SWF logs often lack the request): memory usage unknown
+            row.update(req_mem_bytes=None, alloc_mem_bytes=None)
+        if i % 41 == 7:  # no CPU count: CPU usage cannot be capped, so it is unknown
+            row.update(req_cpus=None, alloc_cpus=None)
         if usage == "totals":
             row.update(cpu_seconds_used=eff * cpus * run, mean_gpu_util=eff if gpus else None,
                        max_rss_bytes=eff * cpus * 5e9, max_cpu_util=min(1.0, eff * 1.4))
@@ -103,7 +107,8 @@ def reference_job_waste(store, w0=None, w1=None) -> pl.DataFrame:
     s = samples.join(j.select("cluster", "job_id", "lo", "hi", "cpus", "gpus", "mem"), on=["cluster", "job_id"])
     s = s.with_columns(a=_epoch("ts")).with_columns(
         ov=(pl.min_horizontal(pl.col("a") + pl.col("interval_s"), "hi") - pl.max_horizontal("a", "lo")).clip(lower_bound=0))
-    cap = lambda v, c: pl.when(v > c).then(c).otherwise(v)  # noqa: E731 - keeps a null usage null
+    # min(v, c) that is null when either is: a null usage stays unknown, and so does one without a level
+    cap = lambda v, c: pl.when(v > c).then(c).when(v <= c).then(v)  # noqa: E731
     s = s.group_by("cluster", "job_id").agg(
         n_cpu=pl.col("cpu_used").count(), n_gpu=pl.col("gpu_util").count(), n_mem=pl.col("mem_bytes").count(),
         cpu_s=(cap(pl.col("cpu_used"), pl.col("cpus")) * pl.col("ov")).sum(),
@@ -115,12 +120,13 @@ def reference_job_waste(store, w0=None, w1=None) -> pl.DataFrame:
         "cluster", "job_id", "user", "account", "job_class", "state", "win",
         cpu_req=pl.col("cpus") * pl.col("win"), gpu_req=pl.col("gpus") * pl.col("win"),
         mem_req=pl.col("mem") * pl.col("win"),
-        cpu_used=pl.when(pl.col("n_cpu") > 0).then("cpu_s").otherwise(
-            pl.when(pl.col("run") == 0).then(pl.col("cpu_seconds_used") * 0)
+        cpu_used=pl.when(pl.col("cpus").is_null()).then(None).when(pl.col("n_cpu") > 0).then("cpu_s").otherwise(
+            pl.when(pl.col("cpus").is_null()).then(None)
+            .when(pl.col("run") == 0).then(pl.col("cpu_seconds_used") * 0)
             .otherwise(cap(pl.col("cpu_seconds_used") / pl.col("run"), pl.col("cpus"))) * pl.col("win")),
         gpu_used=pl.when(pl.col("gpus") == 0).then(0.0).when(pl.col("n_gpu") > 0).then("gpu_s").otherwise(
             pl.col("mean_gpu_util").clip(upper_bound=1.0) * pl.col("gpus") * pl.col("win")),
-        mem_used=pl.when(pl.col("n_mem") > 0).then("mem_s").otherwise(
+        mem_used=pl.when(pl.col("mem").is_null()).then(None).when(pl.col("n_mem") > 0).then("mem_s").otherwise(
             cap(pl.col("max_rss_bytes") / 1e9, pl.col("mem")) * pl.col("win")),
         peak_cpu=pl.coalesce("max_cpu_util", pl.col("peak_cpus") / pl.col("cpus")),
     )
@@ -170,12 +176,23 @@ def _brute_force_buckets(store, resource, bucket_s, origin, w0, w1):
         t1 = m["end"].timestamp() if m["end"] else (hi_w if (m["state"] == "RUNNING" and w1) else t0 + m["elapsed_s"])
         t1 = max(t0, t1)
         lo, hi = max(t0, lo_w), min(t1, hi_w)
+        mem_bytes = m["alloc_mem_bytes"] or m["req_mem_bytes"]
         level = {"cpu": m["alloc_cpus"] or m["req_cpus"], "gpu": m["alloc_gpus"] or m["req_gpus"] or 0.0,
-                 "mem": (m["alloc_mem_bytes"] or m["req_mem_bytes"]) / 1e9}[resource]
+                 "mem": None if mem_bytes is None else mem_bytes / 1e9}[resource]
         mine = samples.filter((pl.col("cluster") == m["cluster"]) & (pl.col("job_id") == m["job_id"]))
         col = {"cpu": "cpu_used", "gpu": "gpu_util", "mem": "mem_bytes"}[resource]
-        intervals.append((lo, hi, level, 0.0))
-        if mine[col].drop_nulls().len():
+        if level is None:  # nothing held that is known, and usage cannot be capped: unknown, not waste
+            intervals.append((lo, hi, 0.0, 0.0, 0.0))
+            continue
+        has_samples = bool(mine[col].drop_nulls().len())
+        run = t1 - t0
+        rate = {"cpu": None if m["cpu_seconds_used"] is None else
+                0.0 if run == 0 else min(m["cpu_seconds_used"] / run, level),
+                "gpu": None if m["mean_gpu_util"] is None else min(m["mean_gpu_util"], 1.0) * level,
+                "mem": None if m["max_rss_bytes"] is None else min(m["max_rss_bytes"] / 1e9, level)}[resource]
+        known = has_samples or rate is not None or (resource == "gpu" and level == 0)
+        intervals.append((lo, hi, level, 0.0 if known else level, 0.0))
+        if has_samples:
             sampled.add((m["cluster"], m["job_id"]))
             for s in mine.iter_rows(named=True):
                 if s[col] is None:
@@ -183,20 +200,15 @@ def _brute_force_buckets(store, resource, bucket_s, origin, w0, w1):
                 v = {"cpu": min(s[col], level), "gpu": min(s[col], 1.0) * level, "mem": min(s[col] / 1e9, level)}[resource]
                 a = max(s["ts"].timestamp(), lo)
                 b = min(s["ts"].timestamp() + s["interval_s"], hi)
-                intervals.append((a, b, 0.0, v))
-        else:
-            run = t1 - t0
-            rate = {"cpu": None if m["cpu_seconds_used"] is None or run == 0 else min(m["cpu_seconds_used"] / run, level),
-                    "gpu": None if m["mean_gpu_util"] is None else min(m["mean_gpu_util"], 1.0) * level,
-                    "mem": None if m["max_rss_bytes"] is None else min(m["max_rss_bytes"] / 1e9, level)}[resource]
-            if rate is not None:
-                intervals.append((lo, hi, 0.0, rate))
+                intervals.append((a, b, 0.0, 0.0, v))
+        elif rate is not None:
+            intervals.append((lo, hi, 0.0, 0.0, rate))
     iv = np.array([x for x in intervals if x[1] > x[0]])
     first = math.floor(((lo_w if w0 else iv[:, 0].min()) - origin) / bucket_s)
     last = math.ceil(((hi_w if w1 else iv[:, 1].max()) - origin) / bucket_s) - 1
     starts = origin + bucket_s * np.arange(first, last + 1)
     ov = np.clip(np.minimum(iv[:, 1][:, None], starts + bucket_s) - np.maximum(iv[:, 0][:, None], starts), 0, None)
-    return starts, (iv[:, 2][:, None] * ov).sum(0), (iv[:, 3][:, None] * ov).sum(0)
+    return starts, *((iv[:, c][:, None] * ov).sum(0) for c in (2, 3, 4))
 
 
 @pytest.mark.parametrize("resource, bucket_s, window", [("gpu", 3600.0, 0), ("cpu", 7 * 3600.0 + 13, 1),
@@ -205,13 +217,17 @@ def test_gap_area_matches_brute_force(store, resource, bucket_s, window):
     w0, w1 = WINDOWS[window]
     got = queries.run("gap_area", store=store, resource=resource, bucket_s=bucket_s, start=w0, end=w1)
     origin = dt.datetime(1970, 1, 5, tzinfo=UTC).timestamp()
-    starts, req, used = _brute_force_buckets(store, resource, bucket_s, origin, w0, w1)
+    starts, req, unknown, used = _brute_force_buckets(store, resource, bucket_s, origin, w0, w1)
     assert [t.timestamp() for t in got["bucket_start"]] == pytest.approx(list(starts))
     assert got["requested_seconds"].to_numpy() == pytest.approx(req, rel=1e-9, abs=1e-5)
     assert got["used_seconds"].to_numpy() == pytest.approx(used, rel=1e-9, abs=1e-5)
+    assert got["unknown_usage_seconds"].to_numpy() == pytest.approx(unknown, rel=1e-9, abs=1e-5)
+    assert unknown.sum() > 0  # the random store has jobs without usage: the unknown branch is exercised
+    assert got["wasted_seconds"].to_numpy() == pytest.approx(req - unknown - used, rel=1e-9, abs=1e-5)
     waste = queries.run("job_waste", store=store, start=w0, end=w1)
     assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-9)
     assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-9)
+    assert got["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum(), rel=1e-9)
 
 
 def test_gap_area_groups_add_up(store):
@@ -243,7 +259,8 @@ def test_user_ranking_matches_polars(store, w0, w1):
               + pl.col("mem_used").fill_null(0) / 128).sum(),
         legacy=(((pl.coalesce("req_cpus", "alloc_cpus") * pl.col("win") / 60 + 50).log()
                  * (2.5 - pl.col("peak_cpu")).exp()).mean()
-                / (pl.col("peak_cpu").count() / 10 + 1).log()),
+                # job_count = the jobs with a task score (a peak and a CPU count)
+                / ((pl.col("peak_cpu") + pl.coalesce("req_cpus", "alloc_cpus")).count() / 10 + 1).log()),
     )
     got = {r["user"]: r for r in queries.run("user_ranking", store=store, start=w0, end=w1).iter_rows(named=True)}
     assert set(got) == set(per["user"])

@@ -18,7 +18,8 @@ from test_queries_scores import sign_changes
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data" / "store"
-TRUTH = REPO / "sample_data" / "store-export" / "ground_truth.json"
+# next to the store the symlink points at (a worktree links sample_data/store to the main checkout's)
+TRUTH = SAMPLE.resolve().parent / "store-export" / "ground_truth.json"
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,9 @@ def test_gap_area_totals_on_the_sample_store(sample_store, waste):
         got = queries.run("gap_area", store=sample_store, resource=resource, bucket_s=3600.0)
         assert got["requested_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_requested"].sum(), rel=1e-9)
         assert got["used_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_used"].sum(), rel=1e-9)
+        assert got["wasted_seconds"].sum() == pytest.approx(waste[f"{resource}_seconds_wasted"].sum(), rel=1e-9)
+        unknown = waste.filter(pl.col(f"{resource}_seconds_used").is_null())[f"{resource}_seconds_requested"].sum()
+        assert got["unknown_usage_seconds"].sum() == pytest.approx(unknown, rel=1e-9, abs=1e-6)
 
 
 def test_rankings_add_up_on_the_sample_store(sample_store, waste):
@@ -86,3 +90,27 @@ def test_quota_loop_is_stable_on_the_sample_store(sample_store):
             applied_changes.append(sign_changes(part["coefficient"].to_list()))
         assert max(applied_changes) <= max_applied, period_s
         assert sum(applied_changes) * 10 < raw_changes, (period_s, sum(applied_changes), raw_changes)
+
+
+def test_queue_waits_and_fair_share_match_polars_on_the_sample_store(sample_store):
+    import numpy as np
+    from queries.store import Store
+
+    jobs = Store(sample_store).read("jobs")
+    started = jobs.filter(pl.col("start").is_not_null()).with_columns(
+        wait=((pl.col("start") - pl.col("submit")).dt.total_microseconds() / 1e6).clip(lower_bound=0))
+    waits = queries.run("queue_waits", store=sample_store)
+    total = waits.filter((pl.col("job_class") == "(all)") & (pl.col("team") == "(all)")).row(0, named=True)
+    w = started["wait"].to_numpy()
+    assert total["jobs_started"] == len(w) > 10_000
+    for q, col in ((0.5, "wait_median_s"), (0.9, "wait_p90_s"), (0.99, "wait_p99_s")):
+        assert total[col] == pytest.approx(np.quantile(w, q), rel=1e-9, abs=1e-9)
+    # received GPU-hours per top-level account = allocated GPUs x run time, whole history
+    fair = queries.run("fairshare_attainment", store=sample_store)
+    run_s = pl.coalesce(pl.col("end"), pl.col("start") + pl.duration(seconds=pl.col("elapsed_s"))) - pl.col("start")
+    per = started.with_columns(team=pl.col("account").str.split("/").list.first(),
+                               gpu_s=pl.coalesce("alloc_gpus", "req_gpus", pl.lit(0.0))
+                               * run_s.dt.total_microseconds() / 1e6).group_by("team").agg(pl.col("gpu_s").sum() / 3600)
+    got = dict(zip(fair["team"], fair["received_gpu_hours"]))
+    for team, hours in per.iter_rows():
+        assert got[team] == pytest.approx(hours, rel=1e-9, abs=1e-9), team

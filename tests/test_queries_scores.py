@@ -257,3 +257,36 @@ def test_gaming_check_predicts_the_real_split(tmp_path, n):
     assert mia["legacy_improves"] is True
     assert not any(r["recommended_improves"] for r in check.values())
     assert all(r["legacy_improves"] for r in check.values())  # everybody could game the legacy score
+
+
+def test_backtest_keeps_a_sample_outside_its_job_in_the_jobs_period(tmp_path):
+    """A job's only sample starts after the job ended, in the next day: the job still counts as sampled (its
+    samples win over its totals, as in job_waste) in the day it ran, and the back-test agrees with the ranking."""
+    late = _job("late", "lea", T0 + 22 * H, 1, cpus=4.0, gpus=0.0, mem_gb=8.0, cpu_seconds_used=1800.0,
+                max_rss_bytes=4 * GB, max_cpu_util=0.5)
+    sample = dict(cluster="c", job_id="late", ts=T0 + 24 * H + dt.timedelta(minutes=30), interval_s=3600.0,
+                  cpu_used=4.0, gpu_util=None, mem_bytes=8 * GB)
+    store = _write(tmp_path, [late], [sample])
+    waste = queries.run("job_waste", store=store).row(0, named=True)
+    # samples win (the job has one); it does not overlap the run, so nothing was used
+    assert (waste["usage_source"], waste["cpu_seconds_used"], waste["mem_seconds_used"]) == ("samples", 0.0, 0.0)
+    back = queries.run("quota_backtest", store=store, period_s=86400.0, min_jobs=1, min_gpu_equiv_hours=0.0)
+    assert back["period_start"].to_list() == [T0]
+    assert back["rec_efficiency"].to_list() == [0.0]  # not the totals' 0.5
+    day = _by_user(queries.run("user_ranking", store=store, start=T0, end=T0 + dt.timedelta(days=1)))["lea"]
+    assert day["rec_efficiency"] == 0.0
+
+
+def test_backtest_coefficients_stay_in_their_range(tmp_path):
+    """The bounded range: a user at efficiency 1 climbs by max_step to exactly coef_max and stays; one at 0
+    falls to exactly coef_min and stays (alpha 1: no smoothing, so the target is the raw bound itself)."""
+    store = _weekly_store(tmp_path, {"top": [(1.0, 3)] * 12, "low": [(0.0, 3)] * 6})
+    got = queries.run("quota_backtest", store=store, alpha=1.0, dead_band=0.0, max_step=0.25, **PURE)
+    top, low = _series(got, "top")["coefficient"].to_list(), _series(got, "low")["coefficient"].to_list()
+    assert top == pytest.approx([1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.0, 3.0, 3.0, 3.0])
+    assert low[:6] == pytest.approx([0.75, 0.5, 0.25, 0.25, 0.25, 0.25])
+    narrow = queries.run("quota_backtest", store=store, alpha=1.0, dead_band=0.0, max_step=10.0, coef_min=0.5,
+                         coef_max=2.0, **PURE)
+    assert _series(narrow, "top")["coefficient"].to_list() == pytest.approx([2.0] * 12)
+    assert _series(narrow, "low")["coefficient"].to_list()[:6] == pytest.approx([0.5] * 6)
+    assert narrow["coefficient"].max() <= 2.0 and narrow["coefficient"].min() >= 0.5

@@ -22,13 +22,25 @@ cluster_jobs as not materialized (
     where $cluster::varchar is null or cluster = $cluster::varchar
 ),
 
+cluster_extent as (
+    -- first submit and last end (cluster_jobs' t_end: end, else start + elapsed_s, never before start) of the
+    -- cluster's jobs, aggregated on the raw columns and converted once: the max of greatest(end, start) is
+    -- the greatest of the maxima, so no per-job expression is needed
+    select
+        epoch_us(min(submit)) / 1e6 as first_submit,
+        greatest(epoch_us(max("end")) / 1e6,  -- a job that never started ends at its end (greatest skips nulls)
+                 epoch_us(max(start)) / 1e6,
+                 max(epoch_us(start) / 1e6 + elapsed_s) filter (where "end" is null),
+                 epoch_us(max(submit)) / 1e6) as last_end
+    from jobs
+    where $cluster::varchar is null or cluster = $cluster::varchar
+),
+
 fair_span as (
     select
-        case when any_value(w.w_start) > '-inf'::double then any_value(w.w_start) else min(j.t_submit) end as s_from,
-        case when any_value(w.w_end) < 'inf'::double then any_value(w.w_end)
-             else greatest(max(j.t_end), max(j.t_submit)) end as s_to
-    from window_bounds as w
-    left join cluster_jobs as j on true
+        case when w.w_start > '-inf'::double then w.w_start else e.first_submit end as s_from,
+        case when w.w_end < 'inf'::double then w.w_end else e.last_end end as s_to
+    from window_bounds as w, cluster_extent as e
 ),
 
 cluster_accounts as (
@@ -123,16 +135,15 @@ capacity as (
 
 job_gpu_time as (
     -- received: allocated GPUs x run time in the span; waiting: requested GPUs x queued time in the span
-    -- (submit -> start; -> end for a job that never started; -> span end while PENDING); demanded = both
+    -- (submit -> start; -> end for a job that never started; -> span end while PENDING); demanded = both.
+    -- Per job, with its account: map accounts to teams after summing (a few rows, not every job)
     select
         j.*,
-        acct.fs_team,
         case when j.t_start is null then 0.0
              else j.gpus * greatest(least(j.t_end, c.s_to) - greatest(j.t_start, c.s_from), 0) end as received_gpu_s,
         j.gpus_asked * greatest(
             least(coalesce(j.t_start, epoch_us(j."end") / 1e6, case when j.state = 'PENDING' then c.s_to end), c.s_to)
             - greatest(j.t_submit, c.s_from), 0) as waiting_gpu_s
     from filtered_jobs as j
-    join account_team as acct on acct.account = j.account
     cross join capacity as c
 ),

@@ -7,14 +7,18 @@
 -- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the peak max_rss: an upper bound, mem_used_basis
 -- says 'peak'). Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
 -- = integral of max(r - u, 0) and efficiency stays in 0..1: overuse at one moment never hides waste at another.
-jobs_in_window as materialized (  -- evaluated once: jid must mean the same job in every reference
+-- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
+-- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
+-- efficiencies above 1 in every sum (used known implies requested known).
+jobs_in_window as not materialized (
+    -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
+    -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
     select
         *,
         greatest(t_start, w_start) as lo,
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
-        t_end - t_start as run_s,
-        row_number() over () as jid  -- a dense integer key: later joins and groups on it are cheaper than on strings
+        t_end - t_start as run_s
     from filtered_jobs
     where t_start is not null
       and (least(t_end, w_end) > greatest(t_start, w_start)
@@ -24,17 +28,20 @@ jobs_in_window as materialized (  -- evaluated once: jid must mean the same job 
 clipped_samples as (
     -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
     select
-        j.jid,
         s.cluster,
         s.job_id,
+        j.lo as job_lo,
+        j.hi as job_hi,
         greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
         least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) as t_to,
         s.cpu_used,
         s.gpu_util,
         s.mem_bytes / 1e9 as mem_gb_used,
-        case when s.cpu_used > j.cpus then j.cpus else s.cpu_used end as cpu_level,
+        -- `case` rather than least(): a null usage or a null level must give null, least() would skip it
+        case when s.cpu_used <= j.cpus then s.cpu_used when s.cpu_used > j.cpus then j.cpus end as cpu_level,
         case when s.gpu_util > 1.0 then 1.0 else s.gpu_util end * j.gpus as gpu_level,
-        case when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb else s.mem_bytes / 1e9 end as mem_level,
+        case when s.mem_bytes / 1e9 <= j.mem_gb then s.mem_bytes / 1e9 when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb end
+            as mem_level,
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
@@ -46,7 +53,8 @@ sample_usage as (
     -- per job: counts of sampled values, the integrals of the clipped capped curves, and sampled peaks
     -- (peaks over all the job's samples, inside the window or not: a peak describes the job)
     select
-        jid,
+        cluster,
+        job_id,
         count(*) as n_samples,
         count(cpu_used) as n_cpu,
         count(gpu_util) as n_gpu,
@@ -59,19 +67,20 @@ sample_usage as (
         max(gpu_util) as peak_gpu_util_sampled,
         max(mem_gb_used) as peak_mem_gb_sampled
     from clipped_samples
-    group by jid
+    group by cluster, job_id
 ),
 
 job_rates as (
     -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
-    -- usage null: DuckDB's least() would ignore it and return the cap)
+    -- usage or a null level null: DuckDB's least() would ignore it)
     select
         *,
-        case when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
+        case when cpus is null then null
+             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
              when cpu_seconds_total / run_s > cpus then cpus
              else cpu_seconds_total / run_s end as cpu_rate_totals,
         case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
-        case when max_rss_gb > mem_gb then mem_gb else max_rss_gb end as mem_rate_peak
+        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
     from jobs_in_window
 ),
 
@@ -99,7 +108,7 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) as peak_mem_gb
     from job_rates as j
-    left join sample_usage as su on su.jid = j.jid
+    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
 ),
 
 window_span as (

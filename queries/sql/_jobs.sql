@@ -19,22 +19,27 @@ window_bounds as (
 ),
 
 account_teams as (
-    -- a team per distinct account, not per job row: string splitting is the dear part of staging
+    -- a team per distinct account, not per job row: string splitting is the dear part of staging. The
+    -- accounts come out of one list so that DuckDB estimates this relation at a handful of rows and builds
+    -- the join below on it (a `select distinct` is estimated at the size of the table, and the join would
+    -- then hash all jobs instead)
     select
         account,
         array_to_string(list_slice(string_split(account, '/'), 1, greatest(coalesce($team_level::integer, 1), 1)), '/')
             as team
-    from (select distinct coalesce(account, '(none)') as account from jobs)
+    from (select unnest(list(distinct coalesce(account, '(none)'))) as account from jobs)
 ),
 
-stg_jobs as (
+stg_jobs as not materialized (
+    -- not materialized: every reference scans only the columns it needs (a narrow one for the samples join,
+    -- a wide one for the output) instead of DuckDB materialising every column of every job once
     select
-        cluster,
-        job_id,
-        job_name,
-        "user",
-        coalesce(account, '(none)') as account,
-        (select t.team from account_teams as t where t.account = coalesce(jobs.account, '(none)')) as team,
+        jobs.cluster,
+        jobs.job_id,
+        jobs.job_name,
+        jobs."user",
+        coalesce(jobs.account, '(none)') as account,
+        t.team,
         "partition",
         qos,
         job_class,
@@ -69,6 +74,7 @@ stg_jobs as (
         max_gpu_util,
         max_cpu_util
     from jobs
+    left join account_teams as t on t.account = coalesce(jobs.account, '(none)')
 ),
 
 filtered_jobs as (

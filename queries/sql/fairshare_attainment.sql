@@ -9,17 +9,30 @@
 with
 -- include: _jobs
 -- include: _fairshare
-per_team as (
+per_account as (
     select
-        fs_team as team,
+        account,
         count(*) filter (where received_gpu_s > 0) as jobs_running,
         count(*) filter (where waiting_gpu_s > 0) as jobs_waiting,
-        sum(received_gpu_s) / 3600 as received_gpu_hours,
-        sum(received_gpu_s + waiting_gpu_s) / 3600 as demanded_gpu_hours,
-        sum(received_gpu_s) filter (where min_runtime_s = 0) / 3600 as unallocated_gpu_hours
+        sum(received_gpu_s) as received_gpu_s,
+        sum(waiting_gpu_s) as waiting_gpu_s,
+        sum(received_gpu_s) filter (where min_runtime_s = 0) as unallocated_gpu_s
     from job_gpu_time  -- no where clause: DuckDB would push it into the join with the one-row capacity
-    group by fs_team
-    having sum(received_gpu_s + waiting_gpu_s) > 0
+    group by account
+),
+
+per_team as (
+    select
+        acct.fs_team as team,
+        sum(a.jobs_running) as jobs_running,
+        sum(a.jobs_waiting) as jobs_waiting,
+        sum(a.received_gpu_s) / 3600 as received_gpu_hours,
+        sum(a.received_gpu_s + a.waiting_gpu_s) / 3600 as demanded_gpu_hours,
+        sum(a.unallocated_gpu_s) / 3600 as unallocated_gpu_hours
+    from per_account as a
+    join account_team as acct on acct.account = a.account
+    group by acct.fs_team
+    having sum(a.received_gpu_s + a.waiting_gpu_s) > 0
 ),
 
 teams as (

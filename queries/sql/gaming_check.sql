@@ -10,8 +10,11 @@ with
 largest as (
     select
         "user",
-        arg_max(jid, (gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
-                      + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double, cluster, job_id)) as jid
+        -- the same ordering key for both halves of the job key: they come from one row (ties: by name)
+        arg_max(cluster, (gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
+                          + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double, cluster, job_id)) as cluster,
+        arg_max(job_id, (gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
+                         + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double, cluster, job_id)) as job_id
     from job_usage
     group by "user"
 ),
@@ -21,7 +24,7 @@ pieces as (
         j.*,
         unnest(range(greatest($split_n::integer, 1))) as piece
     from job_usage as j
-    join largest as l on l.jid = j.jid
+    join largest as l on l.cluster = j.cluster and l.job_id = j.job_id
 ),
 
 entity_jobs as (
@@ -32,7 +35,7 @@ entity_jobs as (
     union all by name
     select j.*, j."user" as entity, 1 as period_k, ws.span_s
     from job_usage as j, window_span as ws
-    where j.jid not in (select jid from largest)
+    where not exists (select 1 from largest as l where l.cluster = j.cluster and l.job_id = j.job_id)
     union all by name
     select
         p.* exclude (piece) replace (
@@ -56,7 +59,8 @@ split as (select * from scores where period_k = 1),
 compared as (
     select
         u.entity as "user",
-        l.jid,
+        l.cluster,
+        l.job_id,
         u.legacy_score as legacy_score_before,
         s.legacy_score as legacy_score_after,
         u.legacy_rank as legacy_rank_before,
@@ -98,5 +102,5 @@ select
     c.legacy_score_after < c.legacy_score_before as legacy_improves,
     c.rec_coefficient_after > c.rec_coefficient_before + 1e-9 as recommended_improves
 from compared as c
-join job_usage as j on j.jid = c.jid
+join job_usage as j on j.cluster = c.cluster and j.job_id = c.job_id
 order by c.legacy_score_before - c.legacy_score_after desc nulls last, c."user"

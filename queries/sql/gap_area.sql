@@ -3,6 +3,11 @@
 -- requested curve) and every sample's clipped interval (the used curve; job totals spread evenly where a job
 -- has no samples for the resource) is split across the buckets it overlaps by overlap length, so summed
 -- over buckets the columns equal job_waste's totals for the same window and filters.
+-- A job whose usage of the resource is unknown (no samples, no totals) holds its resources in
+-- requested_seconds and also in unknown_usage_seconds; it is in neither used_seconds nor wasted_seconds:
+--   wasted_seconds = requested_seconds - unknown_usage_seconds - used_seconds
+-- (job_waste leaves such a job's waste null and its sums skip it; summed over buckets the two agree).
+-- A stacked chart: used + wasted + unknown usage = requested.
 -- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
 -- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
 -- param: resource varchar gpu  cpu | gpu | mem
@@ -25,21 +30,6 @@ settings as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
-gap_jobs as (
-    -- one level and one group key per job: a narrow build side for the join with the samples
-    select
-        j.cluster,
-        j.job_id,
-        j.lo,
-        j.hi,
-        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
-             else '(all)' end as group_key,
-        case st.resource when 'cpu' then j.cpus when 'gpu' then j.gpus else j.mem_gb end as req_level,
-        case st.resource when 'cpu' then j.cpu_rate_totals when 'gpu' then j.gpu_rate_totals
-             else j.mem_rate_peak end as totals_level
-    from job_rates as j, settings as st
-),
-
 resource_samples as (
     -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB
     select
@@ -57,9 +47,38 @@ sampled_jobs as (
     select distinct cluster, job_id from resource_samples where value is not null
 ),
 
+gap_jobs as materialized (
+    -- one level, one group key and where its usage comes from per job: a narrow build side for the join
+    -- with the samples. Usage is known as in job_usage: no GPUs = 0 GPUs used; else samples or totals, and
+    -- only with a known level (usage is capped at it)
+    select
+        j.cluster,
+        j.job_id,
+        j.lo,
+        j.hi,
+        case st.group_by when 'team' then j.team when 'user' then j."user" when 'account' then j.account
+             else '(all)' end as group_key,
+        j.req_level,
+        j.totals_level,
+        j.sampled,
+        j.req_level is not null
+            and ((st.resource = 'gpu' and j.req_level = 0) or j.sampled or j.totals_level is not null) as usage_known
+    from (
+        select
+            r.*,
+            case st.resource when 'cpu' then r.cpus when 'gpu' then r.gpus else r.mem_gb end as req_level,
+            case st.resource when 'cpu' then r.cpu_rate_totals when 'gpu' then r.gpu_rate_totals
+                 else r.mem_rate_peak end as totals_level,
+            exists (select 1 from sampled_jobs as sj where sj.cluster = r.cluster and sj.job_id = r.job_id)
+                as sampled
+        from job_rates as r, settings as st
+    ) as j, settings as st
+),
+
 segments as (
-    -- requested: the job's level over its clipped run interval
-    select group_key, lo as t_from, hi as t_to, req_level, 0.0 as used_level
+    -- requested: the job's level over its clipped run interval (and again as unknown when its usage is)
+    select group_key, lo as t_from, hi as t_to, req_level,
+           case when usage_known then 0.0 else req_level end as unknown_level, 0.0 as used_level
     from gap_jobs
     union all
     -- used, sampled: each sample's interval clipped to the job's, its value capped at the request
@@ -68,17 +87,18 @@ segments as (
         greatest(s.t_sample, j.lo),
         least(s.t_sample + s.interval_s, j.hi),
         0.0,
+        0.0,
         case when st.resource = 'gpu' then case when s.value > 1.0 then 1.0 else s.value end * j.req_level
-             when s.value > j.req_level then j.req_level else s.value end
+             when s.value <= j.req_level then s.value when s.value > j.req_level then j.req_level end
     from resource_samples as s
     join gap_jobs as j on s.cluster = j.cluster and s.job_id = j.job_id
     cross join settings as st
     where s.value is not null
     union all
     -- used, from totals: jobs without samples for this resource, at their constant rate
-    select j.group_key, j.lo, j.hi, 0.0, j.totals_level
-    from gap_jobs as j
-    where not exists (select 1 from sampled_jobs as sj where sj.cluster = j.cluster and sj.job_id = j.job_id)
+    select group_key, lo, hi, 0.0, 0.0, totals_level
+    from gap_jobs
+    where not sampled and totals_level is not null
 ),
 
 bucketed as (
@@ -87,6 +107,7 @@ bucketed as (
         t_from,
         t_to,
         coalesce(req_level, 0.0) as req_level,
+        coalesce(unknown_level, 0.0) as unknown_level,
         coalesce(used_level, 0.0) as used_level,
         floor((t_from - st.origin) / st.bucket_s)::bigint as k_from,
         -- the last bucket the interval reaches into (an interval ending on a boundary stops before it)
@@ -101,21 +122,28 @@ contributions as (
     -- area_k = level_entering_k x bucket_s + e_k, level_entering_k = sum of d over earlier buckets.
     -- An interval inside one bucket adds its area to e; a longer one adds its head in k_from, switches its
     -- level on for the buckets after k_from (d = +v) and off after k_to (d = -v), minus the tail it misses.
-    select group_key, k_from as k, req_level * (t_to - t_from) as e_req, 0.0 as d_req,
+    select group_key, k_from as k,
+           req_level * (t_to - t_from) as e_req, 0.0 as d_req,
+           unknown_level * (t_to - t_from) as e_unknown, 0.0 as d_unknown,
            used_level * (t_to - t_from) as e_used, 0.0 as d_used
     from bucketed where k_from >= k_to
     union all
-    select group_key, k_from, req_level * (origin + (k_from + 1) * bucket_s - t_from), req_level,
+    select group_key, k_from,
+           req_level * (origin + (k_from + 1) * bucket_s - t_from), req_level,
+           unknown_level * (origin + (k_from + 1) * bucket_s - t_from), unknown_level,
            used_level * (origin + (k_from + 1) * bucket_s - t_from), used_level
     from bucketed where k_from < k_to
     union all
-    select group_key, k_to, -req_level * (origin + (k_to + 1) * bucket_s - t_to), -req_level,
+    select group_key, k_to,
+           -req_level * (origin + (k_to + 1) * bucket_s - t_to), -req_level,
+           -unknown_level * (origin + (k_to + 1) * bucket_s - t_to), -unknown_level,
            -used_level * (origin + (k_to + 1) * bucket_s - t_to), -used_level
     from bucketed where k_from < k_to
 ),
 
 per_bucket as (
-    select group_key, k, sum(e_req) as e_req, sum(d_req) as d_req, sum(e_used) as e_used, sum(d_used) as d_used
+    select group_key, k, sum(e_req) as e_req, sum(d_req) as d_req, sum(e_unknown) as e_unknown,
+           sum(d_unknown) as d_unknown, sum(e_used) as e_used, sum(d_used) as d_used
     from contributions
     group by group_key, k
 ),
@@ -141,8 +169,10 @@ levels as (
         grid.group_key,
         grid.k,
         coalesce(sum(p.d_req) over w, 0.0) as level_req,
+        coalesce(sum(p.d_unknown) over w, 0.0) as level_unknown,
         coalesce(sum(p.d_used) over w, 0.0) as level_used,
         coalesce(p.e_req, 0.0) as e_req,
+        coalesce(p.e_unknown, 0.0) as e_unknown,
         coalesce(p.e_used, 0.0) as e_used
     from grid
     left join per_bucket as p on p.group_key = grid.group_key and p.k = grid.k
@@ -158,6 +188,7 @@ areas as (
             as covered_s,
         st.resource,
         l.level_req * st.bucket_s + l.e_req as requested_seconds,
+        l.level_unknown * st.bucket_s + l.e_unknown as unknown_usage_seconds,
         l.level_used * st.bucket_s + l.e_used as used_seconds
     from levels as l, settings as st, window_bounds as w
 )
@@ -169,8 +200,10 @@ select
     resource,
     requested_seconds,
     used_seconds,
-    requested_seconds - used_seconds as wasted_seconds,
+    requested_seconds - unknown_usage_seconds - used_seconds as wasted_seconds,
+    unknown_usage_seconds,
     requested_seconds / nullif(covered_s, 0) as requested_level,
-    used_seconds / nullif(covered_s, 0) as used_level
+    used_seconds / nullif(covered_s, 0) as used_level,
+    unknown_usage_seconds / nullif(covered_s, 0) as unknown_usage_level
 from areas
 order by group_key, bucket_start

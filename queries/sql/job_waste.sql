@@ -3,8 +3,10 @@
 -- with efficiency = used / requested (0..1, null without usage data or without a request) and the peak-based
 -- utilisation beside it. usage_source: 'samples' (integral of the sampled curve), 'totals' (job-level
 -- totals / means) or null; mem_used_basis: 'samples' or 'peak' (max_rss held for the whole run: an upper bound).
--- Ordered by wasted GPU-seconds, then CPU-seconds, descending.
--- param: limit_rows integer null  return at most this many rows (null = all)
+-- Ordered by job (cluster, job_id); with limit_rows, the limit_rows jobs that wasted most GPU-seconds, then
+-- CPU-seconds, most first. (Sorting every job of a big store by its waste costs more than computing it; the
+-- key order is nearly free because the store's files are sorted by job_id. Re-sort a full frame if needed.)
+-- param: limit_rows integer null  only this many jobs: those that wasted most GPU-seconds (then CPU-seconds), most first; null = all jobs, by job
 with
 -- include: _jobs
 -- include: _job_usage
@@ -49,5 +51,9 @@ waste as (
 )
 select *
 from waste
-order by gpu_seconds_wasted desc nulls last, cpu_seconds_wasted desc nulls last, cluster, job_id
+order by
+    case when $limit_rows::bigint is not null then gpu_seconds_wasted end desc nulls last,
+    case when $limit_rows::bigint is not null then cpu_seconds_wasted end desc nulls last,
+    cluster,
+    job_id
 limit coalesce($limit_rows::bigint, 9223372036854775807)

@@ -25,33 +25,32 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
-sample_bounds as (
-    select
-        s.*,
-        floor((s.t_from - p.origin) / p.period_s)::bigint as k_from,
-        (ceil((s.t_to - p.origin) / p.period_s) - 1)::bigint as k_to
-    from clipped_samples as s, periods as p
-),
-
 sample_pieces as (
-    -- every sample of the window's jobs, split by period; a sample outside its job's clipped run keeps one
-    -- piece of length 0 so that the job still counts as sampled. Almost every sample lies inside one
-    -- period: those skip the unnest, which costs more than the rest of the split
-    select jid, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
-           k_from as period_k
-    from sample_bounds
-    where k_to <= k_from
-    union all
-    select jid, t_from, t_to, cpu_used, gpu_util, mem_gb_used, cpu_level, gpu_level, mem_level,
-           unnest(range(k_from, k_to + 1)) as period_k
-    from sample_bounds
-    where k_to > k_from
+    -- every sample of the window's jobs, split by period. A piece never leaves its job's periods: a sample
+    -- outside its job's clipped run keeps one piece of length 0 in the job's nearest period, so that the job
+    -- still counts as sampled there. One pass: almost every sample lies inside one period and unnests a
+    -- one-element list (a union of "one period" and "several" would make DuckDB materialise every sample)
+    select
+        s.cluster, s.job_id, s.t_from, s.t_to, s.cpu_used, s.gpu_util, s.mem_gb_used, s.cpu_level, s.gpu_level,
+        s.mem_level, b.job_k_to > b.job_k_from as multi_period,
+        unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
+    from clipped_samples as s, periods as p,
+         lateral (select floor((s.job_lo - p.origin) / p.period_s)::bigint as job_k_from,
+                         greatest(ceil((s.job_hi - p.origin) / p.period_s) - 1,
+                                  floor((s.job_lo - p.origin) / p.period_s))::bigint as job_k_to) as bj,
+         lateral (select least(greatest(floor((s.t_from - p.origin) / p.period_s)::bigint, bj.job_k_from),
+                               bj.job_k_to) as k_from,
+                         least(greatest((ceil((s.t_to - p.origin) / p.period_s) - 1)::bigint, bj.job_k_from),
+                               bj.job_k_to) as k_to,
+                         bj.job_k_from, bj.job_k_to) as b
 ),
 
 sample_periods as (
     select
-        s.jid,
+        s.cluster,
+        s.job_id,
         s.period_k,
+        any_value(s.multi_period) as multi_period,
         count(s.cpu_used) as n_cpu,
         count(s.gpu_util) as n_gpu,
         count(s.mem_gb_used) as n_mem,
@@ -63,51 +62,53 @@ sample_periods as (
         sum(s.mem_level * greatest(least(s.t_to, p.origin + (s.period_k + 1) * p.period_s)
                                    - greatest(s.t_from, p.origin + s.period_k * p.period_s), 0)) as mem_used_gbs
     from sample_pieces as s, periods as p
-    group by s.jid, s.period_k
+    group by s.cluster, s.job_id, s.period_k
 ),
 
-job_samples as (
-    -- what job_usage knows per job, from the per-period pieces (one pass over the samples, not two)
+multi_period_samples as (
+    -- what job_usage knows per job (sampled at all? sampled peak), needed apart only for the few jobs that
+    -- run in several periods: a job in one period has all its pieces in its one sample_periods row
     select
-        jid,
+        cluster,
+        job_id,
         sum(n_cpu) > 0 as cpu_sampled,
         sum(n_gpu) > 0 as gpu_sampled,
         sum(n_mem) > 0 as mem_sampled,
         max(peak_cpus) as peak_cpus
     from sample_periods
-    group by jid
-),
-
-job_period_bounds as (
-    select
-        j.jid,
-        floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
-        (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to
-    from job_rates as j, periods as p
-),
-
-job_period_keys as (
-    -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in)
-    select jid, k_from as period_k from job_period_bounds where k_to <= k_from
-    union all
-    select jid, unnest(range(k_from, k_to + 1)) as period_k from job_period_bounds where k_to > k_from
+    where multi_period
+    group by cluster, job_id
 ),
 
 job_periods as (
+    -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in),
+    -- in one pass as in sample_pieces
     select
         j.*,
-        coalesce(js.cpu_sampled, false) as cpu_sampled,
-        coalesce(js.gpu_sampled, false) as gpu_sampled,
-        coalesce(js.mem_sampled, false) as mem_sampled,
-        coalesce(j.max_cpu_util, js.peak_cpus / nullif(j.cpus, 0)) as peak_cpu_util,
-        k.period_k,
-        greatest(j.lo, p.origin + k.period_k * p.period_s) as p_lo,
-        least(j.hi, p.origin + (k.period_k + 1) * p.period_s) as p_hi,
-        least(p.origin + (k.period_k + 1) * p.period_s, j.w_end)
-            - greatest(p.origin + k.period_k * p.period_s, j.w_start) as p_span_s
-    from job_period_keys as k
-    join job_rates as j on j.jid = k.jid
-    left join job_samples as js on js.jid = k.jid
+        unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
+    from job_rates as j, periods as p,
+         lateral (select floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
+                         (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to) as b
+),
+
+job_period_usage as (
+    select
+        j.*,
+        coalesce(js.cpu_sampled, sp.n_cpu > 0, false) as cpu_sampled,
+        coalesce(js.gpu_sampled, sp.n_gpu > 0, false) as gpu_sampled,
+        coalesce(js.mem_sampled, sp.n_mem > 0, false) as mem_sampled,
+        coalesce(j.max_cpu_util, coalesce(js.peak_cpus, sp.peak_cpus) / nullif(j.cpus, 0)) as peak_cpu_util,
+        sp.cpu_used_s,
+        sp.gpu_used_s,
+        sp.mem_used_gbs,
+        greatest(j.lo, p.origin + j.period_k * p.period_s) as p_lo,
+        least(j.hi, p.origin + (j.period_k + 1) * p.period_s) as p_hi,
+        least(p.origin + (j.period_k + 1) * p.period_s, j.w_end)
+            - greatest(p.origin + j.period_k * p.period_s, j.w_start) as p_span_s
+    from job_periods as j
+    left join sample_periods as sp
+        on sp.cluster = j.cluster and sp.job_id = j.job_id and sp.period_k = j.period_k
+    left join multi_period_samples as js on js.cluster = j.cluster and js.job_id = j.job_id
     cross join periods as p
 ),
 
@@ -126,16 +127,17 @@ entity_jobs as (
         j.cpus * (j.p_hi - j.p_lo) as cpu_seconds_requested,
         j.gpus * (j.p_hi - j.p_lo) as gpu_seconds_requested,
         j.mem_gb * (j.p_hi - j.p_lo) as mem_seconds_requested,
-        case when j.cpu_sampled then coalesce(sp.cpu_used_s, 0.0)
+        -- a period the samples do not reach used 0 of a sampled job; an unknown level leaves usage unknown
+        case when j.cpus is null then null
+             when j.cpu_sampled then coalesce(j.cpu_used_s, 0.0)
              else j.cpu_rate_totals * (j.p_hi - j.p_lo) end as cpu_seconds_used,
         case when j.gpus = 0 then 0.0
-             when j.gpu_sampled then coalesce(sp.gpu_used_s, 0.0)
+             when j.gpu_sampled then coalesce(j.gpu_used_s, 0.0)
              else j.gpu_rate_totals * (j.p_hi - j.p_lo) end as gpu_seconds_used,
-        case when j.mem_sampled then coalesce(sp.mem_used_gbs, 0.0)
+        case when j.mem_gb is null then null
+             when j.mem_sampled then coalesce(j.mem_used_gbs, 0.0)
              else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
-    from job_periods as j
-    left join sample_periods as sp
-        on sp.jid = j.jid and sp.period_k = j.period_k
+    from job_period_usage as j
 ),
 -- include: _scores
 bounds as (

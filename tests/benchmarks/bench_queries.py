@@ -7,12 +7,15 @@ sampled integral is per job), jobs per user, account, week, class or not at all,
 waits - but without joins, clipping, capping or scoring. job_waste's baseline returns its per-job rows as a
 Polars frame, as the query does; the others return their group count. Query and baseline run alternately
 ``QUOTALOOP_BENCH_REPEATS`` times (default 2), the best of each counts; wall-clock and CPU seconds (every
-DuckDB thread) are printed with their ratios. Target: within 3x (asserted: the test fails and names the
-queries above it). DuckDB runs with ``memory_limit`` (default 16GB, ``QUOTALOOP_BENCH_MEMORY``) and 2 threads.
+DuckDB thread) are printed with their ratios. Target: within 3x, asserted on the CPU-time ratio, and on the
+wall-clock ratio when the machine was quiet (see the test's docstring for why); the test fails and names the
+queries above it. DuckDB runs with ``memory_limit`` (default 10GB, ``QUOTALOOP_BENCH_MEMORY``: the machine's
+24 GiB are shared) and 2 threads. Each baseline reads the jobs columns its query reads (``_USAGE_COLS`` ...).
 
 The store is written with vectorised NumPy/Polars straight to month partitions plus a manifest (the layout
 ``queries.store.Store`` reads) and cached under ``QUOTALOOP_BENCH_CACHE`` (default /tmp/quotaloop-bench-queries)
-between runs. ``QUOTALOOP_BENCH_SCALE`` shrinks it (0.01 = 100,000 jobs, 1,000,000 samples) for a smoke run.
+between runs. ``QUOTALOOP_BENCH_SCALE`` shrinks it (0.01 = 100,000 jobs, 1,000,000 samples) for a smoke run,
+which prints the ratios but asserts only that every query returns rows (fixed costs dominate at that size).
 Usage stays within the allocation except for 0.1 % of the jobs (cgroups enforce it on real clusters).
 Besides the timing, job_waste's totals are checked against an independent Polars computation on one month.
 
@@ -37,7 +40,7 @@ SCALE = float(os.environ.get("QUOTALOOP_BENCH_SCALE", "1"))
 N_JOBS = max(int(10_000_000 * SCALE), 1200)
 SAMPLES_PER_JOB = 10
 MONTHS = 12
-MEMORY = os.environ.get("QUOTALOOP_BENCH_MEMORY", "16GB")
+MEMORY = os.environ.get("QUOTALOOP_BENCH_MEMORY", "10GB")
 CACHE = Path(os.environ.get("QUOTALOOP_BENCH_CACHE", "/tmp/quotaloop-bench-queries"))
 T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
 US = 1_000_000
@@ -178,10 +181,27 @@ def build_store(root: Path, n_jobs: int = N_JOBS, seed: int = 11) -> Path:
 _S_AGGS = ("count(*), count(cpu_used), count(gpu_util), count(mem_bytes), sum(cpu_used * interval_s), "
            "sum(gpu_util * interval_s), sum(mem_bytes * interval_s), sum(interval_s), max(cpu_used), max(gpu_util), "
            "max(mem_bytes), min(epoch_us(ts))")
-_J_COLS = ("count(*), sum(epoch_us(submit)), sum(epoch_us(start)), sum(epoch_us(\"end\")), sum(elapsed_s), "
-           "sum(req_cpus), sum(req_gpus), sum(req_mem_bytes), sum(alloc_cpus), sum(alloc_gpus), sum(alloc_mem_bytes), "
-           "sum(cpu_seconds_used), sum(max_rss_bytes), sum(mean_gpu_util), sum(max_gpu_util), sum(max_cpu_util), "
-           "count(job_name), count(state), count(\"partition\"), count(account), count(\"user\")")
+# the jobs columns each query reads (EXPLAIN's parquet projections on this store; alloc_* are all null here, so
+# DuckDB drops them from the query's scans, but a real store has them and the baselines read them)
+_USAGE_COLS = ("cluster", "job_id", "user", "account", "start", "end", "elapsed_s", "req_cpus", "req_gpus",
+               "req_mem_bytes", "alloc_cpus", "alloc_gpus", "alloc_mem_bytes", "cpu_seconds_used", "max_rss_bytes",
+               "mean_gpu_util", "max_cpu_util")
+_WASTE_COLS = _USAGE_COLS + ("job_name", "partition", "job_class", "state", "submit", "max_gpu_util")
+_LOW_EFF_COLS = _USAGE_COLS + ("job_name", "job_class", "state", "max_gpu_util")
+_FAIR_COLS = ("account", "state", "submit", "start", "end", "elapsed_s", "req_gpus", "alloc_gpus", "min_runtime_s")
+
+
+def _j_aggs(cols) -> str:
+    """One aggregate per column, so that DuckDB must read and decode each: count strings, sum the rest."""
+    out = ["count(*)"]
+    for c in cols:
+        dtype = schema.TABLES["jobs"][c][0]
+        q = f'"{c}"'
+        out.append(f"count({q})" if dtype == pl.String else
+                   f"sum(epoch_us({q}))" if isinstance(dtype, pl.Datetime) else f"sum({q})")
+    return ", ".join(out)
+
+
 _SAMPLES_PER_JOB = f"select cluster, job_id, {_S_AGGS} from samples group by cluster, job_id"
 
 
@@ -191,22 +211,24 @@ def _consumed(sql: str) -> str:
     return f"select count(*), max(columns(*)) from ({sql})"
 
 
-_JOBS_BY = lambda key: _consumed(f"select {key}, {_J_COLS} from jobs group by all")  # noqa: E731
+def _jobs_by(key: str, cols=_USAGE_COLS) -> str:
+    return _consumed(f"select {key}, {_j_aggs(cols)} from jobs group by all")
+
 
 # query -> (statements run one after the other, whether the first returns its rows as a Polars frame)
 BASELINES = {
     # per-job rows out, like job_waste: the per-job sample aggregate, returned
-    "job_waste": ([_SAMPLES_PER_JOB, _consumed(f"select {_J_COLS} from jobs")], True),
-    "gap_area": ([_consumed(_SAMPLES_PER_JOB), _JOBS_BY("account, epoch_us(start) // 86400000000")], False),
-    "user_ranking": ([_consumed(_SAMPLES_PER_JOB), _JOBS_BY('"user"')], False),
-    "team_ranking": ([_consumed(_SAMPLES_PER_JOB), _JOBS_BY("account")], False),
+    "job_waste": ([_SAMPLES_PER_JOB, _consumed(f"select {_j_aggs(_WASTE_COLS)} from jobs")], True),
+    "gap_area": ([_consumed(_SAMPLES_PER_JOB), _jobs_by("account, epoch_us(start) // 86400000000")], False),
+    "user_ranking": ([_consumed(_SAMPLES_PER_JOB), _jobs_by('"user"')], False),
+    "team_ranking": ([_consumed(_SAMPLES_PER_JOB), _jobs_by("account")], False),
     "quota_backtest": ([_consumed(f"select cluster, job_id, epoch_us(ts) // 604800000000, {_S_AGGS} "
                                   f"from samples group by all"),
-                        _JOBS_BY('"user", epoch_us(start) // 604800000000')], False),
+                        _jobs_by('"user", epoch_us(start) // 604800000000')], False),
     "user_low_efficiency_jobs": ([_consumed(_SAMPLES_PER_JOB),
-                                  _consumed(f"select job_id, {_J_COLS} from jobs where \"user\" = 'u7' group by all")],
-                                 False),
-    "fairshare_attainment": ([_JOBS_BY("account")], False),
+                                  _consumed(f"select job_id, {_j_aggs(_LOW_EFF_COLS)} from jobs "
+                                            f"where \"user\" = 'u7' group by all")], False),
+    "fairshare_attainment": ([_jobs_by("account", _FAIR_COLS)], False),
     "queue_waits": ([_consumed("select job_class, account, count(*), median(epoch_us(start) - epoch_us(submit)), "
                                "quantile_cont(epoch_us(start) - epoch_us(submit), 0.9), "
                                "quantile_cont(epoch_us(start) - epoch_us(submit), 0.99) from jobs "
@@ -250,20 +272,46 @@ def _connect(store: Path):
 
 
 REPEATS = int(os.environ.get("QUOTALOOP_BENCH_REPEATS", "2"))
+QUIET = 0.10  # a run counts as quiet when other processes used less than this share of the machine's CPUs
 
 
-def _time(fn) -> tuple[tuple[float, float], object]:
-    """((wall, cpu) seconds, result); cpu is the process's CPU time, every DuckDB thread included."""
-    t, c = time.perf_counter(), time.process_time()
+def _machine_busy_s() -> float | None:
+    """CPU-seconds every process on the machine has spent so far (/proc/stat), or None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _time(fn) -> tuple[tuple[float, float, float | None], object]:
+    """((wall, cpu, others) , result): cpu is this process's CPU time, every DuckDB thread included; others is
+    the share of the machine's CPU capacity that other processes used meanwhile (None when unknown)."""
+    busy0, t, c = _machine_busy_s(), time.perf_counter(), time.process_time()
     out = fn()
-    return (time.perf_counter() - t, time.process_time() - c), out
+    wall, cpu, busy1 = time.perf_counter() - t, time.process_time() - c, _machine_busy_s()
+    others = None if busy0 is None else max(busy1 - busy0 - cpu, 0.0) / (wall * (os.cpu_count() or 1))
+    return (wall, cpu, others), out
 
 
 @pytest.mark.benchmark
 def test_queries_within_3x_of_bare_scan(bench_store):
+    """Within 3x of the bare scan-and-aggregate, asserted on CPU time always and on wall-clock when quiet.
+
+    Why CPU time: on a shared 2-core machine wall-clock = CPU time / the share of the cores the process got,
+    and that share depends on the neighbours at that moment (measured here with other sessions' tests and
+    benchmarks beside: the same query's wall-clock varied by 2x between runs while its CPU time stayed
+    within 5 %). A query and its baseline run at different moments for different lengths of time, so their
+    wall-clock ratio measures the neighbours as much as the query; CPU time (user + system of every DuckDB
+    thread) is the work each does. It does not see a query that idles one core (a single-threaded stage),
+    which is why wall-clock is asserted too whenever both runs were quiet: other processes used less than
+    QUIET of the machine (from /proc/stat). Both ratios and the neighbours' share are printed.
+    """
     con = _connect(bench_store)
     n_samples = con.sql("select count(*) from samples").fetchall()[0][0]
-    print(f"samples: {n_samples:,}; wall-clock seconds, best of {REPEATS}; CPU seconds beside (all threads)")
+    print(f"samples: {n_samples:,}; seconds, best of {REPEATS}; CPU seconds of all threads; 'others' = share of "
+          f"the machine's {os.cpu_count()} CPUs used by other processes meanwhile")
     rows = []
     for name, params in CASES:
         base, query, height = [], [], 0
@@ -272,14 +320,24 @@ def test_queries_within_3x_of_bare_scan(bench_store):
             q, df = _time(lambda: queries.run(name, con=con, **params))
             query.append(q)
             height = df.height
-        (bw, bc), (qw, qc) = min(base), min(query)
-        rows.append((name, qw / bw, height))
-        print(f"{name:26s} query {qw:8.2f} s (cpu {qc:7.2f})   baseline {bw:7.2f} s (cpu {bc:7.2f})   "
-              f"ratio {qw / bw:5.2f}x (cpu {qc / bc:5.2f}x)   rows {height:,}", flush=True)
+        b_wall, b_cpu = min(b[0] for b in base), min(b[1] for b in base)
+        q_wall, q_cpu = min(q[0] for q in query), min(q[1] for q in query)
+        quiet_b = [r for r in base if r[2] is not None and r[2] < QUIET]
+        quiet_q = [r for r in query if r[2] is not None and r[2] < QUIET]
+        wall_q = min(r[0] for r in quiet_q) / min(r[0] for r in quiet_b) if quiet_b and quiet_q else None
+        others = max((r[2] for r in base + query if r[2] is not None), default=None)
+        rows.append((name, q_cpu / b_cpu, wall_q, height))
+        print(f"{name:26s} query {q_wall:7.2f} s (cpu {q_cpu:6.2f})   baseline {b_wall:6.2f} s (cpu {b_cpu:6.2f})   "
+              f"ratio {q_wall / b_wall:5.2f}x (cpu {q_cpu / b_cpu:5.2f}x, quiet wall "
+              f"{'  n/a' if wall_q is None else f'{wall_q:5.2f}x'})   "
+              f"others <= {'?' if others is None else f'{others:.0%}'}   rows {height:,}", flush=True)
     con.close()
-    for name, _, height in rows:
+    for name, _, _, height in rows:
         assert height > 0, f"{name} returned nothing on the benchmark store"
-    slow = [f"{name} {ratio:.2f}x" for name, ratio, _ in rows if ratio > 3.0]
+    if SCALE < 1:  # the target is set for the 10M-job store; a smoke run's fixed costs (planning, the
+        return     # recursion's set-up) weigh more than on 100k jobs, so it only checks that everything runs
+    slow = [f"{name} {ratio:.2f}x CPU" for name, ratio, _, _ in rows if ratio > 3.0]
+    slow += [f"{name} {wall:.2f}x wall-clock (quiet)" for name, _, wall, _ in rows if wall is not None and wall > 3.0]
     assert not slow, f"queries slower than 3x their bare scan-and-aggregate: {slow}"
 
 
