@@ -104,6 +104,29 @@ def test_account_filter_narrows_to_the_subtree(store):
     assert sorted(teams["team"].to_list()) == ["lab/nlp", "lab/vision"]
 
 
+def test_team_jobs_with_a_limit_are_that_teams_biggest_wasters(store):
+    """``limit`` applies inside the team (the team narrows the query), never to the cluster before the team."""
+    w = _window()
+    every = data.job_waste(w)
+    seg = every.filter(pl.col("account").str.starts_with("lab/vision/seg"))
+    expected = seg.sort(["gpu_seconds_wasted", "cpu_seconds_wasted", "job_id"],
+                        descending=[True, True, False])["job_id"].head(3).to_list()
+    # the fixture's biggest GPU wasters are erin's (lab/nlp/llm): a cluster-wide top 3 holds no seg job
+    assert not set(every.sort("gpu_seconds_wasted", descending=True)["job_id"].head(3)) & set(seg["job_id"])
+    got = data.job_waste(w, team_level=3, team="lab/vision/seg", limit=3)
+    assert got["job_id"].to_list() == expected
+    assert data.job_waste(w, team_level=3, team="lab/vision/seg")["job_id"].sort().to_list() == \
+        seg["job_id"].sort().to_list()
+    # a sidebar subtree inside the team narrows further; a disjoint one leaves nothing
+    inner = data.Filters(w.start, w.end, account="lab/vision")
+    assert data.job_waste(inner, team_level=3, team="lab/vision/seg")["job_id"].sort().to_list() == \
+        seg["job_id"].sort().to_list()
+    nlp = data.Filters(w.start, w.end, account="lab/nlp")
+    assert data.job_waste(nlp, team_level=3, team="lab/vision/seg").is_empty()
+    assert set(data.job_waste(data.Filters(w.start, w.end, account="lab/vision/seg"), team_level=2,
+                              team="lab/vision")["job_id"]) == set(seg["job_id"])
+
+
 def test_filters_a_query_does_not_take_are_reported(store):
     flt = data.Filters(_window().start, _window().end, state="COMPLETED")
     assert data.ignored_filters("job_waste", flt) == []

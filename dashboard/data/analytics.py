@@ -24,10 +24,21 @@ TEAM_LEVELS = {1: "org", 2: "group", 3: "team"}
 
 def job_waste(flt: Filters | None, *, user: str | None = None, team_level: int = 3, team: str | None = None,
               limit: int | None = None) -> pl.DataFrame:
-    """One row per job in the window (``job_waste`` query), with *_hours columns added for display."""
-    df = query("job_waste", flt, user=user, team_level=team_level, limit_rows=limit)
+    """One row per job in the window (``job_waste`` query), with *_hours columns added for display.
+
+    ``team`` (the first ``team_level`` components of the account) narrows the query's account subtree, so
+    ``limit`` keeps the team's biggest wasters, not the cluster's cut down to the team."""
+    disjoint = False
     if team is not None:
-        df = df.filter(pl.col("team") == team)
+        within = lambda path, root: (path.rstrip("/") + "/").startswith(root.rstrip("/") + "/")  # noqa: E731
+        outer = (flt or Filters()).account
+        if not outer or within(team, outer):
+            flt = replace(flt or Filters(), account=team)
+        else:
+            disjoint = not within(outer, team)  # else the sidebar's subtree already lies inside the team
+    df = query("job_waste", flt, user=user, team_level=team_level, limit_rows=limit)
+    if disjoint:
+        df = df.clear()
     return df.with_columns(
         [(pl.col(f"{r}_seconds_{k}") / 3600.0).alias(f"{r}_hours_{k}")
          for r in RESOURCES for k in ("requested", "used", "wasted") if f"{r}_seconds_{k}" in df.columns])
