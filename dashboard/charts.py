@@ -157,11 +157,14 @@ def waste_trend(df: pl.DataFrame, *, t: str, value: str, unit: str, title: str |
 
 # ------------------------------------------------------------------ waste explorer
 def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str | None = None, unit: str,
-             top_n: int = 8, title: str | None = None, legend: str | None = None) -> go.Figure:
+             top_n: int = 8, title: str | None = None, legend: str | None = None,
+             unknown: str | None = None) -> go.Figure:
     """Per group (or cluster-wide): used band, then the hatched gap up to requested, stacked over groups.
 
-    Groups beyond the ``top_n`` largest wasters are summed into ``other``. Per input row, used is capped at the
-    request and the gap is max(requested - used, 0), so the stack's top edge is exactly the total requested."""
+    Groups beyond the ``top_n`` largest wasters are summed into ``other``. ``unknown`` (optional) is the part of
+    the request held by jobs without usage data: it is neither used nor waste, so it is taken out of each gap and
+    drawn once, summed over groups, as a grey band on top. Per input row, used is capped at the known request
+    and the gap is max(requested - unknown - used, 0), so the stack's top edge is exactly the total requested."""
     what = f"by {group}" if group else "cluster-wide"
     title = title or f"Requested vs used {unit} over time, {what} (hatched gap = waste)"
     if df.is_empty():
@@ -170,15 +173,17 @@ def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str 
     if not group:
         df = df.with_columns(pl.lit("all jobs").alias(key))
     df = df.with_columns(pl.col(key).cast(pl.String).fill_null("(none)"))
-    waste = (df.group_by(key).agg((pl.col(requested) - pl.col(used)).clip(lower_bound=0).sum().alias("w"))
+    known = (pl.col(requested) - pl.col(unknown).fill_null(0.0)).clip(lower_bound=0) if unknown else pl.col(requested)
+    df = df.with_columns(known.alias("__known"), (pl.col(requested) - known).alias("__unknown"))
+    waste = (df.group_by(key).agg((pl.col("__known") - pl.col(used)).clip(lower_bound=0).sum().alias("w"))
              .sort(["w", key], descending=[True, False]))
     top = waste[key].head(top_n).to_list()
     if waste.height > top_n:
         df = df.with_columns(pl.when(pl.col(key).is_in(top)).then(pl.col(key)).otherwise(pl.lit("other")).alias(key))
         top = top + ["other"]
     # clip per input row, before any summing: one group's overuse must not hide another's waste
-    df = df.with_columns(pl.min_horizontal(pl.col(used), pl.col(requested)).alias(used),
-                         (pl.col(requested) - pl.col(used)).clip(lower_bound=0).alias("__gap"))
+    df = df.with_columns(pl.min_horizontal(pl.col(used), pl.col("__known")).alias(used),
+                         (pl.col("__known") - pl.col(used)).clip(lower_bound=0).alias("__gap"))
     grid = df.group_by([t, key]).agg(pl.col(used).sum(), pl.col("__gap").sum())
     times = grid.select(t).unique().sort(t)
     palette = colors_for(n for n in top if n != "other")
@@ -198,6 +203,13 @@ def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str 
             line=dict(width=0.5, color=color), fillcolor=_rgba(color, 0.25),
             fillpattern=dict(shape="/", fgcolor=_rgba(WASTED if not group else color, 0.8), solidity=0.3),
             hovertemplate=f"{label(name)} held, unused: %{{y:,.1f}} {unit}<extra></extra>"))
+    unknown_total = times.join(df.group_by(t).agg(pl.col("__unknown").sum()), on=t, how="left").fill_null(0).sort(t)
+    if unknown_total["__unknown"].max() > 0:
+        fig.add_trace(go.Scatter(
+            x=unknown_total[t].to_list(), y=unknown_total["__unknown"].to_list(), name="held, usage unknown",
+            stackgroup="one", mode="lines", line=dict(width=0.5, color=UNKNOWN), fillcolor=_rgba(UNKNOWN, 0.6),
+            fillpattern=dict(shape=".", fgcolor=_rgba("#6c757d", 0.6), solidity=0.2),
+            hovertemplate=f"held by jobs without usage data: %{{y:,.1f}} {unit}<extra></extra>"))
     fig = _layout(fig, title, "time (UTC)", f"{unit} (mean over bucket)", height=440)
     if group:
         fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top",

@@ -56,7 +56,7 @@ def fold_users(frame: pl.DataFrame, viewer: Identity, *, name: str = "user", sum
 
 
 def fold_series(series: pl.DataFrame, viewer: Identity, *, group: str = "group", t: str = "t",
-                sums: tuple[str, ...] = ("requested", "used")) -> pl.DataFrame:
+                sums: tuple[str, ...] = ("requested", "used", "unknown")) -> pl.DataFrame:
     """Per-user curves -> the viewer's curve and one summed curve of everybody else (levels add up)."""
     if not restricted(viewer):
         return series

@@ -62,9 +62,11 @@ def plotly(kind: str, frame: pl.DataFrame, title: str, **args) -> go.Figure:
         return charts.occupancy_vs_utilisation(frame, t="t", capacity="capacity", allocated="allocated",
                                                used="used", unit=unit, title=title)
     if kind == "gap":
-        return charts.gap_area(frame, t="t", requested="requested", used="used", unit=unit, title=title)
+        return charts.gap_area(frame, t="t", requested="requested", used="used", unit=unit, title=title,
+                               unknown="unknown" if "unknown" in frame.columns else None)
     if kind == "gap_by":
         fig = charts.gap_area(frame, t="t", requested="requested", used="used", group="group", unit=unit,
+                              unknown="unknown" if "unknown" in frame.columns else None,
                               title=title, top_n=args.get("top_n", 8))
         # Up to 18 legend entries: below the plot, where they cannot cover the title.
         return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
@@ -129,17 +131,25 @@ def altair(kind: str, frame: pl.DataFrame, title: str, **args) -> alt.TopLevelMi
     frame = _check(kind, frame)
     unit = args.get("unit", "")
     cols = list(KINDS[kind])
+    has_unknown = kind in ("gap", "gap_by") and "unknown" in frame.columns
+    if has_unknown:  # held by jobs without usage data: neither used nor waste
+        frame = frame.with_columns((pl.col("requested") - pl.col("unknown").fill_null(0.0)).clip(lower_bound=0)
+                                   .alias("known"))
+        cols += ["known"]
     data = frame.select(cols).to_pandas()
     if kind in ("gap", "occupancy"):
         base = alt.Chart(data).encode(x=alt.X("t:T", title="time (UTC)"))
-        top = "requested" if kind == "gap" else "allocated"
+        top = "known" if has_unknown else "requested" if kind == "gap" else "allocated"
         layers = [base.mark_area(color=USED, opacity=0.6).encode(y=alt.Y("used:Q", title=unit)),
                   base.mark_area(color=WASTED, opacity=0.3).encode(y=f"{top}:Q", y2="used:Q")]
+        if has_unknown:
+            layers.append(base.mark_area(color=charts.UNKNOWN, opacity=0.6).encode(y="requested:Q", y2="known:Q"))
         if kind == "occupancy":
             layers.append(base.mark_line(color=CAPACITY, strokeDash=[6, 3]).encode(y="capacity:Q"))
         chart = alt.layer(*layers)
     elif kind == "gap_by":
-        waste = frame.select("t", "group", (pl.col("requested") - pl.col("used")).clip(lower_bound=0).alias("w"))
+        top = pl.col("known") if has_unknown else pl.col("requested")
+        waste = frame.select("t", "group", (top - pl.col("used")).clip(lower_bound=0).alias("w"))
         chart = alt.Chart(waste.to_pandas()).mark_area().encode(
             x=alt.X("t:T", title="time (UTC)"), y=alt.Y("w:Q", stack="zero", title=f"held but unused {unit}"),
             color=alt.Color("group:N", title=None, scale=alt.Scale(range=charts.PALETTE)))

@@ -130,10 +130,11 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
     for resource, unit in (("gpu", "GPUs"), ("cpu", "CPUs"), ("mem", "GB")):
         df = q("gap_area", resource=resource, bucket_s=bucket, origin=scope.window.start, group_by=by)
         frames.append(df)
-        total = (df.group_by("bucket_start").agg(pl.col("requested_level").sum(), pl.col("used_level").sum())
+        total = (df.group_by("bucket_start").agg(pl.col("requested_level", "used_level", "unknown_usage_level").sum())
                  .sort("bucket_start").select(pl.col("bucket_start").alias("t"),
                                               pl.col("requested_level").alias("requested"),
-                                              pl.col("used_level").alias("used")))
+                                              pl.col("used_level").alias("used"),
+                                              pl.col("unknown_usage_level").alias("unknown")))
         hours = f"{bucket / 3600:g}-hour"
         if resource == "gpu" and capacity_gpus and scope.audience == "platform":
             occ = total.select("t", pl.lit(float(capacity_gpus)).alias("capacity"),
@@ -149,7 +150,8 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
                                 {"unit": unit}))
         if by != "none" and resource == "gpu":
             grouped = df.select(pl.col("bucket_start").alias("t"), pl.col("group_key").alias("group"),
-                                pl.col("requested_level").alias("requested"), pl.col("used_level").alias("used"))
+                                pl.col("requested_level").alias("requested"), pl.col("used_level").alias("used"),
+                                pl.col("unknown_usage_level").alias("unknown"))
             charts.append(Chart(f"gpu_gap_by_{by}", "gap_by", grouped,
                                 f"Requested vs used GPUs by {by} (hatched = held but unused)",
                                 f"Per {by}: the solid band is used, the hatched band above it held but unused; "
@@ -160,7 +162,8 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
                       tables=[Table("gap_area", "Requested and used resource-seconds per bucket", series,
                                     [("resource", "resource", "text"), ("group_key", by, "text"),
                                      ("bucket_start", "bucket (UTC)", "dt"), ("requested_level", "requested", "num1"),
-                                     ("used_level", "used", "num1")], max_rows=0)])
+                                     ("used_level", "used", "num1"),
+                                     ("unknown_usage_level", "usage unknown", "num1")], max_rows=0)])
     if series.is_empty():
         section.empty = "No job ran in this window."
     return section

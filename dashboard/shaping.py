@@ -152,7 +152,10 @@ def slot_counts(slots: pl.DataFrame) -> dict:
 
 
 def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFrame:
-    """Bring the gap_area result to t / group / requested / used (levels), whatever its exact column names."""
+    """Bring the gap_area result to t / group / requested / used / unknown (levels), whatever its exact column names.
+
+    ``unknown`` is the part of ``requested`` held by jobs whose usage the logs do not record: neither used nor
+    wasted (0 when the query does not report it)."""
     cols = set(df.columns)
     t = next(c for c in ("bucket_start", "t", "bucket", "ts") if c in cols)
     group = next((c for c in ("group", "group_key", by or "", "team", "user") if c and c in cols), None)
@@ -160,9 +163,12 @@ def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFra
         df = df.filter(pl.col("resource") == resource)
         req = next(c for c in ("requested_level", "requested", "requested_avg") if c in cols)
         used = next(c for c in ("used_level", "used", "used_avg") if c in cols)
+        unknown = "unknown_usage_level"
     else:
         req = next(c for c in (f"{resource}_requested_level", f"{resource}_requested") if c in cols)
         used = next(c for c in (f"{resource}_used_level", f"{resource}_used") if c in cols)
+        unknown = f"{resource}_unknown_usage_level"
+    unknown_level = pl.col(unknown).cast(pl.Float64).fill_null(0.0) if unknown in cols else pl.lit(0.0)
     amounts = []
     if {"requested_seconds", "used_seconds"} <= cols:
         amounts = [pl.col("requested_seconds").cast(pl.Float64).alias("requested_s"),
@@ -170,7 +176,8 @@ def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFra
     out = df.select(pl.col(t).alias("t"),
                     (pl.col(group).cast(pl.String) if group else pl.lit("all jobs")).alias("group"),
                     pl.col(req).cast(pl.Float64).fill_null(0.0).alias("requested"),
-                    pl.col(used).cast(pl.Float64).fill_null(0.0).alias("used"), *amounts)
+                    pl.col(used).cast(pl.Float64).fill_null(0.0).alias("used"), unknown_level.alias("unknown"),
+                    *amounts)
     return out.sort("t", "group")
 
 

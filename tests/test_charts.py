@@ -52,6 +52,32 @@ def test_gap_area_folds_small_groups_into_other_and_clips_overuse():
     assert other_gap == [2.0, 3.0]
 
 
+def test_gap_area_keeps_unknown_usage_out_of_the_waste():
+    # vision holds 10 / 11 GPUs, uses 4, and 3 of the held GPUs belong to jobs without usage data
+    df = _gap_frame().with_columns(pl.when(pl.col("team") == "vision").then(3.0).otherwise(0.0).alias("unk"))
+    fig = charts.gap_area(df, t="t", requested="req", used="used", group="team", unit="GPUs", unknown="unk")
+    by = {tr.name: list(tr.y) for tr in fig.data}
+    assert by["vision held, unused"] == [3.0, 4.0]          # 10 - 3 - 4, 11 - 3 - 4: not 6, 7
+    assert by["held, usage unknown"] == [3.0, 3.0]          # one grey band, summed over groups
+    assert by["vision"] == [4.0, 4.0] and by["nlp held, unused"] == [0.0, 1.0]
+    assert [sum(tr.y[b] for tr in fig.data) for b in range(2)] == [19.0, 22.0]  # still tops out at requested
+    # ordering by waste uses the known gap: vision 7, speech 5, nlp 1
+    assert [tr.name for tr in fig.data][:4] == ["vision", "vision held, unused", "speech", "speech held, unused"]
+    # no unknown usage: no grey band
+    plain = charts.gap_area(df.with_columns(pl.lit(0.0).alias("unk")), t="t", requested="req", used="used",
+                            group="team", unit="GPUs", unknown="unk")
+    assert "held, usage unknown" not in [tr.name for tr in plain.data]
+
+
+def test_normalise_gap_carries_unknown_usage():
+    from dashboard import shaping
+
+    raw = pl.DataFrame({"bucket_start": [T0, T0], "group_key": ["a", "b"], "resource": ["gpu", "gpu"],
+                        "requested_level": [8.0, 2.0], "used_level": [3.0, None], "unknown_usage_level": [2.0, None]})
+    got = shaping.normalise_gap(raw, "gpu", "team")
+    assert got.select("group", "requested", "used", "unknown").rows() == [("a", 8.0, 3.0, 2.0), ("b", 2.0, 0.0, 0.0)]
+
+
 def test_cluster_wide_gap_area_and_empty_frame_message():
     df = _gap_frame().group_by("t").agg(pl.col("req").sum(), pl.col("used").sum())
     fig = charts.gap_area(df, t="t", requested="req", used="used", unit="CPU cores")

@@ -51,7 +51,8 @@ try:
     series = data.gap_series(flt, resource, by=by, team_level=level, bucket_s=bucket_s)
     if by == "user":
         series = privacy.fold_series(series, ident)
-    ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", group="group", unit=level_unit,
+    ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", unknown="unknown", group="group",
+                             unit=level_unit,
                              title=f"{label} requested vs used over time, by {by} (hatched gap = waste)",
                              legend=by),
              "gap_area", key="gap_chart")
