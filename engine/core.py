@@ -115,8 +115,15 @@ class Simulator:
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
         self._head_order = None
-        self._room_key, self._room = None, {}
+        self._room_v, self._room_t, self._room = None, None, {}
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
+        # the fair-share order already leaves funded jobs a borrowing cap holds back out (and hands each job over
+        # before anything else starts): a pass re-checks the cap only for the others
+        lazy_fs = cfg.policy == "fairshare" and cfg.backfill_order == "queue"
+        self.cap_check = [not (lazy_fs and mr != 0) for mr in self.min_rt] if self._caps else None
+        self.cap_all = [True] * n if self._caps else None
+        self._cap_slots: dict = {}  # an incremental pass's new jobs come from no order
+        self.ordered = True   # whether the running pass's jobs come from the queue order (``schedule``)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
 
@@ -211,7 +218,9 @@ class Simulator:
                 jobs = self.queue.order(now)
         else:
             jobs = new
+        self.ordered = jobs is not new
         started = self.pass_fn(self, now, jobs, self.pstate)
+        self.ordered = True
         for j in started:
             self.dequeue(j)
         if self.preempt_on and len(self.queue):
@@ -391,27 +400,32 @@ class Simulator:
         return self._caps
 
     def _hold_caps(self, j, g) -> None:
-        name = self.accounts[self.acct[j]]
-        for ten in self.budgeting.versions:
-            held = ten.held_g
-            for i in ten.capped_chain[ten.bucket[name]]:
-                held[i] += g
+        slots = self._cap_slots.get(self.acct[j])
+        if slots is None:  # (held list, node) of every capped node on the account's path, in every version
+            name = self.accounts[self.acct[j]]
+            slots = self._cap_slots[self.acct[j]] = [(ten.held_g, i) for ten in self.budgeting.versions
+                                                     for i in ten.capped_chain[ten.bucket[name]]]
+        for held, i in slots:
+            held[i] += g
 
     def over_cap(self, j) -> bool:
         """Would starting j take a budget node past its ``max_gpus`` borrowing cap?
 
         Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
         g > floor(cap) - held) is cached until the running set or the instant changes."""
-        key = (self.version, self.now)
-        if self._room_key != key:
-            self._room_key, self._room = key, {}
+        if self._room_v != self.version or self._room_t != self.now:
+            self._room_v, self._room_t, self._room = self.version, self.now, {}
         a = self.acct[j]
         room = self._room.get(a)
         if room is None:
             ten = self.budgeting.at(self.now)
-            chain = ten.capped_chain[ten.bucket[self.accounts[a]]]
-            held, cap = ten.held_g, ten.cap
-            room = self._room[a] = min((math.floor(cap[i]) - held[i] for i in chain), default=INF)
+            room = INF
+            held = ten.held_g
+            for i in ten.capped_chain[ten.bucket[self.accounts[a]]]:
+                r = ten.cap_floor[i] - held[i]
+                if r < room:
+                    room = r
+            self._room[a] = room
         return self.req_g[j] > room
 
     def held_by_bucket(self, ten) -> dict:

@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from . import budget_tree as bt
 
@@ -120,6 +121,7 @@ class Tenants:
         self.leaves = [i for i in range(len(self.paths)) if not self.children[i]]
         # borrowing caps on each bucket's path, and the milli-GPUs running under every node (kept by the core)
         self.capped_chain = [tuple(i for i in chain if self.cap[i] is not None) for chain in self.depth_chain]
+        self.cap_floor = [None if c is None else math.floor(c) for c in self.cap]  # integer milli-GPU caps
         self.held_g = [0] * len(self.paths)
 
     def _add(self, path, parent, frac, guarantee, cap) -> int:
@@ -228,15 +230,15 @@ class Ledger:
             lo = t - self.L
             out = []
             ninf = float("-inf")
-            for a, h in enumerate(self.hist):
-                k = self.ptr[a]
-                last = len(h) - 1
-                while k < last and h[k + 1][0] <= lo:
+            ptr = self.ptr
+            for a, (h, c, r, last_t) in enumerate(zip(self.hist, self.cum, self.rate, self.last)):
+                k = ptr[a]
+                top = len(h) - 1
+                while k < top and h[k + 1][0] <= lo:
                     k += 1
-                self.ptr[a] = k
+                ptr[a] = k
                 t0, c0, r0 = h[k]
-                before = c0 + r0 * (lo - t0) if t0 > ninf else 0.0
-                out.append(self.cum[a] + self.rate[a] * (t - self.last[a]) - before)
+                out.append(c + r * (t - last_t) - (c0 + r0 * (lo - t0) if t0 > ninf else 0.0))
             self._all = out
             self._all_t = t
         return self._all
