@@ -261,6 +261,17 @@ def test_same_parameters_and_seed_write_identical_files(tmp_path):
     assert saved["scenario"]["seed"] == 3
 
 
+def test_a_kept_baseline_gives_the_same_result(tmp_path):
+    # the dashboard keeps the baseline replay of a window for every scenario of it (a slider re-runs only the
+    # scenario): passing it back gives byte-identical files
+    inp = inputs(contention(6), end=24.0)
+    spec = ScenarioSpec.make("shares", shares={"lab/a": 3})
+    fresh = runner.run(spec, inp).write(tmp_path / "a")
+    kept = runner.run(spec, inp, baseline=runner.baseline(ScenarioSpec.make("backfill"), inp)).write(tmp_path / "b")
+    for f in ("comparison.csv", "teams.csv", "scenario.json", "baseline/jobs.parquet", "scenario/jobs.parquet"):
+        assert (fresh / f).read_bytes() == (kept / f).read_bytes(), f
+
+
 def test_baseline_equals_scenario_when_nothing_changes():
     res = runner.run(ScenarioSpec.make("shares"), inputs(contention(4), end=24.0))
     assert all(d == 0 for d in res.comparison["delta"].drop_nulls())

@@ -242,6 +242,27 @@ def _window(jobs: pl.DataFrame, start, end) -> tuple[dt.datetime, dt.datetime]:
     return lo, hi
 
 
+def _named_inputs(store: str, token: str, start, end, cluster):
+    from dashboard.scenarios import runner
+
+    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
+    tree, source = budget_tree()
+    lo, hi = _window(jobs, start, end)
+    return runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source,
+                         warm_start=start is not None)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _named_baseline(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
+                    budgets_key: str):
+    """The baseline replay every named scenario of this window shares (a slider re-runs only the scenario)."""
+    from dashboard.scenarios import runner
+    from dashboard.scenarios.spec import ScenarioSpec
+
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
+    return runner.baseline(spec, _named_inputs(store, token, start, end, cluster))
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _progress=None):
     from dashboard.scenarios import runner
@@ -251,12 +272,12 @@ def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: s
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
         raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
-    tree, source = budget_tree()
-    lo, hi = _window(jobs, start, end)
-    inputs = runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source,
-                           warm_start=start is not None)
+    inputs = _named_inputs(store, token, start, end, cluster)
     try:
-        return runner.run(spec, inputs, _progress)
+        if _progress is not None:
+            _progress(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
+        base = _named_baseline(store, token, start, end, cluster, spec.policy, spec.backfill, spec.seed, budgets_key)
+        return runner.run(spec, inputs, _progress, baseline=base)
     except Exception as exc:  # noqa: BLE001 - an engine or scenario error must read as a message, never a traceback
         raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -20,7 +20,8 @@ both engine configurations (``spec`` describes the kinds), simulates both and me
 
 Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
 files from ``ScenarioResult.write``; the baseline of every kind is the unchanged replay (same policy, backfill,
-budgets, seed), so a scenario equal to its baseline compares equal everywhere.
+budgets, seed: ``baseline``, which a caller may keep and pass back to ``run``), so a scenario equal to its
+baseline compares equal everywhere (and is not simulated a second time).
 """
 from __future__ import annotations
 
@@ -187,13 +188,24 @@ def _has_guarantees(tree) -> bool:
     return any((n.guaranteed_gpus or 0) > 0 for v in tree.versions for n in v.root.walk())
 
 
+def baseline_config(spec: ScenarioSpec, inputs: Inputs):
+    """(jobs, config) of the baseline replay: the same for every kind with the same policy, backfill and seed."""
+    jobs = transforms.with_usage(inputs.jobs)
+    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
+    return jobs, engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
+                                  seed=spec.seed, **inputs.sim_window())
+
+
+def baseline(spec: ScenarioSpec, inputs: Inputs) -> engine.SimResult:
+    """The baseline replay alone (a caller may keep it for every scenario of the same window: ``run``)."""
+    jobs, cfg = baseline_config(spec, inputs)
+    return engine.simulate(jobs, inputs.nodes, cfg)
+
+
 def configs(spec: ScenarioSpec, inputs: Inputs):
     """(baseline jobs, baseline config, scenario jobs, scenario config, extra tables, notes) of a scenario."""
     v = spec.values
-    jobs = transforms.with_usage(inputs.jobs)
-    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
-    base = engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
-                            seed=spec.seed, **inputs.sim_window())
+    jobs, base = baseline_config(spec, inputs)
     scen_jobs, scen, extra, notes = jobs, base, {}, []
     if spec.kind == "shares":
         missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
@@ -227,8 +239,10 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
     return jobs, base, scen_jobs, scen, extra, notes
 
 
-def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
-    """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps."""
+def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None) -> ScenarioResult:
+    """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps. ``baseline``:
+    the result of ``baseline(spec, inputs)`` when the caller kept it (a slider re-runs only the scenario); a
+    scenario whose jobs and configuration equal the baseline's is not simulated twice."""
     say = progress or (lambda f, t: None)
     if not inputs.counts()["jobs"] and not inputs.counts().get("jobs_pending_at_start"):
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
@@ -236,10 +250,13 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
         raise ValueError("the store has no node list for this cluster; the simulator needs one")
     say(0.05, f"Preparing {LABELS[spec.kind].lower()} ...")
     base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
-    say(0.15, "Replaying the baseline ...")
-    base = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+    if baseline is None:
+        say(0.15, "Replaying the baseline ...")
+        baseline = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+    base = baseline
     say(0.5, "Replaying the scenario ...")
-    scen = engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
+    same = scen_jobs is base_jobs and scen_cfg == base_cfg
+    scen = base if same else engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
     say(0.85, "Comparing ...")
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
     comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end)
