@@ -114,6 +114,8 @@ def _rows(sim, iv):
 def row_ids(ids: pl.Series, job, att, final) -> pl.Series:
     """The job id of each row: the job's own for its final attempt, ``ID;ATTEMPT`` for an earlier one."""
     base = ids.gather(job)
+    if final.all():
+        return base.alias("job_id")
     tagged = base + ";" + pl.Series(att, dtype=pl.Int64).cast(pl.String)
     return pl.select(pl.when(pl.Series(final)).then(base).otherwise(tagged).alias("job_id"))["job_id"]
 
@@ -171,7 +173,7 @@ def build(sim, wl, metrics) -> SimResult:
                                  .scatter(np.flatnonzero(~has_iv), None) if rows else pl.Series([], dtype=pl.String))
     elif "node_list" in wl.frame.columns:
         sim_cols["node_list"] = pl.Series([None] * rows, dtype=pl.String)
-    df = wl.frame.gather(job) if rows else wl.frame.clear()
+    df = wl.frame if rows == sim.n else wl.frame.gather(job)  # one row per job: the rows are the jobs
     if (att > 0).any():  # a requeued attempt waits from its requeue; the first keeps the logged submit
         again = _times(submit, wl, ts_dtype)
         logged = df["submit"] if ts_dtype is None else df["submit"].cast(again.dtype)
@@ -196,10 +198,19 @@ def build(sim, wl, metrics) -> SimResult:
         else:
             cols.append(df[c])
     cols += [s_.alias(c) for c, s_ in sim_cols.items()]
-    reasons = sim.wait_reasons()
-    reserved = sim.reserved
-    res_att = sim.reserved_att
-    bursts = getattr(sim, "burst_att", set())
+    # per-(job, attempt) values land on row first[j] + attempt (rows are in (job, attempt) order)
+    first = np.searchsorted(job, np.arange(sim.n)) if rows else np.zeros(0, dtype=np.int64)
+    reasons = [None] * rows
+    for (j, a), r in sim.wait_reasons().items():
+        reasons[first[j] + a] = r
+    reserved = [None] * rows
+    for j, t in enumerate(sim.reserved):
+        if t is not None:
+            reserved[first[j] + sim.reserved_att.get(j, attempts[j])] = t
+    burst = np.zeros(rows, dtype=bool)
+    burst[first + attempts] = sim.array("burst", bool) if rows else burst[:0]
+    for j, a in getattr(sim, "burst_att", ()):
+        burst[first[j] + a] = True
     bucket_name = [ten.paths[ten.bucket[a]] or a for a in wl.accounts]
     wait = start - submit
     extra = {
@@ -209,13 +220,11 @@ def build(sim, wl, metrics) -> SimResult:
         "failures": pl.Series(~final & (how == HOWS.index("fail")), dtype=pl.Int32),
         "lost_gpu_seconds": pl.Series(lost_s * g_row, dtype=pl.Float64),
         "lost_cpu_seconds": pl.Series(lost_s * c_row, dtype=pl.Float64),
-        "wait_reason": pl.Series([reasons.get((j, a)) for j, a in zip(job.tolist(), att.tolist())], dtype=pl.String),
-        "reserved_start": _times([reserved[j] if reserved[j] is not None and a == res_att.get(j, attempts[j]) else None
-                                  for j, a in zip(job.tolist(), att.tolist())], wl, ts_dtype or pl.Float64),
+        "wait_reason": pl.Series(reasons, dtype=pl.String),
+        "reserved_start": _times(reserved, wl, ts_dtype or pl.Float64),
         "start_seq": pl.Series(np.where(has_iv, _take(iv["seq"], ivx, -1), sim.array("start_seq")[job])
                                if rows else [], dtype=pl.Float64).fill_nan(None).cast(pl.Int64),
-        "burst": pl.Series([sim.burst[j] if f else (j, a) in bursts
-                            for j, a, f in zip(job.tolist(), att.tolist(), final.tolist())], dtype=pl.Boolean),
+        "burst": pl.Series(burst, dtype=pl.Boolean),
         "budget_bucket": pl.Series(bucket_name, dtype=pl.String).gather(pl.Series(wl.acct, dtype=pl.Int64).gather(job)),
         "attempt": pl.Series(att, dtype=pl.Int32),
         "pinned": pl.Series(wl.pinned, dtype=pl.Boolean).gather(job) if rows else pl.Series([], dtype=pl.Boolean),
