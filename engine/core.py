@@ -35,6 +35,7 @@ from .intervals import Intervals
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
+from . import tenants
 from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
@@ -399,34 +400,9 @@ class Simulator:
     def budgeting_caps(self) -> bool:
         return self._caps
 
-    def _hold_caps(self, j, g) -> None:
-        slots = self._cap_slots.get(self.acct[j])
-        if slots is None:  # (held list, node) of every capped node on the account's path, in every version
-            name = self.accounts[self.acct[j]]
-            slots = self._cap_slots[self.acct[j]] = [(ten.held_g, i) for ten in self.budgeting.versions
-                                                     for i in ten.capped_chain[ten.bucket[name]]]
-        for held, i in slots:
-            held[i] += g
-
-    def over_cap(self, j) -> bool:
-        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?
-
-        Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
-        g > floor(cap) - held) is cached until the running set or the instant changes."""
-        if self._room_v != self.version or self._room_t != self.now:
-            self._room_v, self._room_t, self._room = self.version, self.now, {}
-        a = self.acct[j]
-        room = self._room.get(a)
-        if room is None:
-            ten = self.budgeting.at(self.now)
-            room = INF
-            held = ten.held_g
-            for i in ten.capped_chain[ten.bucket[self.accounts[a]]]:
-                r = ten.cap_floor[i] - held[i]
-                if r < room:
-                    room = r
-            self._room[a] = room
-        return self.req_g[j] > room
+    # borrowing caps (``tenants``): functions of the simulator, bound as methods
+    _hold_caps = tenants.hold_caps
+    over_cap = tenants.over_cap
 
     def held_by_bucket(self, ten) -> dict:
         out: dict[int, list] = {}

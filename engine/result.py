@@ -27,7 +27,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
