@@ -375,11 +375,15 @@ class Simulator:
             acc[self.reason[j]] = acc.get(self.reason[j], 0.0) + d
 
     def wait_reasons(self) -> dict:
-        """(job, attempt) -> the reason that attempt waited longest for (ties: ``REASONS`` order); absent: no wait."""
+        """Job j (its first attempt) or (j, attempt) -> the reason that wait held longest (ties: ``REASONS``
+        order); absent: no wait."""
         out = {}
         rank = {r: k for k, r in enumerate(REASONS)}
         for key, acc in self.reason_acc.items():
-            out[key if isinstance(key, tuple) else (key, 0)] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
+            if len(acc) == 1:  # most waits have one reason
+                out[key] = next(iter(acc))
+            else:
+                out[key] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
         return out
 
     # ------------------------------------------------------------------ queries used by passes

@@ -200,8 +200,8 @@ def build(sim, wl, metrics) -> SimResult:
     # per-(job, attempt) values land on row first[j] + attempt (rows are in (job, attempt) order)
     first = np.searchsorted(job, np.arange(sim.n)) if rows else np.zeros(0, dtype=np.int64)
     reasons = [None] * rows
-    for (j, a), r in sim.wait_reasons().items():
-        reasons[first[j] + a] = r
+    for key, r in sim.wait_reasons().items():
+        reasons[first[key] if type(key) is int else first[key[0]] + key[1]] = r
     reserved = [None] * rows
     for j, t in enumerate(sim.reserved):
         if t is not None:

@@ -334,7 +334,8 @@ def naive_fairshare_run(jobs, cluster, cfg):
 GROUPS = {  # engine module -> what it does, for the time split
     "policy": "queue order (fair share: usage keys, tree descent, skipping known failures)",
     "passes": "passes: heads, EASY reservation, backfill scan", "pool": "placement (best fit, gangs, bounds)",
-    "qstats": "passes: nothing-fits check", "preempt": "preemption search", "tenants": "usage ledger windows",
+    "qstats": "passes: nothing-fits check", "preempt": "preemption search",
+    "tenants": "usage ledger windows, borrowing caps",
     "core": "event loop, job start/stop bookkeeping", "intervals": "event loop, job start/stop bookkeeping",
     "health": "event loop, job start/stop bookkeeping",
     "workload": "input -> arrays, metrics, output frames", "metrics": "input -> arrays, metrics, output frames",
