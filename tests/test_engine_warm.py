@@ -209,3 +209,65 @@ def test_sample_week_warm_started_replay_is_as_busy_as_the_log(window):
     # the pinned jobs are exactly the log's jobs that started before the window
     pinned = sim.jobs.filter(pl.col("pinned"))
     assert pinned.height == jobs.filter(pl.col("start") < start).height == ws["jobs_pinned"]
+
+
+# ------------------------------------------------------------------------------------------ properties
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def logged_workloads(draw):
+    """Random logs on 3 nodes x 4 GPUs: submit, a logged start some time later (possibly overlapping beyond the
+    layout: a log need not fit it), run, limit, team; and a warm start T inside the log."""
+    n = draw(st.integers(1, 14))
+    rows = []
+    for i in range(n):
+        sub = draw(st.integers(0, 60))
+        start = sub + draw(st.integers(0, 30))
+        run = draw(st.integers(1, 40))
+        rows.append(dict(job_id=str(i + 1), submit=float(sub), start=float(start), elapsed_s=float(run),
+                         time_limit_s=float(draw(st.sampled_from([run, run * 2]))), req_gpus=float(draw(st.integers(1, 4))),
+                         req_cpus=1.0, account=f"t{draw(st.integers(0, 1))}",
+                         node_list=f"node00{draw(st.integers(1, 3))}", alloc_gpus=None))
+    df = pl.DataFrame(rows).with_columns(pl.col("req_gpus").alias("alloc_gpus"))
+    return df, float(draw(st.integers(0, 80)))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=logged_workloads(), policy=st.sampled_from(["fcfs", "fairshare"]),
+       mrt=st.sampled_from([None, 0.0, 5.0]))
+def test_warm_start_invariants(case, policy, mrt, tmp_path_factory):
+    w, T = case
+    cluster = Cluster.uniform(3, 4, 8)
+    cfg = SimConfig(policy=policy, budgets={"t0": 1, "t1": 1}, min_runtime_s=mrt, warm_start=T, window_end=T + 50)
+    res = simulate(w, cluster, cfg)
+    j = res.jobs
+    base = j.with_columns(pl.col("job_id").str.split(";").list.first().alias("base"))
+    assert sorted(base.filter(~pl.col("job_id").str.contains(";"))["base"]) == sorted(w["job_id"])
+    logged = dict(zip(w["job_id"], w["start"]))
+    submit = dict(zip(w["job_id"], w["submit"]))
+    for r in base.iter_rows(named=True):
+        if logged[r["base"]] < T:  # pinned: exactly as logged, never requeued
+            assert r["pinned"] and r["start"] == logged[r["base"]] and r["attempt"] == 0 and r["job_id"] == r["base"]
+        else:  # simulated from T on, waiting from its real submit
+            assert not r["pinned"] and r["start"] >= max(T, r["submit"])
+            if r["attempt"] == 0:
+                assert r["submit"] == submit[r["base"]]
+    # from T on the pool is never over a node's capacity (before T the log is what it is)
+    caps = dict(zip(cluster.names, cluster.gpus))
+    for (node,), rows in res.timeline.group_by("node"):
+        events = []
+        for s, e, g in rows.select("start", "end", "gpus").iter_rows():
+            s = max(s, T)
+            if e > s:
+                events += [(s, 1, g), (e, 0, -g)]
+        used = 0.0
+        for _, _, g in sorted(events):
+            used += g
+            assert used <= caps[node] + 1e-9, f"{node} over capacity after the warm start"
+    # identical inputs give byte-identical files
+    a = res.write(tmp_path_factory.mktemp("a"))
+    b = simulate(w.clone(), cluster, cfg).write(tmp_path_factory.mktemp("b"))
+    for name in ("jobs.parquet", "timeline.parquet", "metrics.json"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
