@@ -6,12 +6,15 @@
     res.jobs, res.timeline, res.metrics; res.write("out/")
 
 It replays the jobs' real submit times, requests, time limits and run times under another policy
-(``SimConfig(replay="logged")`` instead replays the log's own schedule: the "no policy change" baseline). Module
+(``SimConfig(replay="logged")`` instead replays the log's own schedule: the "no policy change" baseline).
+``SimConfig(warm_start=T, window_end=E)`` starts from the logged cluster state at T (jobs that started before T
+run as logged, the rest are simulated from T) and measures [T, E): the window replay the scenarios use. The
+output has one row per attempt of a requeued job (``result``). Module
 map: ``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
 arrays), ``core`` (event loop, job lifecycle), ``passes`` (no backfill / EASY / depth-K and conservative),
 ``profile`` (free-resource profiles), ``pool`` (placement), ``policy`` (queue orders), ``tenants`` (budget
 buckets, usage windows), ``preempt`` (min-runtime contracts, preemption, guarantees), ``health`` (node
-failures and drains), ``replay`` (the as-logged replay), ``metrics``, ``attainment`` (budget attainment by the
+failures and drains), ``replay`` (the as-logged replay), ``warm`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the
 queries' definition, on the simulated jobs frame) and ``result`` (outputs, ``compare``).
 ``budget_tree``/``budget_parse`` hold the budget file model shared with the queries.
 
@@ -59,7 +62,8 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
     cfg = (config or SimConfig()).validated()
     pool = Pool(load_cluster(cluster))
     replay = cfg.replay == "logged"
-    wl = prepare(workload, pool, None if replay else gpu_cap(cfg.budgets), keep_all=replay)
+    wl = prepare(workload, pool, None if replay else gpu_cap(cfg.budgets), keep_all=replay,
+                 warm_start=cfg.warm_start, window_end=cfg.window_end)
     # The run allocates millions of small tuples that never form cycles: the cyclic GC would only re-scan them.
     was_enabled = gc.isenabled()
     gc.disable()
@@ -72,8 +76,13 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
         m["params"] = cfg.params()
         m["cluster"] = pool.cluster.describe()
         res = result.build(sim, wl, m)
+        window = None
+        if wl.warm_s is not None or wl.end_s is not None:  # the measured window, as µs since the epoch
+            w0, w1 = metrics.window(sim, wl)
+            origin = wl.origin_us if wl.datetime_dtype is not None else 0.0
+            window = (origin + round(w0 * 1e6), origin + round(w1 * 1e6))
         m["attainment"] = attainment.of_run(res.jobs, sim.budgeting.tree, m["capacity"], m["resource"],
-                                            cfg.lookback_s, history=cfg.attainment_history)
+                                            cfg.lookback_s, history=cfg.attainment_history, window_us=window)
         return res
     finally:
         if was_enabled:

@@ -183,9 +183,10 @@ def summary(teams: dict, threshold: float = 0.95) -> dict:
 
 
 def of_run(jobs: pl.DataFrame, tree, capacity: float, resource: str, lookback_s: float,
-           history: bool = False) -> dict:
-    """``metrics["attainment"]``: over the run's span [first submit, last end] (and, with ``history``, per
-    lookback-long window ending every day, as ``queries.budgets.attainment_history`` does)."""
+           history: bool = False, window_us: tuple | None = None) -> dict:
+    """``metrics["attainment"]``: over ``window_us`` (µs since the epoch; the run's measured window when it has
+    a warm start or a window end), else the run's span [first submit, last submit / start / end] (and, with
+    ``history``, per lookback-long window ending every day, as ``queries.budgets.attainment_history`` does)."""
     spans = Spans(jobs, resource)
     if tree is None:
         tree = default_tree(spans.accounts)
@@ -194,7 +195,7 @@ def of_run(jobs: pl.DataFrame, tree, capacity: float, resource: str, lookback_s:
     if not len(ends) or not capacity:
         return {"window_start": None, "window_end": None, "capacity": capacity, "resource": resource,
                 "teams": {}, **summary({})}
-    w0, w1 = float(np.nanmin(spans.submit)), float(ends.max())
+    w0, w1 = (float(np.nanmin(spans.submit)), float(ends.max())) if window_us is None else window_us
     if w1 <= w0:
         w1 = w0 + 1.0
     out = compute(spans, tree, capacity, w0, w1)

@@ -5,11 +5,15 @@ Invariants:
   ``ConfigError`` with a one-line message naming the field; the engine never sees an invalid config.
 - Times in the config are seconds on the simulation clock: 0 is the workload's origin (the earliest submit
   of a datetime workload; 0 itself for a numeric-seconds workload).
+- ``warm_start`` and ``window_end`` are instants of the workload's own clock (a UTC datetime when its ``submit``
+  column holds datetimes, else a number of the same seconds as ``submit``); ``validated()`` normalises a
+  datetime (naive = UTC) or an ISO string to an aware UTC datetime and requires ``window_end > warm_start``.
 - Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
   the optional random node drains (``node_mtbf_s``).
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -56,6 +60,24 @@ def parse_duration(value, field_name: str = "duration") -> float:
     return seconds
 
 
+def instant(value, field_name: str):
+    """None, an aware UTC datetime (from a datetime, naive = UTC, or an ISO string), or finite seconds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"{field_name}: not an ISO time: {value!r}") from None
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{field_name}: expected a datetime, an ISO time or seconds, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class NodeEvent:
     """A node failure (``fail``: running jobs are killed and requeued now) or drain (``drain``: running
@@ -91,6 +113,9 @@ class SimConfig:
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
     qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
     replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
+    warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm),
+    #                                           the rest are simulated from T; metrics cover [T, window_end)
+    window_end: object = None                 # end of the measured window (default: the last job end)
     seed: int = 0
 
     def rng(self) -> np.random.Generator:
@@ -114,6 +139,8 @@ class SimConfig:
                 v = None if v is None else type(v).__name__
             elif f.name == "node_events":
                 v = [[e.time_s, e.node, e.kind] for e in v]
+            elif isinstance(v, dt.datetime):
+                v = v.isoformat()
             elif isinstance(v, dict):
                 v = {str(k): v[k] for k in sorted(v)}
             out[f.name] = v
@@ -174,6 +201,14 @@ class SimConfig:
                 bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
             events.append(NodeEvent(float(e.time_s), str(e.node), e.kind))
         changes["node_events"] = tuple(events)
+        for name in ("warm_start", "window_end"):
+            changes[name] = instant(getattr(self, name), name)
+        w0, w1 = changes["warm_start"], changes["window_end"]
+        if w0 is not None and w1 is not None:
+            if isinstance(w0, dt.datetime) != isinstance(w1, dt.datetime):
+                bad("window_end", "must be of the same kind as warm_start (both datetimes or both seconds)")
+            if w1 <= w0:
+                bad("window_end", f"must be after warm_start ({w1} <= {w0})")
         if not isinstance(self.attainment_history, bool):
             bad("attainment_history", f"must be true or false, got {self.attainment_history!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:

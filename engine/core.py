@@ -17,7 +17,9 @@ Invariants:
   seeded generator are turned into events up front).
 - Every job ends: jobs no budget version lets start are skipped up front (``over_cap``); if jobs are still
   queued when no event is left, ``run`` raises ``ConfigError`` naming them instead of returning a partial run.
-- ``replay="logged"`` bypasses the scheduler (``engine.replay``).
+- ``replay="logged"`` bypasses the scheduler (``engine.replay``). A warm start T (``engine.warm``) pins the jobs
+  that started before T before the first event and submits the others at max(submit, T).
+- Each attempt's wait keeps its own reasons (``note``); ``wait_reasons`` answers per (job, attempt).
 """
 from __future__ import annotations
 
@@ -28,11 +30,12 @@ import math
 
 import numpy as np
 
-from . import fastpath, health, passes, preempt
+from . import fastpath, health, passes, preempt, warm
 from .intervals import Intervals
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
+from . import tenants
 from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
@@ -72,6 +75,8 @@ class Simulator:
         self.end_time = [None] * n
         self.start_seq = [None] * n
         self.reserved = [None] * n
+        self.reserved_att: dict = {}      # job -> attempt whose wait made its reservation (default: the last)
+        self.burst_att: set = set()       # (job, attempt) of requeued attempts that ran as burst
         self.burst = [False] * n
         self.preemptions = [0] * n
         self.failures = [0] * n
@@ -111,8 +116,15 @@ class Simulator:
         self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
         self._head_order = None
-        self._room_key, self._room = None, {}
+        self._room_v, self._room_t, self._room = None, None, {}
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
+        # the fair-share order already leaves funded jobs a borrowing cap holds back out (and hands each job over
+        # before anything else starts): a pass re-checks the cap only for the others
+        lazy_fs = cfg.policy == "fairshare" and cfg.backfill_order == "queue"
+        self.cap_check = [not (lazy_fs and mr != 0) for mr in self.min_rt] if self._caps else None
+        self.cap_all = [True] * n if self._caps else None
+        self._cap_slots: dict = {}  # an incremental pass's new jobs come from no order
+        self.ordered = True   # whether the running pass's jobs come from the queue order (``schedule``)
         self.health = health.Health(self)
         self.pass_fn = passes.choose(self)
 
@@ -138,17 +150,24 @@ class Simulator:
         else:
             top = {key: max((pool.cap_g[k] for k in nodes), default=0) for key, nodes, _, _ in pool._groups.values()}
             self.whole = [gg or (g > 0 and g >= top[grp[0]]) for gg, g, grp in zip(wl.gang, self.req_g, wl.group)]
-        heap = [(self.submit[i], P_SUBMIT, i, i) for i in range(self.n)]
+        T = wl.warm_s
+        if T is None:
+            heap = [(self.submit[i], P_SUBMIT, i, i) for i in range(self.n)]
+        else:  # a job pending at the warm start T is eligible from T on (its wait still counts from its submit)
+            heap = [(s if s > T else T, P_SUBMIT, i, i) for i, (s, p) in enumerate(zip(self.submit, wl.pinned)) if not p]
         self.seq_counter = self.n
         self.heap = heap
         heapq.heapify(heap)
+        if T is not None:
+            warm.setup(self)
         self.health.schedule_events()
+        frag_end = INF if wl.end_s is None else wl.end_s  # fragmentation is measured inside the window
         pop = heapq.heappop
         queue = self.queue
         while heap:
             t = heap[0][0]
-            if self.whole_waiting and self.pool.stranded_g:
-                self.frag_g_seconds += (t - self.now) * self.pool.stranded_g
+            if self.whole_waiting and self.pool.stranded_g and self.now < frag_end:
+                self.frag_g_seconds += ((t if t < frag_end else frag_end) - self.now) * self.pool.stranded_g
             self.now = t
             full = False
             new = []
@@ -200,7 +219,9 @@ class Simulator:
                 jobs = self.queue.order(now)
         else:
             jobs = new
+        self.ordered = jobs is not new
         started = self.pass_fn(self, now, jobs, self.pstate)
+        self.ordered = True
         for j in started:
             self.dequeue(j)
         if self.preempt_on and len(self.queue):
@@ -210,9 +231,8 @@ class Simulator:
     def enqueue(self, j) -> None:
         self.status[j] = QUEUED
         self.queue.add(j)
-        if self.first_start[j] is None:
-            self.reason[j] = self.default_reason
-            self.reason_since[j] = self.now
+        self.reason[j] = self.default_reason  # every attempt's wait has its own reasons
+        self.reason_since[j] = self.now
         s = self.shape[j]
         self.shape_count[s] = self.shape_count.get(s, 0) + 1
         self.qstats.add(*s)
@@ -240,7 +260,7 @@ class Simulator:
         self.att_start[j] = now
         if self.first_start[j] is None:
             self.first_start[j] = now
-            self._close_reason(j, now)
+        self._close_reason(j, now)
         self.seq_counter += 1
         self.start_seq[j] = self.seq_counter
         dur = min(self.rem[j], self.limit_left[j])
@@ -280,7 +300,7 @@ class Simulator:
                 for k in groups[n]:
                     self.preemptible_in[k].discard(j)
         preempt.on_stop(self, j)
-        self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful)
+        self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful, self.start_seq[j])
         self.run_s[j] += now - self.att_start[j]
         self.version += 1
 
@@ -307,6 +327,10 @@ class Simulator:
             self.failures[j] += 1
         else:
             self.preemptions[j] += 1
+        if self.burst[j]:
+            self.burst_att.add((j, self.attempt[j]))
+        if self.reserved[j] is not None and j not in self.reserved_att:
+            self.reserved_att[j] = self.attempt[j]  # the first reservation belongs to this attempt's wait
         self.attempt[j] += 1
         released, self.alloc[j] = self.alloc[j], ()
         self.enqueue(j)
@@ -330,31 +354,36 @@ class Simulator:
 
     # ------------------------------------------------------------------ wait reasons
     def note(self, j, r) -> None:
-        """Job j, examined now, cannot start because of ``r``. Until its first start the time spent under each
-        reason is summed; the reason held longest is the job's ``wait_reason``."""
+        """Job j, examined now, cannot start because of ``r``. The time each attempt's wait spends under each
+        reason is summed; the reason held longest is that attempt's ``wait_reason``."""
         old = self.reason[j]
         if old == r:
             return
-        if self.first_start[j] is None:
-            d = self.now - self.reason_since[j]
-            if d > 0:
-                acc = self.reason_acc.setdefault(j, {})
-                acc[old] = acc.get(old, 0.0) + d
-            self.reason_since[j] = self.now
+        d = self.now - self.reason_since[j]
+        if d > 0:
+            att = self.attempt[j]
+            acc = self.reason_acc.setdefault((j, att) if att else j, {})
+            acc[old] = acc.get(old, 0.0) + d
+        self.reason_since[j] = self.now
         self.reason[j] = r
 
     def _close_reason(self, j, now) -> None:
         d = now - self.reason_since[j]
         if d > 0:
-            acc = self.reason_acc.setdefault(j, {})
+            att = self.attempt[j]
+            acc = self.reason_acc.setdefault((j, att) if att else j, {})
             acc[self.reason[j]] = acc.get(self.reason[j], 0.0) + d
 
-    def wait_reasons(self) -> list:
-        """Per job: the reason it waited longest for its first start (ties: ``REASONS`` order); None if no wait."""
-        out = [None] * self.n
+    def wait_reasons(self) -> dict:
+        """Job j (its first attempt) or (j, attempt) -> the reason that wait held longest (ties: ``REASONS``
+        order); absent: no wait."""
+        out = {}
         rank = {r: k for k, r in enumerate(REASONS)}
-        for j, acc in self.reason_acc.items():
-            out[j] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
+        for key, acc in self.reason_acc.items():
+            if len(acc) == 1:  # most waits have one reason
+                out[key] = next(iter(acc))
+            else:
+                out[key] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
         return out
 
     # ------------------------------------------------------------------ queries used by passes
@@ -375,29 +404,9 @@ class Simulator:
     def budgeting_caps(self) -> bool:
         return self._caps
 
-    def _hold_caps(self, j, g) -> None:
-        name = self.accounts[self.acct[j]]
-        for ten in self.budgeting.versions:
-            held = ten.held_g
-            for i in ten.capped_chain[ten.bucket[name]]:
-                held[i] += g
-
-    def over_cap(self, j) -> bool:
-        """Would starting j take a budget node past its ``max_gpus`` borrowing cap?
-
-        Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
-        g > floor(cap) - held) is cached until the running set or the instant changes."""
-        key = (self.version, self.now)
-        if self._room_key != key:
-            self._room_key, self._room = key, {}
-        a = self.acct[j]
-        room = self._room.get(a)
-        if room is None:
-            ten = self.budgeting.at(self.now)
-            chain = ten.capped_chain[ten.bucket[self.accounts[a]]]
-            held, cap = ten.held_g, ten.cap
-            room = self._room[a] = min((math.floor(cap[i]) - held[i] for i in chain), default=INF)
-        return self.req_g[j] > room
+    # borrowing caps (``tenants``): functions of the simulator, bound as methods
+    _hold_caps = tenants.hold_caps
+    over_cap = tenants.over_cap
 
     def held_by_bucket(self, ten) -> dict:
         out: dict[int, list] = {}

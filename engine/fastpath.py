@@ -25,7 +25,7 @@ def applies(sim) -> bool:
     cfg = sim.cfg
     return (ENABLED and sim.pool.cluster.procs_mode and cfg.policy == "fcfs" and sim.depth <= 1
             and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
-            and not sim.health.events and not sim.budgeting_caps())
+            and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None)
 
 
 def run(sim) -> None:
@@ -161,6 +161,6 @@ def run(sim) -> None:
     zeros = np.zeros(n, dtype=np.int64)
     iv = sim.intervals
     iv.job, iv.att, iv.start, iv.end = order, zeros, st[order], en[order]
-    iv.how, iv.useful = np.zeros(n, dtype=np.int8), en[order] - st[order]
+    iv.how, iv.useful, iv.seq = np.zeros(n, dtype=np.int8), en[order] - st[order], sq[order]
     iv.a_iv, iv.a_node, iv.a_m = np.arange(n, dtype=np.int64), zeros, zeros
     iv.a_g, iv.a_c = (zeros, sizes) if use_c else (sizes, zeros)

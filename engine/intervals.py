@@ -1,8 +1,8 @@
 """Columnar record of every run attempt and the resources it held (feeds the timeline and the metrics).
 
-Invariants: interval k is (job[k], att[k], start[k], end[k], how[k], useful[k]) with start <= end,
+Invariants: interval k is (job[k], att[k], start[k], end[k], how[k], useful[k], seq[k]) with start <= end,
 0 <= useful <= end - start (the checkpointed part of a requeued attempt, all of a finished one) and how one of
-``HOWS``; its allocation rows are the rows r with ``a_iv[r] == k`` (node index and integer units as in
+``HOWS`` and seq the attempt's start sequence number; its allocation rows are the rows r with ``a_iv[r] == k`` (node index and integer units as in
 ``pool``); rows of one interval are contiguous and in allocation order; intervals are appended in the
 order attempts end (deterministic), and ``arrays()`` returns numpy copies.
 """
@@ -16,13 +16,13 @@ HOW_CODE = {h: k for k, h in enumerate(HOWS)}
 
 class Intervals:
     def __init__(self):
-        self.job, self.att, self.start, self.end, self.how, self.useful = [], [], [], [], [], []
+        self.job, self.att, self.start, self.end, self.how, self.useful, self.seq = [], [], [], [], [], [], []
         self.a_iv, self.a_node, self.a_g, self.a_c, self.a_m = [], [], [], [], []
 
     def __len__(self):
         return len(self.job)
 
-    def add(self, j, att, s, e, alloc, how, useful=None) -> None:
+    def add(self, j, att, s, e, alloc, how, useful=None, seq=None) -> None:
         """``useful``: seconds of the attempt that count as done work (all of it unless requeued)."""
         k = len(self.job)
         self.job.append(j)
@@ -31,6 +31,7 @@ class Intervals:
         self.end.append(e)
         self.how.append(HOW_CODE[how])
         self.useful.append(e - s if useful is None else useful)
+        self.seq.append(-1 if seq is None else seq)
         for n, g, c, m in alloc:
             self.a_iv.append(k)
             self.a_node.append(n)
@@ -43,6 +44,7 @@ class Intervals:
             "job": np.asarray(self.job, dtype=np.int64), "att": np.asarray(self.att, dtype=np.int64),
             "start": np.asarray(self.start, dtype=np.float64), "end": np.asarray(self.end, dtype=np.float64),
             "how": np.asarray(self.how, dtype=np.int8), "useful": np.asarray(self.useful, dtype=np.float64),
+            "seq": np.asarray(self.seq, dtype=np.int64),
             "a_iv": np.asarray(self.a_iv, dtype=np.int64), "a_node": np.asarray(self.a_node, dtype=np.int64),
             "a_g": np.asarray(self.a_g, dtype=np.int64), "a_c": np.asarray(self.a_c, dtype=np.int64),
             "a_m": np.asarray(self.a_m, dtype=np.int64),

@@ -1,19 +1,25 @@
 """Metrics of one simulated run (a flat-ish dict that ``metrics.json`` stores and ``compare`` diffs).
 
-Definitions ("resource" = GPUs when the cluster has any, else CPUs / processors; times in seconds):
+Definitions ("resource" = GPUs when the cluster has any, else CPUs / processors; times in seconds). Everything
+is measured inside the window [w0, w1) (``window``): w0 = the warm start (else the first submit), w1 = the
+window end (else the last end); jobs pinned by a warm start (``engine.warm``) count only by the resources they
+hold inside it, never in waits, slowdowns or timeouts (their waits are history, not the policy's).
 - ``occupancy``: allocated resource-seconds (every attempt, lost work included) / available capacity-seconds
-  (capacity x span minus node downtime); span = first submit to last end.
+  (capacity x span minus node downtime); span = w1 - w0.
 - ``utilisation``: the same with only useful work (lost work excluded): the classic utilisation of
   scheduling studies. ``gpu_busy_utilisation``: useful GPU-seconds x the log's ``mean_gpu_util`` / useful
   GPU-seconds (DOMAIN.md's top pyramid level), null without utilisation data.
-- waits: wait = first start - submit; ``wait_s`` mean/p50/p90/p99 (linear interpolation) overall, per job
-  class and per team (account). Bounded slowdown: mean of max(1, (end - submit) / max(run, 10 s)).
+- waits: wait = first start - submit, per simulated job (a requeued job's later waits are in its attempt rows of
+  the output, not here); ``wait_s`` mean/p50/p90/p99 (linear interpolation) overall, per job class and per team
+  (account). Bounded slowdown: mean of max(1, (end - submit) / max(run, 10 s)).
+- ``lost_*_hours``: the tails of requeued attempts after their last checkpoint, inside the window.
 - ``attainment``: budget attainment by the queries' definition (``engine.attainment``), computed by
   ``simulate`` from the simulated jobs frame once it is built.
 - ``unallocated_occupancy_share``: share of allocated resource-seconds held by min-runtime-0 jobs.
 - ``fragmentation_gpu_hours``: free GPUs on partly used available nodes, integrated over the time some
-  whole-node job (a gang, or a job needing a full node's GPUs) waited; ``fragmentation_share`` divides by
-  available GPU capacity-hours.
+  whole-node job (a gang, or a job needing a full node's GPUs) waited inside the window;
+  ``fragmentation_share`` divides by GPU capacity-hours of the span.
+- ``warm_start`` (warm starts only): jobs pinned (history / running at T), replaced, not placed, pending at T.
 """
 from __future__ import annotations
 
@@ -59,6 +65,21 @@ def _codes(wl) -> tuple:
     return codes.to_numpy(), labels
 
 
+def window(sim, wl) -> tuple[float, float]:
+    """The measured window [w0, w1) on the simulation clock: the warm start (else the first submit) to the
+    window end (else the last end)."""
+    first_start, end_time = sim.array("first_start"), sim.array("end_time")
+    ran = ~np.isnan(first_start)
+    submit = wl.array("submit")
+    w0 = wl.warm_s if wl.warm_s is not None else (float(submit.min()) if sim.n else 0.0)
+    w1 = wl.end_s if wl.end_s is not None else (float(np.nanmax(end_time)) if ran.any() else w0)
+    return w0, max(w1, w0)
+
+
+def _clip(a, b, w0, w1):
+    return np.maximum(np.minimum(b, w1) - np.maximum(a, w0), 0.0)
+
+
 def compute(sim, wl) -> dict:
     n = sim.n
     pool = sim.pool
@@ -69,24 +90,27 @@ def compute(sim, wl) -> dict:
     submit = wl.array("submit")
     first_start = sim.array("first_start")
     end_time = sim.array("end_time")
-    # every job starts and ends, except in the as-logged replay (jobs that never started: NaN, left out)
-    ran = ~np.isnan(first_start)
-    first = float(submit.min()) if n else 0.0
-    last = float(np.nanmax(end_time)) if ran.any() else first
-    span = max(last - first, 0.0)
+    pinned = np.asarray(wl.pinned, dtype=bool) if n else np.zeros(0, bool)
+    # every job starts and ends, except in the as-logged replay (jobs that never started: NaN, left out);
+    # pinned jobs (warm start) ran as logged before the window: their waits are not the policy's
+    ran = ~np.isnan(first_start) & ~pinned
+    first, last = window(sim, wl)
+    span = last - first
     down = sum(max(min(b, last) - max(a, first), 0.0) * cap_list[node] / 1000.0
                for node, a, b in sim.health.down_intervals)
     available = max(cap_units * span - down, 0.0)
     units_row = iv["a_g"] if res == "gpus" else iv["a_c"]
     units = np.bincount(iv["a_iv"], weights=units_row, minlength=len(iv["job"])) / 1000.0
-    dur = iv["end"] - iv["start"]
-    held = units * dur
+    # allocated and lost resource-seconds inside the window (the lost part of an attempt is its tail after
+    # the last checkpoint)
+    held = units * _clip(iv["start"], iv["end"], first, last)
+    tail = _clip(iv["start"] + iv["useful"], iv["end"], first, last)
     allocated = float(held.sum())
     min_rt = sim.array("min_rt")
     free_alloc = float(held[min_rt[iv["job"]] == 0].sum()) if len(held) else 0.0
-    lost_g = sim.array("lost_g")
-    lost_c = sim.array("lost_c")
-    lost = float((lost_g if res == "gpus" else lost_c).sum()) / 1000.0
+    g_units = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0
+    c_units = np.bincount(iv["a_iv"], weights=iv["a_c"], minlength=len(iv["job"])) / 1000.0
+    lost = float((units * tail).sum())
     useful = allocated - lost
 
     waits = (first_start - submit)[ran]
@@ -94,11 +118,13 @@ def compute(sim, wl) -> dict:
     bsld = np.maximum(1.0, (end_time - submit)[ran] / np.maximum(run[ran], BSLD_THRESHOLD_S))
     preemptions = sim.array("preemptions", np.int64)
     cls_codes, cls_labels = _codes(wl)
+    timeouts = (np.asarray([bool(x) for x in wl.timeout], dtype=bool) if sim.cfg.replay != "logged" else
+                np.asarray([x == "TIMEOUT" for x in wl.state], dtype=bool))
     out: dict = {
         "resource": res,
         "capacity": float(cap_units),
         "span_s": span,
-        "jobs_simulated": n,
+        "jobs_simulated": int((~pinned).sum()),
         "jobs_skipped": int(sum(wl.skipped.values())),
         "jobs_skipped_by_reason": {k: int(v) for k, v in sorted(wl.skipped.items())},
         "available_resource_hours": available / 3600.0,
@@ -114,26 +140,28 @@ def compute(sim, wl) -> dict:
         "preemptions": int(preemptions.sum()),
         "failures_requeued": int(sum(sim.failures)),
         "jobs_preempted": int((preemptions > 0).sum()),
-        "lost_gpu_hours": float(lost_g.sum()) / 1000.0 / 3600.0,
-        "lost_cpu_hours": float(lost_c.sum()) / 1000.0 / 3600.0,
-        "timeouts": int(sum(bool(x) for x in wl.timeout)) if sim.cfg.replay != "logged" else
-        int(sum(1 for x in wl.state if x == "TIMEOUT")),
+        "lost_gpu_hours": float((g_units * tail).sum()) / 3600.0,
+        "lost_cpu_hours": float((c_units * tail).sum()) / 3600.0,
+        "timeouts": int(timeouts[~pinned].sum()) if n else 0,
         "node_events": dict(sim.health.counts),
         "node_down_hours": sum(b - a for _, a, b in sim.health.down_intervals) / 3600.0,
         "scheduler": dict(sim.counters),
     }
+    if wl.warm_s is not None:
+        out["warm_start"] = getattr(sim, "warm_stats", None) or {"jobs_pinned": int(pinned.sum())}
     gpu_cap_s = sum(pool.cap_g) / 1000.0 * span
     out["fragmentation_gpu_hours"] = sim.frag_g_seconds / 1000.0 / 3600.0
     out["fragmentation_share"] = (sim.frag_g_seconds / 1000.0 / gpu_cap_s) if gpu_cap_s > 0 else None
-    out["gpu_busy_utilisation"] = _busy(iv, wl) if res == "gpus" else None
+    out["gpu_busy_utilisation"] = _busy(iv, wl, first, last) if res == "gpus" else None
     return out
 
 
-def _busy(iv, wl):
+def _busy(iv, wl, w0, w1):
     if "mean_gpu_util" not in wl.frame.columns:
         return None
     util = wl.frame["mean_gpu_util"].cast(float).to_numpy()
-    gs = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0 * (iv["end"] - iv["start"])
+    gs = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0 * \
+        _clip(iv["start"], iv["end"], w0, w1)
     u = util[iv["job"]] if len(iv["job"]) else np.zeros(0)
     ok = (iv["how"] == 0) & ~np.isnan(u)
     den = float(gs[ok].sum())

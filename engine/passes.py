@@ -215,11 +215,12 @@ def node_pass(sim, now, jobs, st):
     started = []
     if st.stopped:
         return started
-    capped = sim.budgeting_caps()
+    capped = sim._caps
+    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
     it = iter(jobs)
     if st.blocked is None:
         for j in it:
-            if capped and sim.over_cap(j):
+            if capped and needs_cap[j] and sim.over_cap(j):
                 note(j, "quota")
                 continue
             grp = group[j]
@@ -265,7 +266,7 @@ def node_pass(sim, now, jobs, st):
                 return f
             if now + est[j] * inv > st.T:  # a "long" entry means a job was examined: T is known
                 return "reservation"
-        if capped and over_cap(j):
+        if capped and needs_cap[j] and over_cap(j):
             return "quota"
         g, c, m = req_g[j], req_c[j], req_m[j]
         b = bounds(group[j])
@@ -295,6 +296,7 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
     reason, bounds, place, place_in, over_cap = sim.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None
+    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
     for j in tested(sim, st, _sort_backfill(sim, it)):
         if exact and st.n_failed_short >= n_shapes:
             break
@@ -308,7 +310,7 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
             if reason[j] != r:
                 note(j, r)
             continue
-        if capped and over_cap(j):
+        if capped and needs_cap[j] and over_cap(j):
             note(j, "quota")
             continue
         grp = group[j]

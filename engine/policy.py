@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 
 INF = float("inf")
 RUNNING = 2  # core.RUNNING (not imported: core imports this module)
@@ -192,7 +191,7 @@ class TenantQueue:
         frac, paths = ten.frac, ten.paths
         horizon = sim.cfg.lookback_s
         charge, est = sim.charge, sim.limit_left
-        capped, held, cap, req_g = ten.capped_chain, ten.held_g, ten.cap, sim.req_g
+        capped, held, capf, req_g = ten.capped_chain, ten.held_g, ten.cap_floor, sim.req_g
         reason, note, status = sim.reason, sim.note, sim.status
         chains = ten.depth_chain
         heads: dict = {}
@@ -215,7 +214,14 @@ class TenantQueue:
             # its jobs in order until one starts (or it has none left)
             cn = capped[node]
             # integer milli-GPUs: held + g > cap  <=>  g > floor(cap) - held, for the tightest cap on the path
-            room = min(math.floor(cap[i]) - held[i] for i in cn) if cn else None
+            if cn:
+                room = INF
+                for i in cn:
+                    r = capf[i] - held[i]
+                    if r < room:
+                        room = r
+            else:
+                room = None
             taken = 0
             started = False
             it = heads.get(node)

@@ -139,46 +139,47 @@ def _victims(sim, J, now):
     fair_ok = fair and sJ < 1.0 - th
     elig = sim.eligible(J)
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
-    cands = []
+    vs, svs = [], {}
     near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
-    for v in sorted(near):
-        unfunded = min_rt[v] == 0
-        if unfunded:
-            sv = 0.0
+    for v in near:
+        if min_rt[v] == 0:
+            vs.append(v)
         elif fair_ok or reclaim:
             bv = bucket[accounts[acct[v]]]
             sv = served.get(bv, 0.0)
-            if not ((fair_ok and sv > 1.0 + th)
-                    or (reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ)):
-                continue
-        else:
-            continue
-        elapsed = now - sim.att_start[v]
-        ci = sim.cfg.checkpoint_interval_s
-        lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
-        cands.append((not unfunded, not sim.burst[v], -sv, lost, -sim.att_start[v], v))
-    if not cands:
+            if (fair_ok and sv > 1.0 + th) or (reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ):
+                vs.append(v)
+                svs[v] = sv
+    if not vs:
         return None
-    cands.sort()
     pool = sim.pool
     grp = sim.group[J]
     gang = sim.gang[J]
     nodes = grp[2] if gang else grp[1]
     g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
     # releasing more jobs never makes a fit impossible: if J does not fit with every candidate gone, no search
-    # through them can succeed (the common case on a busy cluster), so test that once first
+    # through them can succeed (the common case on a busy cluster), so test that once first (in any order)
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     touched_all = set()
-    for *_, v in cands:
-        for n, a, b, d in sim.alloc[v]:
+    avail = pool.avail
+    for v in vs:
+        for n, a, b, d in alloc[v]:
             fg[n] += a
             fc[n] += b
             fm[n] += d
-            if n in elig and pool.avail[n]:
+            if n in elig and avail[n]:
                 touched_all.add(n)
     if not touched_all or pool.place(nodes if gang else sorted(touched_all), gang, g, c, m,
                                      free=(fg, fc, fm)) is None:
         return None
+    ci = sim.cfg.checkpoint_interval_s
+    cands = []
+    for v in vs:
+        unfunded = min_rt[v] == 0
+        elapsed = now - sim.att_start[v]
+        lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
+        cands.append((not unfunded, not sim.burst[v], -svs.get(v, 0.0), lost, -sim.att_start[v], v))
+    cands.sort()
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     chosen = []
     placement = None
@@ -235,7 +236,7 @@ def rounds(sim, now) -> None:
         J = st.blocked if st is not None else None
         if J is None or sim.status[J] != 1 or sim.min_rt[J] == 0 or not sim.preemptible:
             return
-        if sim.budgeting_caps() and sim.over_cap(J):
+        if sim._caps and sim.over_cap(J):
             return
         # a search fails again until J's nodes change or a job becomes preemptible (guarantees: any change)
         key = (J, sim.pool.gepoch[sim.group[J][0]], sim.preempt_added,

@@ -63,11 +63,16 @@ def _split(total: int, k: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(k)]
 
 
-def run(sim) -> None:
+def logged_runs(sim, only=None) -> list[tuple]:
+    """``(start, j, run_s, alloc, (g, c, m))`` of every job with a logged start (of the jobs in ``only`` when given), in
+    start order (ties by index), on the simulation clock: the logged run time (else end - start, else 0) and
+    the logged allocation on the logged nodes (``()`` when a node is unknown; processor-count mode: its one
+    pool) and its totals (integer units)."""
     wl = sim.wl
     f = wl.frame
     n = sim.n
     is_dt = wl.datetime_dtype is not None
+    rows = range(n) if only is None else sorted(only)
 
     def seconds(name):
         if name not in f.columns:
@@ -85,13 +90,11 @@ def run(sim) -> None:
     a_g, a_c, a_m = floats("alloc_gpus"), floats("alloc_cpus"), floats("alloc_mem_bytes")
     index = {name: k for k, name in enumerate(sim.pool.names)}
     procs = sim.pool.cluster.procs_mode
-    order = sorted((s, j) for j, s in enumerate(start) if s is not None)
-    ends = []
-    for s, j in order:
+    out = []
+    for s, j in sorted((start[j], j) for j in rows if start[j] is not None):
         run_s = wl.raw_run[j]
         if run_s is None or run_s != run_s or run_s < 0:
-            run_s = (end[j] - s) if end[j] is not None else 0.0
-        e = s + run_s
+            run_s = max(end[j] - s, 0.0) if end[j] is not None else 0.0
         g = milli(a_g[j]) if a_g[j] is not None else sim.req_g[j]
         c = milli(a_c[j]) if a_c[j] is not None else sim.req_c[j]
         m = mib_up(a_m[j]) if a_m[j] is not None else sim.req_m[j]
@@ -104,6 +107,14 @@ def run(sim) -> None:
                 alloc = tuple(zip(nodes, _split(g, k), _split(c, k), _split(m, k)))
             else:
                 alloc = ()
+        out.append((s, j, run_s, alloc, (g, c, m)))
+    return out
+
+
+def run(sim) -> None:
+    ends = []
+    for s, j, run_s, alloc, _ in logged_runs(sim):
+        e = s + run_s
         sim.seq_counter += 1
         sim.start_seq[j] = sim.seq_counter
         sim.first_start[j] = sim.att_start[j] = s
@@ -113,4 +124,4 @@ def run(sim) -> None:
         sim.status[j] = DONE
         ends.append((e, sim.start_seq[j], j))
     for e, _, j in sorted(ends):
-        sim.intervals.add(j, 0, sim.first_start[j], e, sim.alloc[j], "end")
+        sim.intervals.add(j, 0, sim.first_start[j], e, sim.alloc[j], "end", seq=sim.start_seq[j])

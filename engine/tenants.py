@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from . import budget_tree as bt
 
@@ -120,6 +121,7 @@ class Tenants:
         self.leaves = [i for i in range(len(self.paths)) if not self.children[i]]
         # borrowing caps on each bucket's path, and the milli-GPUs running under every node (kept by the core)
         self.capped_chain = [tuple(i for i in chain if self.cap[i] is not None) for chain in self.depth_chain]
+        self.cap_floor = [None if c is None else math.floor(c) for c in self.cap]  # integer milli-GPU caps
         self.held_g = [0] * len(self.paths)
 
     def _add(self, path, parent, frac, guarantee, cap) -> int:
@@ -228,15 +230,15 @@ class Ledger:
             lo = t - self.L
             out = []
             ninf = float("-inf")
-            for a, h in enumerate(self.hist):
-                k = self.ptr[a]
-                last = len(h) - 1
-                while k < last and h[k + 1][0] <= lo:
+            ptr = self.ptr
+            for a, (h, c, r, last_t) in enumerate(zip(self.hist, self.cum, self.rate, self.last)):
+                k = ptr[a]
+                top = len(h) - 1
+                while k < top and h[k + 1][0] <= lo:
                     k += 1
-                self.ptr[a] = k
+                ptr[a] = k
                 t0, c0, r0 = h[k]
-                before = c0 + r0 * (lo - t0) if t0 > ninf else 0.0
-                out.append(self.cum[a] + self.rate[a] * (t - self.last[a]) - before)
+                out.append(c + r * (t - last_t) - (c0 + r0 * (lo - t0) if t0 > ninf else 0.0))
             self._all = out
             self._all_t = t
         return self._all
@@ -251,6 +253,38 @@ class Ledger:
         t0, c0, r0 = h[k]
         before = c0 + r0 * (lo - t0) if t0 > float("-inf") else 0.0
         return self.total(a, t) - before
+
+
+def hold_caps(self, j, g) -> None:
+    """``Simulator._hold_caps``: add g milli-GPUs to every capped node on j's account path, in every version."""
+    slots = self._cap_slots.get(self.acct[j])
+    if slots is None:  # (held list, node) of every capped node on the account's path, in every version
+        name = self.accounts[self.acct[j]]
+        slots = self._cap_slots[self.acct[j]] = [(ten.held_g, i) for ten in self.budgeting.versions
+                                                 for i in ten.capped_chain[ten.bucket[name]]]
+    for held, i in slots:
+        held[i] += g
+
+
+def over_cap(self, j) -> bool:
+    """``Simulator.over_cap``: would starting j take a budget node past its ``max_gpus`` borrowing cap?
+
+    Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
+    g > floor(cap) - held) is cached until the running set or the instant changes."""
+    if self._room_v != self.version or self._room_t != self.now:
+        self._room_v, self._room_t, self._room = self.version, self.now, {}
+    a = self.acct[j]
+    room = self._room.get(a)
+    if room is None:
+        ten = self.budgeting.at(self.now)
+        room = math.inf
+        held = ten.held_g
+        for i in ten.capped_chain[ten.bucket[self.accounts[a]]]:
+            r = ten.cap_floor[i] - held[i]
+            if r < room:
+                room = r
+        self._room[a] = room
+    return self.req_g[j] > room
 
 
 def min_runtimes(wl, cfg, budgeting) -> list:

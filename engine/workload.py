@@ -8,8 +8,9 @@ optional ``job_id`` (else the row number), ``account``, ``user``, ``job_class``,
 Invariants:
 - Jobs are ordered by (submit, job id) - numeric ids numerically - then input row; index i in every array
   is the i-th job in that order, and ``frame`` has one row per simulated job in that order.
-- Skipped jobs are counted by reason and never simulated: ``no_submit``, ``unfinished`` (state RUNNING or
-  PENDING), ``never_ran`` (no run time and a null ``start``), ``no_runtime`` (elapsed null or <= 0),
+- Skipped jobs are counted by reason and never simulated: ``no_submit``, ``unfinished`` (state PENDING, and
+  RUNNING unless the run has a warm start: a warm-started window simulates a job still running at the log's
+  end for its run time so far, a lower bound), ``never_ran`` (no run time and a null ``start``), ``no_runtime`` (elapsed null or <= 0),
   ``no_size`` (nothing of the sizing resource requested), ``too_large`` (fits no set of nodes it may use),
   ``over_cap`` (asks for more GPUs than a ``max_gpus`` borrowing cap on its budget path allows in every budget
   version: it could never start).
@@ -17,6 +18,9 @@ Invariants:
   ``min(elapsed, limit)`` and ends TIMEOUT when its elapsed time exceeds its limit.
 - Requests are integers: milli-GPUs, milli-CPUs, MiB (rounded up); in processor-count mode only the
   cluster's sizing resource is non-zero.
+- With a warm start T, a job whose logged ``start`` is before T is *pinned* (``pinned[i]``): kept whatever its
+  state, run time or size (it runs as logged, ``engine.warm``), never skipped for its request; every other job
+  goes through the checks above. ``warm_s`` / ``end_s`` are T and the window end on the simulation clock.
 """
 from __future__ import annotations
 
@@ -30,17 +34,19 @@ SKIP_REASONS = ("no_submit", "unfinished", "never_ran", "no_runtime", "no_size",
 
 
 class Workload:
-    def __init__(self, frame, x, datetime_dtype, origin_us, group, gang, skipped):
+    def __init__(self, frame, x, datetime_dtype, origin_us, group, gang, skipped, warm_s=None, end_s=None):
         self.frame = frame                  # the kept input rows, sorted
         self._x = x                         # engine columns of the kept rows, same order
         self.datetime_dtype = datetime_dtype  # dtype of submit when it is a datetime, else None (seconds)
         self.origin_us = origin_us          # simulation time 0 in UTC microseconds (datetime input)
         self.group, self.gang = group, gang  # pool group and gang flag per job
         self.skipped = skipped
+        self.warm_s, self.end_s = warm_s, end_s  # warm start and window end on the simulation clock (or None)
         get = lambda c: x[c].to_list()  # noqa: E731
         self.submit, self.run, self.limit, self.timeout = get("__sub"), get("__run"), get("__lim"), get("__to")
         self.raw_run = get("__raw")         # the logged run time (not capped at the limit): the as-logged replay
         self.req_g, self.req_c, self.req_m = get("__gm"), get("__cm"), get("__mm")
+        self.pinned = get("__pin")          # started before the warm start: runs as logged
         acct = self._str("account").fill_null("(none)")
         self.accounts = sorted(acct.unique().to_list())
         index = {a: k for k, a in enumerate(self.accounts)}
@@ -99,10 +105,26 @@ def _col(df: pl.DataFrame, name: str, dtype):
     return pl.col(name).cast(dtype, strict=False)
 
 
-def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Workload:
+def _absolute(value, is_dt: bool, name: str):
+    """A config instant on the frame's raw clock: epoch microseconds (datetime submit) or seconds (numeric)."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if is_dt != isinstance(value, dt.datetime):
+        kind = "a datetime" if is_dt else "a number of seconds"
+        raise ConfigError(f"{name}: the workload's submit times need {kind}, got {value!r}")
+    if is_dt:
+        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1)
+    return float(value)
+
+
+def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False, warm_start=None,
+            window_end=None) -> Workload:
     """The engine's view of ``df`` on ``pool``; ``gpu_cap(account)`` is the largest GPU request (milli-GPUs)
     any budget version lets the account start, or None for no cap. ``keep_all`` (the as-logged replay) keeps
-    every job with a submit time, whatever its state, run time or size."""
+    every job with a submit time, whatever its state, run time or size. ``warm_start`` / ``window_end``: the
+    config's instants (``SimConfig.validated()`` forms)."""
     if not isinstance(df, pl.DataFrame):
         raise ConfigError(f"workload: expected a polars DataFrame, got {type(df).__name__}")
     if "submit" not in df.columns:
@@ -113,6 +135,8 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Wor
         raise ConfigError(f"workload: 'submit' must be a datetime or numeric seconds, got {sub_dtype}")
     if "elapsed_s" not in df.columns and not ("start" in df.columns and "end" in df.columns):
         raise ConfigError("workload: needs 'elapsed_s' (or 'start' and 'end') for the actual run times")
+    warm_abs = _absolute(warm_start, is_dt, "warm_start")
+    end_abs = _absolute(window_end, is_dt, "window_end")
     df = df.with_row_index("__row")
     if "job_id" not in df.columns:
         df = df.with_columns((pl.col("__row") + 1).cast(pl.String).alias("job_id"))
@@ -140,16 +164,27 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Wor
         gm, cm = milli(req("req_gpus")), milli(req("req_cpus"))
         mm = pl.when(mem > 0).then((mem / float(1 << 20) - 1e-9).ceil()).otherwise(0.0).cast(pl.Int64)
     lim = _col(df, "time_limit_s", pl.Float64)
+    if warm_abs is None or "start" not in df.columns:
+        pin = pl.lit(False)
+    else:
+        start_abs = pl.col("start").dt.epoch("us").cast(pl.Float64) if is_dt else pl.col("start").cast(pl.Float64)
+        pin = (start_abs < warm_abs).fill_null(False)
     x = df.select(
         pl.col("__row"), pl.col("job_id").cast(pl.String).alias("__id"), sub_s.alias("__sub"), run.alias("__raw"),
         pl.when(lim > 0).then(lim).otherwise(run).alias("__lim"),
         gm.alias("__gm"), cm.alias("__cm"), mm.alias("__mm"),
         _col(df, "state", pl.String).alias("__state"),
         (pl.col("start").is_null() if "start" in df.columns else pl.lit(False)).alias("__nostart"),
+        pin.alias("__pin"),
     ).with_columns(
         pl.min_horizontal("__raw", "__lim").alias("__run"), (pl.col("__raw") > pl.col("__lim")).alias("__to"))
+    # a warm-started window keeps the jobs still RUNNING at the log's end (their run time so far is a lower
+    # bound): they are load inside the window; a cold replay skips them as before
+    censored_skip = pl.lit(warm_abs is None)
     reason = (pl.when(pl.col("__sub").is_null()).then(pl.lit("no_submit"))
-              .when(pl.col("__state").is_in(["RUNNING", "PENDING"])).then(pl.lit("unfinished"))
+              .when(pl.col("__pin")).then(pl.lit(None, dtype=pl.String))
+              .when((pl.col("__state") == "PENDING") | ((pl.col("__state") == "RUNNING") & censored_skip))
+              .then(pl.lit("unfinished"))
               .when((pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)) & pl.col("__nostart")).then(pl.lit("never_ran"))
               .when(pl.col("__raw").is_null() | ~(pl.col("__raw") > 0)).then(pl.lit("no_runtime"))
               .when((pl.col("__gm") <= 0) & (pl.col("__cm") <= 0)).then(pl.lit("no_size")))
@@ -181,7 +216,9 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Wor
                maintain_order="left")
     if keep_all:  # replayed on its logged nodes: the layout need not hold it
         x = x.with_columns(pl.lit(None, dtype=pl.String).alias("__bad"))
-        verdicts = [v if not isinstance(v, str) else (pool.group(None, None), False) for v in verdicts]
+    else:  # so are pinned jobs
+        x = x.with_columns(pl.when(pl.col("__pin")).then(pl.lit(None, dtype=pl.String)).otherwise(pl.col("__bad"))
+                           .alias("__bad"))
     for r, k in x.filter(pl.col("__bad").is_not_null()).group_by("__bad").len().iter_rows():
         skipped[r] += k
     x = x.filter(pl.col("__bad").is_null())
@@ -193,18 +230,27 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False) -> Wor
         caps = pl.DataFrame({"__acct": names, "__cap": [gpu_cap(a) for a in names]},
                             schema={"__acct": pl.String, "__cap": pl.Float64})
         x = x.join(caps, on="__acct", how="left", nulls_equal=True, maintain_order="left")
-        over = x["__cap"].is_not_null() & (x["__gm"] > x["__cap"])
+        over = x["__cap"].is_not_null() & (x["__gm"] > x["__cap"]) & ~x["__pin"]
         skipped["over_cap"] += int(over.sum())
         x = x.filter(~over).drop("__acct", "__cap")
     key_idx = x["__key"].to_list()
+    if any(isinstance(verdicts[k], str) for k in set(key_idx)):  # kept misfits (replay, pinned): any node
+        verdicts = [v if not isinstance(v, str) else (pool.group(None, None), False) for v in verdicts]
     group = [verdicts[k][0] for k in key_idx]
     gang = [verdicts[k][1] for k in key_idx]
     origin_us = None
     if is_dt and x.height:  # time 0 is the first simulated submit
         origin_us = int(x["__sub"][0])
         x = x.with_columns(((pl.col("__sub") - float(origin_us)) / 1e6).alias("__sub"))
+
+    def clock(v):
+        if v is None:
+            return None
+        return (v - origin_us) / 1e6 if is_dt and origin_us is not None else v / 1e6 if is_dt else v
+
     kept = x.select("__row").join(df, on="__row", how="left", maintain_order="left").drop("__row")
-    return Workload(kept, x, sub_dtype if is_dt else None, origin_us, group, gang, skipped)
+    return Workload(kept, x, sub_dtype if is_dt else None, origin_us, group, gang, skipped, clock(warm_abs),
+                    clock(end_abs))
 
 
 def _fit(pool, part, gtype, g, c, m):

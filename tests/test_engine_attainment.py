@@ -131,6 +131,37 @@ def test_attainment_hand_case(tmp_path):
     assert_parity(res, tmp_path / "sim", parse("[tree.A]\nshare = 1\n[tree.B]\nshare = 1\n"))
 
 
+def test_requeued_job_receives_only_its_attempts(tmp_path):
+    # One node of 2 GPUs. A's job 1 (2 GPUs, 100 s, min runtime 0: always preemptible) runs from 0; B's job 2
+    # (2 GPUs, 20 s, no contract) arrives at 10 and preempts it at once; job 1 (no checkpoints) loses its 10 s
+    # and reruns 30-130. The output has one row per attempt: "1;0" PREEMPTED 0-10, then "1" (re)submitted at 10,
+    # waiting 10-30, running 30-130. By hand, over the span [0, 130): A received 2 x 10 + 2 x 100 = 220 GPU-s
+    # (not 2 x 130 = 260: the requeue gap is not held), demanded 220 + 2 x 20 waiting = 260; B received and
+    # demanded 2 x 20 = 40. Capacity 260 GPU-s, water-filled 1:1: B 40 (its demand), A the other 220.
+    w = schema.conform(pl.DataFrame({
+        "cluster": "c", "job_id": ["1", "2"], "account": ["A", "B"], "state": "COMPLETED",
+        "submit": [T0, T0 + dt.timedelta(seconds=10)], "elapsed_s": [100.0, 20.0], "time_limit_s": [100.0, 20.0],
+        "req_gpus": [2.0, 2.0], "req_cpus": [1.0, 1.0], "min_runtime_s": [0.0, None]}), "jobs")
+    res = simulate(w, Cluster.uniform(1, 2, 4), SimConfig(backfill="none", budgets={"A": 1, "B": 1}))
+    rows = res.jobs.select("job_id", "submit", "start", "end", "state", "alloc_gpus").rows()
+    at = lambda x: T0 + dt.timedelta(seconds=x)  # noqa: E731
+    assert rows == [("1;0", at(0), at(0), at(10), "PREEMPTED", 2.0), ("1", at(10), at(30), at(130), "COMPLETED", 2.0),
+                    ("2", at(10), at(10), at(30), "COMPLETED", 2.0)]
+    h = 1 / 3600
+    m = res.metrics["attainment"]
+    a, b = m["teams"]["A"], m["teams"]["B"]
+    assert (a["received_hours"], a["demanded_hours"]) == (pytest.approx(220 * h), pytest.approx(260 * h))
+    assert (b["received_hours"], b["demanded_hours"]) == (pytest.approx(40 * h), pytest.approx(40 * h))
+    assert (a["entitled_hours"], b["entitled_hours"]) == (pytest.approx(220 * h), pytest.approx(40 * h))
+    assert res.metrics["allocated_resource_hours"] == pytest.approx(260 * h)  # 220 + 40: the node was never idle
+    # the log path over the written jobs.parquet: the same numbers, and the raw SQL inputs by hand
+    _, log = assert_parity(res, tmp_path / "sim", parse("[tree.A]\nshare = 1\n[tree.B]\nshare = 1\n"))
+    usage = {r["account"]: r for r in queries.run("budget_usage", store=str(tmp_path / "sim")).iter_rows(named=True)}
+    assert (usage["A"]["received_gpu_s"], usage["A"]["demanded_gpu_s"]) == (220.0, 260.0)
+    assert (usage["B"]["received_gpu_s"], usage["B"]["demanded_gpu_s"]) == (40.0, 40.0)
+    assert res.metrics["lost_gpu_hours"] == pytest.approx(20 * h)  # 10 s of 2 GPUs thrown away
+
+
 def test_attainment_history_windows(tmp_path):
     cfg = SimConfig(policy="fairshare", budgets=TREE, lookback_s=3 * 86400, attainment_history=True)
     res = simulate(gpu_month(7), Cluster.uniform(8, 8, 64), cfg)

@@ -298,3 +298,32 @@ def test_cli_replay_logged(tmp_path, capsys):
     src = canonical_jobs()
     assert jobs.sort("job_id")["start"].to_list() == src.sort("job_id")["start"].to_list()
     assert m["params"]["replay"] == "logged" and m["preemptions"] == 0
+
+
+def test_cli_warm_start(tmp_path, capsys):
+    # canonical_jobs(): job i submitted at T0 + 120 i s, logged start 5 s later. Warm start at T0 + 1 h: jobs
+    # 0..29 started before it (30 x 120 s = 1 h) run as logged; the window ends at T0 + 2 h, so jobs submitted
+    # after it are not replayed; metrics cover [T0 + 1 h, T0 + 2 h).
+    import datetime as dt
+
+    store = tmp_path / "store"
+    nodes = schema.conform(pl.DataFrame({"cluster": ["c1"] * 4, "node": [f"n{i}" for i in range(4)],
+                                         "gpus": [8.0] * 4, "cpus": [64.0] * 4, "mem_bytes": [512.0 * 2**30] * 4}),
+                           "nodes")
+    with Store(store).transaction() as tx:
+        tx.upsert("jobs", canonical_jobs())
+        tx.replace_nodes("c1", nodes)
+    t0 = dt.datetime.fromtimestamp(T0 / 1e6, dt.timezone.utc)
+    warm, end = t0 + dt.timedelta(hours=1), t0 + dt.timedelta(hours=2)
+    out = tmp_path / "out"
+    assert main(["simulate", "--store", str(store), "--warm-start", warm.isoformat(), "--window-end", end.isoformat(),
+                 "--out", str(out), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["params"]["warm_start"] == warm.isoformat() and m["span_s"] == 3600.0
+    assert m["attainment"]["window_start"] == warm.isoformat()
+    jobs = pl.read_parquet(out / "jobs.parquet")
+    assert jobs.filter(pl.col("pinned")).height == m["warm_start"]["jobs_pinned"] == 30
+    assert jobs.filter(~pl.col("pinned")).height == m["jobs_simulated"] == 30  # submitted in [1 h, 2 h)
+    assert (jobs.filter(~pl.col("pinned"))["start"] >= warm).all()
+    assert main(["simulate", "--store", str(store), "--warm-start", "soon", "--out", str(out)]) == 2
+    assert "--warm-start: not an ISO time: 'soon'" in capsys.readouterr().err

@@ -23,11 +23,20 @@ def frame(rows, gpus=False, **extra):
 
 
 def by_name(res, *cols):
-    return {r[0]: r[1:] if len(r) > 2 else r[1] for r in res.jobs.select("job_name", *cols).iter_rows()}
+    """job name -> columns of the job's final attempt (its row with the job's own id)."""
+    final = res.jobs.filter(~pl.col("job_id").str.contains(";"))
+    return {r[0]: r[1:] if len(r) > 2 else r[1] for r in final.select("job_name", *cols).iter_rows()}
+
+
+def attempt_rows(res, name, *cols):
+    """The output rows of one job (one per attempt, in attempt order): job_id, submit, start, end, state, cols."""
+    rows = res.jobs.filter(pl.col("job_name") == name).sort("attempt")
+    return rows.select("job_id", "submit", "start", "end", "state", *cols).rows()
 
 
 def attempts(res, job_id):
-    tl = res.timeline.filter(pl.col("job_id") == job_id).unique(["attempt"], keep="first").sort("attempt")
+    tl = res.timeline.filter(pl.col("job_id").str.split(";").list.first() == job_id)
+    tl = tl.unique(["attempt"], keep="first").sort("attempt")
     return tl.select("start", "end", "ended_by").rows()
 
 
@@ -36,12 +45,17 @@ def test_unallocated_occupancy_is_preempted_by_funded_work(ckpt, lost, end):
     # Two processors. U (min runtime 0 = unallocated occupancy) holds both from 0. F (no contract = funded)
     # arrives at 5 and cannot start: it preempts U at once. U loses the work since its last checkpoint
     # (all 5 s without checkpoints; 1 s with one every 2 s), restarts when F ends at 15 and runs the rest.
+    # The output has one row per attempt (as sacct --duplicates): U's first attempt "1;0" (PREEMPTED, 0-5),
+    # then its final attempt with the real id, (re)submitted at its requeue (5), waiting until 15.
     w = frame([("U", 0, 2, 100, 200, "x", 0.0), ("F", 5, 2, 10, 10, "y", None)])
     res = simulate(w, Cluster.procs(2), SimConfig(checkpoint_interval_s=ckpt))
-    assert by_name(res, "start", "end") == {"U": (0.0, end), "F": (5.0, 15.0)}
-    assert by_name(res, "preemptions") == {"U": 1, "F": 0}
-    assert by_name(res, "lost_cpu_seconds")["U"] == 2 * lost
+    assert attempt_rows(res, "U", "preemptions", "lost_cpu_seconds", "wait_s", "elapsed_s") == [
+        ("1;0", 0.0, 0.0, 5.0, "PREEMPTED", 1, 2 * lost, 0.0, 5.0),
+        ("1", 5.0, 15.0, end, "COMPLETED", 0, 0.0, 10.0, end - 15.0)]
+    assert by_name(res, "start", "end") == {"U": (15.0, end), "F": (5.0, 15.0)}
+    assert by_name(res, "preemptions") == {"U": 0, "F": 0}
     assert attempts(res, "1") == [(0.0, 5.0, "preempt"), (15.0, end, "end")]
+    assert res.timeline["job_id"].to_list() == ["1;0", "2", "1"]  # each timeline row names its attempt's row
     m = res.metrics
     assert m["preemptions"] == 1
     u_cpu_s = 2 * (5 + end - 15)
@@ -65,9 +79,13 @@ def test_without_preemption_nothing_is_requeued():
 def test_min_runtime_protects_then_fair_share_preempts(min_rt, expected):
     w = frame([("B1", 0, 1, 100, 100, "B", min_rt), ("A1", 10, 1, 10, 10, "A", min_rt)])
     res = simulate(w, Cluster.procs(1), SimConfig(policy="fairshare", budgets={"A": 1, "B": 1}))
-    assert by_name(res, "start", "end", "preemptions") == expected
+    first = {n: (rows[0][2], rows[-1][3], len(rows) - 1) for n in ("B1", "A1")
+             for rows in [attempt_rows(res, n)]}  # first start, last end, requeues
+    assert first == expected
     if min_rt:
         assert attempts(res, "1") == [(0.0, 30.0, "preempt"), (40.0, 140.0, "end")]
+        assert attempt_rows(res, "B1", "preemptions") == [("1;0", 0.0, 0.0, 30.0, "PREEMPTED", 1),
+                                                          ("1", 30.0, 40.0, 140.0, "COMPLETED", 0)]
         assert res.metrics["lost_cpu_hours"] == pytest.approx(30 / 3600)
 
 
@@ -89,9 +107,11 @@ def test_guaranteed_quota_reclaims_burst_work():
                ("A1", 20, 2, 10, 10, "A", None)], gpus=True)
     budgets = {"A": {"share": 1, "guaranteed_gpus": 2}, "B": {"share": 1, "guaranteed_gpus": 2}}
     res = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(quota="guarantee", budgets=budgets, min_runtime_s=10))
-    assert by_name(res, "start", "end", "preemptions") == {"B1": (0.0, 100.0, 0), "B2": (0.0, 130.0, 1),
+    assert by_name(res, "start", "end", "preemptions") == {"B1": (0.0, 100.0, 0), "B2": (30.0, 130.0, 0),
                                                           "A1": (20.0, 30.0, 0)}
-    assert by_name(res, "lost_gpu_seconds")["B2"] == 2 * 20.0
+    # (the reclaimed attempt ran as burst; the rerun started as burst and moved into B's guarantee when B1 left)
+    assert attempt_rows(res, "B2", "preemptions", "lost_gpu_seconds", "burst") == [
+        ("2;0", 0.0, 0.0, 20.0, "PREEMPTED", 1, 2 * 20.0, True), ("2", 20.0, 30.0, 130.0, "COMPLETED", 0, 0.0, False)]
     # without the guarantee mode nobody may preempt (FCFS has no under-served team)
     plain = simulate(w, Cluster.uniform(1, 4, 8), SimConfig(budgets=budgets, min_runtime_s=10))
     assert by_name(plain, "start")["A1"] == 100.0
@@ -117,10 +137,10 @@ def test_node_failure_requeues_and_repairs():
     w = frame([("J1", 0, 4, 100, 100, "x", None), ("J2", 0, 4, 50, 50, "x", None)], gpus=True)
     cfg = SimConfig(node_events=[NodeEvent(30.0, "node001", "fail")], repair_time_s=60)
     res = simulate(w, Cluster.uniform(2, 4, 8), cfg)
-    assert by_name(res, "start", "end", "failures", "preemptions") == {"J1": (0.0, 150.0, 1, 0),
-                                                                      "J2": (0.0, 50.0, 0, 0)}
-    assert by_name(res, "lost_gpu_seconds")["J1"] == 120.0
-    assert by_name(res, "node_list")["J1"] == "node002"
+    assert attempt_rows(res, "J1", "failures", "preemptions", "lost_gpu_seconds", "node_list") == [
+        ("1;0", 0.0, 0.0, 30.0, "NODE_FAIL", 1, 0, 120.0, "node001"),
+        ("1", 30.0, 50.0, 150.0, "COMPLETED", 0, 0, 0.0, "node002")]
+    assert attempt_rows(res, "J2", "failures") == [("2", 0.0, 0.0, 50.0, "COMPLETED", 0)]
     assert attempts(res, "1") == [(0.0, 30.0, "fail"), (50.0, 150.0, "end")]
     m = res.metrics
     assert m["node_events"]["fail"] == 1 and m["node_down_hours"] == pytest.approx(60 / 3600)
@@ -134,8 +154,10 @@ def test_drain_waits_for_min_runtime_and_blocks_new_work():
     w = frame([("J1", 0, 4, 100, 100, "x", 40.0), ("J2", 20, 4, 10, 10, "x", None)], gpus=True)
     cfg = SimConfig(node_events=[NodeEvent(10.0, "node001", "drain")], repair_time_s=100)
     res = simulate(w, Cluster.uniform(2, 4, 8), cfg)
-    assert by_name(res, "start", "end", "node_list") == {"J1": (0.0, 140.0, "node002"),
+    assert by_name(res, "start", "end", "node_list") == {"J1": (40.0, 140.0, "node002"),
                                                         "J2": (20.0, 30.0, "node002")}
+    assert attempt_rows(res, "J1", "node_list", "preemptions") == [("1;0", 0.0, 0.0, 40.0, "PREEMPTED", "node001", 1),
+                                                                  ("1", 40.0, 40.0, 140.0, "COMPLETED", "node002", 0)]
     assert attempts(res, "1") == [(0.0, 40.0, "drain"), (40.0, 140.0, "end")]
     assert res.metrics["node_down_hours"] == pytest.approx(100 / 3600)
 

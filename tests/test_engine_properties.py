@@ -66,10 +66,22 @@ def check_capacity(res, cluster: Cluster):
 
 def check_basics(res, w):
     j = res.jobs
-    assert j.height == w.height  # every job simulated (none is skipped in these workloads)
+    final = j.filter(~pl.col("job_id").str.contains(";"))
+    # every job simulated (none is skipped in these workloads): one final row each, plus one per requeue
+    assert sorted(final["job_id"].to_list()) == sorted(w["job_id"].to_list())
+    assert j.height == w.height + int(j["preemptions"].sum() + j["failures"].sum())
     assert j["end"].null_count() == 0 and j["start"].null_count() == 0
     assert (j["start"] >= j["submit"]).all()
     assert (j["end"] >= j["start"]).all()
+    # attempts follow each other: attempt k > 0 is (re)submitted when attempt k - 1 ended
+    base = pl.col("job_id").str.split(";").list.first()
+    att = j.with_columns(base.alias("base")).sort("base", "attempt")
+    prev_end = att.select(pl.col("end").shift(1).over("base"))["end"]
+    again = att["attempt"] > 0
+    assert (att.filter(again)["submit"] == prev_end.filter(again)).all()
+    first = att.filter(~again).join(w.select("job_id", pl.col("submit").alias("logged")), left_on="base",
+                                    right_on="job_id")
+    assert (first["submit"] == first["logged"]).all()
 
 
 # ------------------------------------------------------------------------------ implementations agree
@@ -211,10 +223,14 @@ def test_no_preemption_before_min_runtime(w, mrt, ckpt, quota, policy):
     for jid, s, e in tl.select("job_id", "start", "end").iter_rows():
         assert e - s >= mins[jid] - 1e-9, f"job {jid} preempted after {e - s} s < min runtime {mins[jid]}"
     # every attempt ran sum(saved + lost); the last one the rest: useful time = the log's run time (capped)
-    j = res.jobs.join(w.select("job_id", pl.col("elapsed_s").alias("log_run_s")), on="job_id")
+    rows = res.jobs.with_columns(pl.col("job_id").str.split(";").list.first().alias("base"))
+    per_job = rows.group_by("base").agg(
+        (pl.col("run_s") - pl.col("lost_cpu_seconds") / pl.col("alloc_cpus")).sum().alias("useful"),  # 1 CPU a job
+        pl.col("time_limit_s").first())
+    j = per_job.join(w.select("job_id", pl.col("elapsed_s").alias("log_run_s")), left_on="base", right_on="job_id")
     lim = pl.coalesce(pl.col("time_limit_s"), pl.col("log_run_s"))
-    useful = pl.col("run_s") - pl.col("lost_cpu_seconds") / pl.col("alloc_cpus")  # one CPU per job here
-    assert j.select((useful - pl.min_horizontal(pl.col("log_run_s"), lim)).abs().max()).item() < 1e-6
+    assert j.select((pl.col("useful") - pl.min_horizontal(pl.col("log_run_s"), lim)).abs().max()).item() < 1e-6
+    j = res.jobs
     if ckpt:  # with checkpoints every 4 s, no attempt loses 4 s or more
         assert (j["lost_cpu_seconds"] < 4.0 * (j["preemptions"] + j["failures"]) + 1e-9).all()
 

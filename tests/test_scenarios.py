@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -83,12 +84,15 @@ def test_raising_a_teams_share_raises_what_it_receives():
 
 def test_backfill_fills_the_hole_before_a_wide_job():
     # a holds one node 0-10 h; b's 16-GPU job must wait for both nodes; small 1-GPU jobs (2 h) arrive behind it.
+    # Window [0, 12 h) on 16 GPUs: without backfill the small jobs run 12-14 h, outside it (occupancy
+    # (80 + 32) / 192); EASY runs them 1-3 h in the hole beside a0 ((80 + 32 + 16) / 192).
     rows = [job("a0", "lab/a", 8, 0, 10, limit_h=10), job("wide", "lab/b", 16, 0.5, 2, limit_h=2)]
     rows += [job(f"s{i}", "lab/a", 1, 1, 2, limit_h=2) for i in range(8)]
-    res = runner.run(ScenarioSpec.make("backfill", to="easy", backfill="none"), inputs(rows, end=24.0))
+    res = runner.run(ScenarioSpec.make("backfill", to="easy", backfill="none"), inputs(rows, end=12.0))
     occ_base, occ_scen = metric(res, "occupancy")
     wait_base, wait_scen = metric(res, "usage.wait_job_hours")
     assert occ_scen > occ_base and wait_scen < wait_base
+    assert (occ_base, occ_scen) == (pytest.approx(112 / 192), pytest.approx(128 / 192))
     small = res.scenario.jobs.filter(pl.col("job_id").str.starts_with("s"))
     assert small["wait_s"].max() == 0  # all eight fit the free node's hole before the wide job's reservation
     wide = lambda r: r.jobs.filter(pl.col("job_id") == "wide")["start"][0]  # noqa: E731
@@ -152,7 +156,8 @@ def _quota_store(tmp_path) -> str:
 def test_quota_loop_moves_budget_to_the_efficient_team(tmp_path):
     store = _quota_store(tmp_path)
     inp = runner.load_inputs(store, TWO, window_s=2 * 86400, end=h(5 * 24), cluster="c")
-    assert inp.start == h(3 * 24) and inp.jobs.height == 2 * 2 * 12
+    assert inp.start == h(3 * 24) and inp.counts() == {"jobs": 2 * 2 * 12, "jobs_started_before": 3 * 2 * 12,
+                                                         "jobs_pending_at_start": 0}  # warm start: days 0-2 as logged
     spec = ScenarioSpec.make("quota_loop", period_s=86400.0, history_periods=3,
                              backtest={"alpha": 1.0, "dead_band": 0.0, "max_step": 10.0})
     res = runner.run(spec, inp)
@@ -256,10 +261,83 @@ def test_same_parameters_and_seed_write_identical_files(tmp_path):
     assert saved["scenario"]["seed"] == 3
 
 
+def test_a_kept_baseline_gives_the_same_result(tmp_path):
+    # the dashboard keeps the baseline replay of a window for every scenario of it (a slider re-runs only the
+    # scenario): passing it back gives byte-identical files
+    inp = inputs(contention(6), end=24.0)
+    spec = ScenarioSpec.make("shares", shares={"lab/a": 3})
+    fresh = runner.run(spec, inp).write(tmp_path / "a")
+    kept = runner.run(spec, inp, baseline=runner.baseline(ScenarioSpec.make("backfill"), inp)).write(tmp_path / "b")
+    for f in ("comparison.csv", "teams.csv", "scenario.json", "baseline/jobs.parquet", "scenario/jobs.parquet"):
+        assert (fresh / f).read_bytes() == (kept / f).read_bytes(), f
+
+
 def test_baseline_equals_scenario_when_nothing_changes():
     res = runner.run(ScenarioSpec.make("shares"), inputs(contention(4), end=24.0))
     assert all(d == 0 for d in res.comparison["delta"].drop_nulls())
     assert set(res.teams["verdict"]) == {"same"}
+
+
+# ------------------------------------------------------------------------------------------ warm-started windows
+def _window_store(tmp_path) -> str:
+    """Window [h(48), h(72)) of a 2 x 8-GPU cluster: one job of each kind the warm-start loader tells apart."""
+    rows = [
+        job("old", "lab/a", 8, -300, 10),                          # ended long before the lookback: not loaded
+        job("hist", "lab/a", 8, 20, 10),                           # ran in the lookback before h(48): history
+        job("run", "lab/a", 8, 40, 20),                            # started h(40), still running at h(48)
+        dict(job("pend", "lab/b", 16, 46, 2), start=h(60), end=h(62)),  # submitted h(46), started after h(48)
+        dict(job("gone", "lab/b", 8, 44, 1), start=None, end=h(47), elapsed_s=0.0),  # cancelled pending < h(48)
+        job("new", "lab/b", 8, 50, 2),                             # submitted in the window
+        job("late", "lab/b", 8, 80, 2),                            # after the window: not loaded
+    ]
+    jobs = schema.conform(pl.DataFrame(rows), "jobs")
+    with Store(tmp_path).transaction() as tx:
+        tx.upsert("jobs", jobs)
+        tx.replace_nodes("c", nodes())
+    return str(tmp_path)
+
+
+def test_load_inputs_warm_starts_the_window(tmp_path):
+    store = _window_store(tmp_path)
+    inp = runner.load_inputs(store, TWO, window_s=86400.0, end=h(72), cluster="c")
+    assert sorted(inp.jobs["job_id"]) == ["hist", "new", "pend", "run"]
+    assert inp.counts() == {"jobs": 1, "jobs_started_before": 2, "jobs_pending_at_start": 1}
+    cold = runner.load_inputs(store, TWO, window_s=86400.0, end=h(72), cluster="c", warm_start=False)
+    assert cold.jobs["job_id"].to_list() == ["new"] and cold.describe()["warm_start"] is False
+    # the warm replay: "run" holds one node until its logged end h(60); "pend" (16 GPUs) waits for it although
+    # the cluster is otherwise empty from h(48), and its wait counts from its real submit h(46)
+    res = runner.run(ScenarioSpec.make("shares"), inp)
+    j = {r["job_id"]: r for r in res.baseline.jobs.iter_rows(named=True)}
+    assert (j["run"]["start"], j["run"]["end"], j["run"]["pinned"]) == (h(40), h(60), True)
+    assert (j["pend"]["start"], j["pend"]["wait_s"], j["pend"]["pinned"]) == (h(60), 14 * 3600.0, False)
+    assert j["new"]["start"] == h(50)  # 8 GPUs: the free node
+    assert res.inputs["warm_start"] is True and res.baseline.metrics["params"]["warm_start"] == h(48).isoformat()
+    # measured over [h(48), h(72)) on 16 GPUs: run 8 x 12 h, new 8 x 2 h, pend 16 x 2 h = 144 of 384 GPU-hours
+    occ, _ = metric(res, "occupancy")
+    assert occ == pytest.approx(144 / 384)
+    # cold: "pend" is not even in the window (submitted before it), "new" runs on an empty cluster
+    cold_res = runner.run(ScenarioSpec.make("shares"), cold)
+    assert cold_res.baseline.jobs["job_id"].to_list() == ["new"]
+
+
+def test_sample_window_quota_loop_changes_starts():
+    # the complaint that motivated warm starts: on the sample's last week a cold replay is barely contended and
+    # the quota loop changed no job's start; warm-started, the baseline is as busy as the log and it does
+    sample = Path(__file__).resolve().parent.parent / "sample_data" / "store"
+    if not (sample / "_manifest.json").exists():
+        pytest.skip("the sample store is not built (scripts/test builds it)")
+    from engine.budget_tree import load
+
+    tree = load(sample.parent / "budgets.toml")
+    inp = runner.load_inputs(str(sample), tree, window_s=7 * 86400.0)
+    res = runner.run(ScenarioSpec.make("quota_loop"), inp)
+    occ, _ = metric(res, "occupancy")
+    assert occ > 0.85  # the log: 0.914
+    a = res.baseline.jobs.select("job_id", "start")
+    b = res.scenario.jobs.select("job_id", "start")
+    moved = a.join(b, on="job_id", how="inner").filter(pl.col("start") != pl.col("start_right")).height
+    assert moved > 100
+    assert set(res.teams["verdict"]) >= {"gains", "loses"}
 
 
 # ------------------------------------------------------------------------------------------ CLI
@@ -277,10 +355,11 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     assert summary["scenario"] == {"kind": "shares", "policy": "fairshare", "backfill": "easy", "seed": 2,
                                    "params": {"shares": {"lab/a": 3.0}, "guaranteed": {}}}
     assert summary["inputs"]["jobs"] == 48 and summary["teams"]["gains"] == ["lab/a"]
+    assert summary["inputs"]["warm_start"] is True and summary["inputs"]["jobs_started_before"] == 72
     cmp = pl.read_csv(out / "comparison.csv")
     assert {"occupancy", "attainment.mean", "wait_s.p90"} <= set(cmp["metric"])
     sim = pl.read_parquet(out / "scenario" / "jobs.parquet")
-    assert sim.height == 48 and "wait_reason" in sim.columns
+    assert sim.filter(~pl.col("pinned")).height == 48 and "wait_reason" in sim.columns
     # the output directory is a store: the queries run on it
     from queries import budgets as qb
 
@@ -305,6 +384,12 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     assert sorted(rows) == ["ops", "unbudgeted"] and rows["unbudgeted"]["received_baseline_h"] > 0
     assert rows["ops"]["received_baseline_h"] == 0 and rows["ops"]["attainment_baseline"] is None
     assert math.isfinite(summary["metrics"]["occupancy"]["scenario"])
+    # --cold-start: only the window's submissions, on an empty cluster
+    assert main(["scenario", "shares", "--store", store, "--window", "2d", "--cold-start", "--out", str(out),
+                 "--json"]) == 0
+    cold = json.loads(capsys.readouterr().out)
+    assert cold["inputs"]["warm_start"] is False and "jobs_started_before" not in cold["inputs"]
+    assert pl.read_parquet(out / "baseline" / "jobs.parquet").height == 48
 
 
 def test_budget_chart_builders():

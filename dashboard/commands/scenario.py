@@ -1,8 +1,8 @@
 """``quotaloop scenario``: replay a window twice, as it is and under one named change, and compare.
 
     quotaloop scenario NAME --store DIR [--budgets budgets.toml] [--cluster NAME] [--window 7d]
-        [--end latest|YYYY-MM-DD|ISO] [--policy fairshare] [--backfill easy] [--seed N] [kind options]
-        --out DIR [--json]
+        [--end latest|YYYY-MM-DD|ISO] [--cold-start] [--policy fairshare] [--backfill easy] [--seed N]
+        [kind options] --out DIR [--json]
 
 NAME: ``shares`` (--share PATH=X, --guarantee PATH=GPUS), ``backfill`` (--to none|easy|conservative,
 --reservation-depth K, --walltime-margin F), ``min-runtime`` (--min-runtime CLASS=DURATION ..., default
@@ -13,8 +13,12 @@ training=8h debug=0; --checkpoint-interval DURATION), ``right-size`` (--margin 0
 metrics.json, so every query runs on them), ``comparison.csv``, ``teams.csv`` (attainment, received GPU-hours,
 waits per budget bucket; gains / loses), the kind's own tables (quota loop: ``multipliers.csv``,
 ``stability.csv``) and ``scenario.json``: the parameters that produced it and the summary. The same command
-with the same store gives byte-identical files. The window is the jobs *submitted* in [end - window, end);
-``--end latest`` (default) ends just after the newest submit. Without ``--budgets`` each account gets share 1.
+with the same store gives byte-identical files. The window is [end - window, end); ``--end latest`` (default)
+ends just after the newest submit. Both runs are warm-started at the window start (``engine.warm``): jobs running
+then hold their logged nodes until their logged end, jobs pending then keep their real submit times, the jobs of
+the fair-share lookback before it feed the usage ledger, and every metric covers the window. ``--cold-start``
+replays only the jobs submitted in the window on an empty cluster (barely contended: a weak baseline).
+Without ``--budgets`` each account gets share 1.
 Guarantees above the cluster's GPUs (oversold quota) stop the command; tree nodes without an account in the
 window and accounts outside the tree (counted as ``unbudgeted``) are warnings on stderr.
 """
@@ -35,6 +39,9 @@ def register(sub):
     p.add_argument("--cluster", help="the cluster to replay (needed when the store holds several)")
     p.add_argument("--window", default="7d", help="replay the jobs submitted in this long a window (default 7d)")
     p.add_argument("--end", default="latest", help="window end: latest (default), YYYY-MM-DD or an ISO time (UTC)")
+    p.add_argument("--cold-start", action="store_true",
+                   help="replay only the jobs submitted in the window, on an empty cluster (default: warm start "
+                        "from the logged state at the window start)")
     p.add_argument("--policy", default="fairshare", choices=["fcfs", "priority", "fairshare", "drf"])
     p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"], help="baseline backfill")
     p.add_argument("--seed", type=int, default=0)
@@ -148,7 +155,8 @@ def run(args) -> int:
         tree, source = to_tree(default_budgets(accounts)), "equal shares per account (no budget file)"
     try:
         inputs = runner.load_inputs(args.store, tree, window_s=parse_duration(args.window, "--window"),
-                                    end=_end(args.end), cluster=args.cluster, budgets_source=source)
+                                    end=_end(args.end), cluster=args.cluster, budgets_source=source,
+                                    warm_start=not args.cold_start)
         # oversold guarantees are an error; nodes without accounts / accounts outside the tree are warnings
         for warning in validate(tree, inputs.capacity_gpus or None, inputs.jobs["account"].to_list()):
             print(f"quotaloop scenario: warning: {warning}", file=sys.stderr)
@@ -161,8 +169,11 @@ def run(args) -> int:
     if args.json:
         sys.stdout.write(runner.json_text(result.summary()))
         return 0
-    print(f"{out}: {spec.describe()}; {inputs.jobs.height} jobs submitted {inputs.start:%Y-%m-%d %H:%M} .. "
-          f"{inputs.end:%Y-%m-%d %H:%M} UTC on {inputs.cluster}")
+    counts = inputs.counts()
+    warm = (f"; warm start: {counts['jobs_started_before']} jobs started before it (as logged), "
+            f"{counts['jobs_pending_at_start']} pending at it" if inputs.warm_start else "; cold start")
+    print(f"{out}: {spec.describe()}; {counts['jobs']} jobs submitted {inputs.start:%Y-%m-%d %H:%M} .. "
+          f"{inputs.end:%Y-%m-%d %H:%M} UTC on {inputs.cluster}{warm}")
     for note in result.notes:
         print(f"note: {note}")
     width = max(len(r["label"]) for r in result.comparison.iter_rows(named=True)) if result.comparison.height else 10

@@ -5,7 +5,8 @@
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
         [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
-        [--replay none|logged] [--attainment-history] [--seed N] --out DIR [--json]
+        [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
+        --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
@@ -14,6 +15,11 @@ store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.to
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
 ``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
 ``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
+``--warm-start TIME`` (ISO time or YYYY-MM-DD, UTC; seconds for a numeric trace) starts from the logged state at
+TIME (``engine.warm``): jobs that started before it run as logged on their logged nodes, the rest are simulated
+from TIME on (a job pending then keeps its real submit time); only the jobs that matter are replayed (running or
+pending at TIME, submitted before ``--window-end``, and those of the fair-share lookback before TIME), and
+metrics and attainment cover [TIME, --window-end) (default: to the last end).
 """
 from __future__ import annotations
 
@@ -56,6 +62,9 @@ def register(sub):
     p.add_argument("--replay", default="none", choices=["none", "logged"],
                    help="logged: replay the log's own schedule (logged starts, nodes, run times, states); "
                         "the 'no policy change' baseline")
+    p.add_argument("--warm-start", metavar="TIME", help="start from the logged cluster state at TIME (ISO time or "
+                                                          "YYYY-MM-DD, UTC; seconds for numeric traces)")
+    p.add_argument("--window-end", metavar="TIME", help="end of the measured window (default: the last job end)")
     p.add_argument("--attainment-history", action="store_true",
                    help="also report attainment per lookback-long window ending every day")
     p.add_argument("--seed", type=int, default=0)
@@ -124,7 +133,27 @@ def _cluster(args, nodes):
                       "--nodes N --gpus-per-node G --cpus-per-node C, or --procs P")
 
 
+def _instant(text, flag):
+    """None, seconds (a number) or an aware UTC datetime (ISO time / YYYY-MM-DD)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from engine.config import ConfigError, instant
+
+    try:
+        return instant(text, flag)
+    except ConfigError as exc:
+        raise _user_error(str(exc)) from None
+
+
 def run(args) -> int:
+    import datetime as dt
+
+    import polars as pl
+
     from engine import SimConfig, parse_duration, simulate
     from engine.budget_tree import BudgetError, load
 
@@ -135,6 +164,12 @@ def run(args) -> int:
         except BudgetError as exc:
             raise _user_error(str(exc)) from exc
     jobs, nodes = _load_workload(args)
+    warm, window_end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
+    lookback_s = parse_duration(args.lookback, "--lookback")
+    if warm is not None and isinstance(warm, dt.datetime) and jobs.schema.get("submit") == pl.Datetime("us", "UTC"):
+        from engine.warm import window_filter
+
+        jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
@@ -144,7 +179,7 @@ def run(args) -> int:
         min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
                                else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
-        lookback_s=parse_duration(args.lookback, "--lookback"), replay=args.replay,
+        lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,
         attainment_history=args.attainment_history, seed=args.seed)
     res = simulate(jobs, cluster, cfg)
     out = res.write(args.out)
@@ -155,7 +190,10 @@ def run(args) -> int:
         sys.stdout.write(metrics_json(m))
     else:
         w = m["wait_s"]
-        print(f"{out}: {m['jobs_simulated']} jobs simulated ({m['jobs_skipped']} skipped); "
+        ws = m.get("warm_start")
+        pinned = (f", {ws['jobs_running']} running and {ws['jobs_history']} finished as logged before the warm start"
+                  if ws else "")
+        print(f"{out}: {m['jobs_simulated']} jobs simulated ({m['jobs_skipped']} skipped{pinned}); "
               f"occupancy {_pct(m['occupancy'])}, utilisation {_pct(m['utilisation'])}; "
               f"wait mean {_num(w['mean'])} s, p90 {_num(w['p90'])} s; "
               f"bounded slowdown {_num(m['bounded_slowdown_mean'])}; preemptions {m['preemptions']}, "

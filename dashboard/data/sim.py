@@ -61,26 +61,40 @@ def _largest_cluster(store: str, token: str) -> str | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _engine_inputs(store: str, token: str, start, end, cluster):
+    """The jobs and nodes a replay of [start, end) needs. With a window start the replay is warm-started there
+    (``engine.warm``): the jobs running or pending at ``start``, those submitted in the window and those that
+    ran in the fair-share lookback before it; without one, every job submitted before ``end``."""
     jobs, nodes = scan("jobs", store), scan("nodes", store)
     if cluster is not None:
         jobs = jobs.filter(pl.col("cluster") == cluster)
         nodes = nodes.filter(pl.col("cluster") == cluster)
     if start is not None:
-        jobs = jobs.filter(pl.col("submit") >= start)
-    if end is not None:
+        from engine.warm import window_filter
+
+        jobs = jobs.filter(window_filter(start, end))
+    elif end is not None:
         jobs = jobs.filter(pl.col("submit") < end)
     from queries import schema
 
     return schema.conform(jobs.sort("submit", "job_id").collect(), "jobs"), schema.conform(nodes.collect(), "nodes")
 
 
+def _has_work(jobs: pl.DataFrame, start) -> bool:
+    """Something to simulate: a job submitted in the window, or one pending at its (warm) start."""
+    if start is None:
+        return not jobs.is_empty()
+    return jobs.filter(pl.col("submit").ge(start) | pl.col("start").is_null() | pl.col("start").ge(start)).height > 0
+
+
 @st.cache_resource(show_spinner=False, max_entries=24)
 def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str):
+    import dataclasses
+
     import engine
     from dashboard import scenario
 
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
-    if jobs.is_empty():
+    if not _has_work(jobs, start):
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
         raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
@@ -88,8 +102,11 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
         from dashboard.scenarios import transforms
 
         jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
+    cfg = scenario.sim_config(scn, budgets()[0])
+    if start is not None:  # warm start from the logged state; metrics over the window
+        cfg = dataclasses.replace(cfg, warm_start=start, window_end=_window(jobs, start, end)[1])
     try:
-        return engine.simulate(jobs, nodes, scenario.sim_config(scn, budgets()[0]))
+        return engine.simulate(jobs, nodes, cfg)
     except engine.ConfigError as exc:
         raise SimulationError(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - an engine bug must read as a message, never a traceback
@@ -136,12 +153,29 @@ def compare(base, scen) -> pl.DataFrame:
     return engine.compare(base, scen)
 
 
+def _in_window(result):
+    """The run with its timeline clipped to its measured window (a warm start's history before it is the log)."""
+    import types
+
+    params = result.metrics.get("params", {})
+    w0, w1 = params.get("warm_start"), params.get("window_end")
+    if w0 is None:
+        return result
+    tl = result.timeline
+    lo = dt.datetime.fromisoformat(w0)
+    tl = tl.filter(pl.col("end") > lo).with_columns(pl.max_horizontal("start", pl.lit(lo)).alias("start"))
+    if w1 is not None:
+        hi = dt.datetime.fromisoformat(w1)
+        tl = tl.filter(pl.col("start") < hi).with_columns(pl.min_horizontal("end", pl.lit(hi)).alias("end"))
+    return types.SimpleNamespace(timeline=tl, jobs=result.jobs, metrics=result.metrics)
+
+
 def sim_occupancy(base, scen, bucket_s: float = 3600.0) -> pl.DataFrame:
     """t, baseline, scenario: GPUs allocated per bucket in both runs (outer-joined on time)."""
     from dashboard import scenario
 
-    a = scenario.occupancy_series(base, bucket_s).rename({"gpus": "baseline"})
-    b = scenario.occupancy_series(scen, bucket_s).rename({"gpus": "scenario"})
+    a = scenario.occupancy_series(_in_window(base), bucket_s).rename({"gpus": "baseline"})
+    b = scenario.occupancy_series(_in_window(scen), bucket_s).rename({"gpus": "scenario"})
     return a.join(b, on="t", how="full", coalesce=True).fill_null(0.0).sort("t")
 
 
@@ -165,20 +199,42 @@ def _window(jobs: pl.DataFrame, start, end) -> tuple[dt.datetime, dt.datetime]:
     return lo, hi
 
 
+def _named_inputs(store: str, token: str, start, end, cluster):
+    from dashboard.scenarios import runner
+
+    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
+    tree, source = budget_tree()
+    lo, hi = _window(jobs, start, end)
+    return runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source,
+                         warm_start=start is not None)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _named_baseline(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
+                    budgets_key: str):
+    """The baseline replay every named scenario of this window shares (a slider re-runs only the scenario)."""
+    from dashboard.scenarios import runner
+    from dashboard.scenarios.spec import ScenarioSpec
+
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
+    return runner.baseline(spec, _named_inputs(store, token, start, end, cluster))
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _progress=None):
     from dashboard.scenarios import runner
 
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
-    if jobs.is_empty():
+    if not _has_work(jobs, start):
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
         raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
-    tree, source = budget_tree()
-    lo, hi = _window(jobs, start, end)
-    inputs = runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source)
+    inputs = _named_inputs(store, token, start, end, cluster)
     try:
-        return runner.run(spec, inputs, _progress)
+        if _progress is not None:
+            _progress(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
+        base = _named_baseline(store, token, start, end, cluster, spec.policy, spec.backfill, spec.seed, budgets_key)
+        return runner.run(spec, inputs, _progress, baseline=base)
     except Exception as exc:  # noqa: BLE001 - an engine or scenario error must read as a message, never a traceback
         raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -277,11 +333,12 @@ def _custom_comparison(store: str, token: str, start, end, cluster, run_key, bud
 
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     lo, hi = _window(jobs, start, end)
-    inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster)
+    inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster, warm_start=start is not None)
     cap = inputs.capacity_gpus
     ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
     sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
-    return (runner.compare(_base, _scen, ba.summary, sa.summary),
+    w0, w1 = (lo, hi) if start is not None else (None, None)
+    return (runner.compare(_base, _scen, ba.summary, sa.summary, w0, w1),
             runner.team_table(_base, _scen, ba.table, sa.table, inputs))
 
 

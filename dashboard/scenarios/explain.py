@@ -2,8 +2,9 @@
 
 ``explain(team, jobs, allocations, nodes, row)`` is pure (frames in, an ``Explanation`` out) and serves both
 paths: the real logs (``log_allocations`` turns the jobs' node lists into per-node allocations) and a
-simulation (its ``timeline`` is already per node and attempt; its jobs carry ``wait_reason``, ``preemptions``
-and ``lost_gpu_seconds``). Causes, each measured on the team's jobs that waited inside the window:
+simulation (its ``timeline`` is already per node and attempt; its jobs are one row per attempt, each waiting from
+its (re)submit, carrying ``wait_reason``, ``preemptions`` and ``lost_gpu_seconds``; a warm start's pinned rows
+waited before the window). Causes, each measured on the team's jobs that waited inside the window:
 
 - ``demand``: demanded vs funded (static share x capacity) and water-filled entitled GPU-hours, from the
   attainment ``row`` of ``queries.budgets`` (same definition on both paths).

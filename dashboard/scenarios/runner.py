@@ -1,12 +1,18 @@
 """Run a named scenario against its baseline replay of the same history, and compare them.
 
-``load_inputs`` cuts the window (jobs *submitted* in [start, end) of one cluster, its node layout, the budget
-tree); ``run`` builds both engine configurations (``spec`` describes the kinds), simulates both and measures
-them the same way:
+``load_inputs`` cuts the window [start, end) of one cluster (its node layout, the budget tree) and, by default,
+*warm-starts* it (``engine.warm``): both runs start from the logged state at ``start`` - jobs running then hold
+their logged nodes until their logged end, jobs pending then keep their real submit times, jobs that ran in the
+fair-share lookback before ``start`` feed the usage ledger - and every metric covers [start, end). A cold start
+(``warm_start=False``, ``--cold-start``) replays only the jobs submitted in [start, end) on an empty cluster,
+which is barely contended (on the sample's last week: 54.5 % occupancy against 91.4 % logged). ``run`` builds
+both engine configurations (``spec`` describes the kinds), simulates both and measures them the same way:
 
 - ``comparison``: one row per metric (engine metrics, ``queries.budgets`` attainment of both runs' jobs over
   the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
-- ``teams``: per budget bucket, attainment, received GPU-hours, share of the cluster's GPU-hours, p50/p90 wait,
+  Queueing and idle reservation count only inside the window and only simulated (not pinned) waits.
+- ``teams``: per budget bucket, attainment, received GPU-hours, share of the cluster's GPU-hours, p50/p90 wait
+  (of the simulated jobs until their first start, as the engine's ``wait_s``),
   and ``verdict`` gains / loses / same: received GPU-hours moved by more than 0.5 % of the baseline's and
   1 GPU-hour; for ``rightsize``, whose jobs ask (and so receive) fewer GPU-hours for the same work, attainment
   moved by more than 0.5 percentage points.
@@ -14,7 +20,8 @@ them the same way:
 
 Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
 files from ``ScenarioResult.write``; the baseline of every kind is the unchanged replay (same policy, backfill,
-budgets, seed), so a scenario equal to its baseline compares equal everywhere.
+budgets, seed: ``baseline``, which a caller may keep and pass back to ``run``), so a scenario equal to its
+baseline compares equal everywhere (and is not simulated a second time).
 """
 from __future__ import annotations
 
@@ -63,20 +70,38 @@ class Inputs:
     store: str | None = None
     cluster: str | None = None
     budgets_source: str = ""
+    warm_start: bool = True   # both runs start from the logged state at ``start`` (``engine.warm``)
 
     @property
     def capacity_gpus(self) -> float:
         return float(self.nodes["gpus"].fill_null(0).sum()) if self.nodes.height else float(self.tree.cluster_gpus or 0)
 
+    def counts(self) -> dict:
+        """Jobs submitted in the window, and (warm start) pending at its start and started before it."""
+        j = self.jobs
+        out = {"jobs": int(j.filter((pl.col("submit") >= self.start) & (pl.col("submit") < self.end)).height)}
+        if self.warm_start:
+            before = pl.col("start").is_not_null() & (pl.col("start") < self.start)
+            out["jobs_started_before"] = int(j.filter(before).height)
+            out["jobs_pending_at_start"] = int(j.filter(~before & (pl.col("submit") < self.start)).height)
+        return out
+
     def describe(self) -> dict:
         return {"cluster": self.cluster, "start": self.start.isoformat(), "end": self.end.isoformat(),
-                "jobs": self.jobs.height, "capacity_gpus": self.capacity_gpus, "budgets": self.budgets_source}
+                **self.counts(), "capacity_gpus": self.capacity_gpus, "budgets": self.budgets_source,
+                "warm_start": self.warm_start}
+
+    def sim_window(self) -> dict:
+        """The engine's warm start and window end (none for a cold start)."""
+        return {"warm_start": self.start, "window_end": self.end} if self.warm_start else {}
 
 
 def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluster: str | None = None,
-                budgets_source: str = "") -> Inputs:
-    """Jobs submitted in [end - window, end) of ``cluster`` (the only one when None); ``end`` None = the latest
-    submit in the store (exclusive bound one microsecond later)."""
+                budgets_source: str = "", warm_start: bool = True, lookback_s: float = engine.config.WEEK_S) -> Inputs:
+    """The window [end - window, end) of ``cluster`` (the only one when None); ``end`` None = the latest submit
+    in the store (exclusive bound one microsecond later). Warm start (default): the jobs of
+    ``engine.warm.window_filter`` (running or pending at the start, submitted in the window, and those that ran
+    in the ``lookback_s`` before it); cold start: the jobs submitted in the window."""
     from queries import schema
     from queries.store import Store
 
@@ -97,9 +122,15 @@ def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluste
     if end is None:
         end = jobs["submit"].max() + dt.timedelta(microseconds=1)
     start = end - dt.timedelta(seconds=window_s)
-    jobs = jobs.filter((pl.col("submit") >= start) & (pl.col("submit") < end)).sort("submit", "job_id")
+    if warm_start:
+        from engine.warm import window_filter
+
+        keep = window_filter(start, end, lookback_s)
+    else:
+        keep = (pl.col("submit") >= start) & (pl.col("submit") < end)
+    jobs = jobs.filter(keep).sort("submit", "job_id")
     return Inputs(schema.conform(jobs, "jobs"), schema.conform(nodes, "nodes"), tree, start, end, str(store), cluster,
-                  budgets_source)
+                  budgets_source, warm_start)
 
 
 @dataclass
@@ -157,13 +188,24 @@ def _has_guarantees(tree) -> bool:
     return any((n.guaranteed_gpus or 0) > 0 for v in tree.versions for n in v.root.walk())
 
 
+def baseline_config(spec: ScenarioSpec, inputs: Inputs):
+    """(jobs, config) of the baseline replay: the same for every kind with the same policy, backfill and seed."""
+    jobs = transforms.with_usage(inputs.jobs)
+    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
+    return jobs, engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
+                                  seed=spec.seed, **inputs.sim_window())
+
+
+def baseline(spec: ScenarioSpec, inputs: Inputs) -> engine.SimResult:
+    """The baseline replay alone (a caller may keep it for every scenario of the same window: ``run``)."""
+    jobs, cfg = baseline_config(spec, inputs)
+    return engine.simulate(jobs, inputs.nodes, cfg)
+
+
 def configs(spec: ScenarioSpec, inputs: Inputs):
     """(baseline jobs, baseline config, scenario jobs, scenario config, extra tables, notes) of a scenario."""
     v = spec.values
-    jobs = transforms.with_usage(inputs.jobs)
-    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
-    base = engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
-                            seed=spec.seed)
+    jobs, base = baseline_config(spec, inputs)
     scen_jobs, scen, extra, notes = jobs, base, {}, []
     if spec.kind == "shares":
         missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
@@ -197,22 +239,27 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
     return jobs, base, scen_jobs, scen, extra, notes
 
 
-def run(spec: ScenarioSpec, inputs: Inputs, progress=None) -> ScenarioResult:
-    """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps."""
+def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None) -> ScenarioResult:
+    """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps. ``baseline``:
+    the result of ``baseline(spec, inputs)`` when the caller kept it (a slider re-runs only the scenario); a
+    scenario whose jobs and configuration equal the baseline's is not simulated twice."""
     say = progress or (lambda f, t: None)
-    if inputs.jobs.is_empty():
+    if not inputs.counts()["jobs"] and not inputs.counts().get("jobs_pending_at_start"):
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
     if inputs.nodes.is_empty():
         raise ValueError("the store has no node list for this cluster; the simulator needs one")
     say(0.05, f"Preparing {LABELS[spec.kind].lower()} ...")
     base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
-    say(0.15, "Replaying the baseline ...")
-    base = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+    if baseline is None:
+        say(0.15, "Replaying the baseline ...")
+        baseline = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+    base = baseline
     say(0.5, "Replaying the scenario ...")
-    scen = engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
+    same = scen_jobs is base_jobs and scen_cfg == base_cfg
+    scen = base if same else engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
     say(0.85, "Comparing ...")
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
-    comparison = compare(base, scen, ba.summary, sa.summary)
+    comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end)
     teams = team_table(base, scen, ba.table, sa.table, inputs, by="attainment" if spec.kind == "rightsize" else "received")
     say(1.0, "Done")
     return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
@@ -225,24 +272,37 @@ def _attainment(res, cfg, inputs):
     return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus)
 
 
-def usage_metrics(res) -> dict:
-    """Queueing and idle reservation of a run: queued GPU-hours (requested GPUs x wait) and job-hours;
-    allocated CPU-hours (timeline) and the reserved-but-unused CPU, memory and GPU hours (allocated minus the
-    log's usage of the jobs that ran)."""
+def _seconds_inside(a: pl.Expr, b: pl.Expr, start, end) -> pl.Expr:
+    """Seconds of [a, b) inside [start, end) (None: unbounded); 0 where a bound is missing."""
+    lo = a if start is None else pl.max_horizontal(a, pl.lit(start))
+    hi = b if end is None else pl.min_horizontal(b, pl.lit(end))
+    return ((hi - lo).dt.total_microseconds().cast(pl.Float64) / 1e6).clip(0.0).fill_null(0.0)
+
+
+def usage_metrics(res, start=None, end=None) -> dict:
+    """Queueing and idle reservation of a run inside [start, end) (None: unbounded): queued GPU-hours (requested
+    GPUs x the wait of each simulated attempt, from its (re)submit) and job-hours; allocated CPU-hours (timeline)
+    and the reserved-but-unused CPU, memory and GPU hours: allocated minus what the rows used at the log's rates
+    (``transforms.with_usage``) while they ran. Pinned (warm-start) jobs count by what they held and used
+    inside the window, never by their waits."""
     j, tl = res.jobs, res.timeline
-    dur = (tl["end"] - tl["start"]).dt.total_microseconds().cast(pl.Float64) / 1e6 if tl.height else pl.Series([], dtype=pl.Float64)
-    alloc_cpu = float((tl["cpus"] * dur).sum()) / 3600.0 if tl.height else 0.0
-    alloc_mem = float((tl["mem_bytes"].fill_null(0.0) * dur).sum()) / 1e12 / 3600.0 if tl.height else 0.0
-    alloc_gpu = float((tl["gpus"] * dur).sum()) / 3600.0 if tl.height else 0.0
+    dur = _seconds_inside(pl.col("start"), pl.col("end"), start, end)
+    alloc = tl.select((pl.col("cpus") * dur).sum().alias("c"), (pl.col("mem_bytes").fill_null(0.0) * dur).sum().alias("m"),
+                      (pl.col("gpus") * dur).sum().alias("g")).row(0) if tl.height else (0.0, 0.0, 0.0)
+    alloc_cpu, alloc_mem, alloc_gpu = (float(x or 0.0) for x in alloc)
+    sim_rows = j.filter(~pl.col("pinned")) if "pinned" in j.columns else j
+    waits = sim_rows.select(
+        (pl.col("req_gpus").fill_null(0.0) * _seconds_inside(pl.col("submit"), pl.col("start"), start, end)).sum()
+        .alias("g"), _seconds_inside(pl.col("submit"), pl.col("start"), start, end).sum().alias("n")).row(0)
+    ran = _seconds_inside(pl.col("start"), pl.coalesce(pl.col("end"), pl.col("start")), start, end)
 
-    def used(col, scale):
-        return float(j[col].fill_null(0.0).sum()) / scale if col in j.columns else 0.0
+    def used(col):
+        return float(j.select((pl.col(col).fill_null(0.0) * ran).sum()).item()) if col in j.columns else 0.0
 
-    return {"waiting_gpu_hours": float((j["req_gpus"].fill_null(0.0) * j["wait_s"]).sum()) / 3600.0,
-            "wait_job_hours": float(j["wait_s"].sum()) / 3600.0,
-            "allocated_cpu_hours": alloc_cpu, "idle_cpu_hours": alloc_cpu - used("used_cpu_s", 3600.0),
-            "idle_mem_tb_hours": alloc_mem - used("used_mem_gbs", 1000.0 * 3600.0),
-            "idle_gpu_hours": alloc_gpu - used("used_gpu_s", 3600.0)}
+    return {"waiting_gpu_hours": float(waits[0] or 0.0) / 3600.0, "wait_job_hours": float(waits[1] or 0.0) / 3600.0,
+            "allocated_cpu_hours": alloc_cpu / 3600.0, "idle_cpu_hours": (alloc_cpu - used("used_cpus")) / 3600.0,
+            "idle_mem_tb_hours": (alloc_mem / 1e12 - used("used_mem_gb") / 1000.0) / 3600.0,
+            "idle_gpu_hours": (alloc_gpu - used("used_gpus")) / 3600.0}
 
 
 def _flat(metrics: dict, att: dict, usage: dict) -> dict:
@@ -261,9 +321,10 @@ def _flat(metrics: dict, att: dict, usage: dict) -> dict:
     return flat
 
 
-def compare(base, scen, base_att: dict, scen_att: dict) -> pl.DataFrame:
-    a = _flat(base.metrics, base_att, usage_metrics(base))
-    b = _flat(scen.metrics, scen_att, usage_metrics(scen))
+def compare(base, scen, base_att: dict, scen_att: dict, start=None, end=None) -> pl.DataFrame:
+    """The comparison table; queueing and idle reservation inside [start, end) (``usage_metrics``)."""
+    a = _flat(base.metrics, base_att, usage_metrics(base, start, end))
+    b = _flat(scen.metrics, scen_att, usage_metrics(scen, start, end))
     rows = []
     for key, label, better in METRICS:
         x, y = a.get(key), b.get(key)
@@ -274,7 +335,11 @@ def compare(base, scen, base_att: dict, scen_att: dict) -> pl.DataFrame:
 
 
 def _waits_by_bucket(res) -> pl.DataFrame:
-    return res.jobs.group_by(pl.col("budget_bucket").alias("node")).agg(
+    """p50 / p90 wait per bucket of the simulated jobs until their first start (as the engine's ``wait_s``)."""
+    j = res.jobs
+    if "attempt" in j.columns:
+        j = j.filter((pl.col("attempt") == 0) & ~pl.col("pinned"))
+    return j.group_by(pl.col("budget_bucket").alias("node")).agg(
         pl.col("wait_s").quantile(0.5, "linear").alias("p50"), pl.col("wait_s").quantile(0.9, "linear").alias("p90"))
 
 

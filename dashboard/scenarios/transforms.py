@@ -19,20 +19,21 @@ import polars as pl
 from engine import budget_tree as bt
 
 GIB = float(1 << 30)
-USAGE_COLUMNS = ("used_cpu_s", "used_mem_gbs", "used_gpu_s")
+USAGE_COLUMNS = ("used_cpus", "used_mem_gb", "used_gpus")
 
 
 def with_usage(jobs: pl.DataFrame) -> pl.DataFrame:
-    """Add what each job used, from the log, before any request changes: ``used_cpu_s`` (CPU-seconds),
-    ``used_mem_gbs`` (peak RSS x run time, GB-seconds) and ``used_gpu_s`` (GPUs x mean utilisation x run time);
-    null where the log does not know. The engine carries extra columns through, so both runs keep them."""
+    """Add what each job used per second of its run, from the log, before any request changes: ``used_cpus``
+    (CPU-seconds / run time), ``used_mem_gb`` (peak RSS, GB) and ``used_gpus`` (requested GPUs x mean
+    utilisation); null where the log does not know. The engine carries extra columns to every attempt row, so
+    both runs keep them and a row's use is the rate x its own run time (``runner.usage_metrics``)."""
     run = pl.col("elapsed_s").cast(pl.Float64)
-    cols = [pl.col("cpu_seconds_used").cast(pl.Float64).alias("used_cpu_s") if "cpu_seconds_used" in jobs.columns
-            else pl.lit(None, dtype=pl.Float64).alias("used_cpu_s"),
-            (pl.col("max_rss_bytes").cast(pl.Float64) / 1e9 * run).alias("used_mem_gbs")
-            if "max_rss_bytes" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_mem_gbs"),
-            (pl.coalesce("req_gpus", "alloc_gpus").cast(pl.Float64) * pl.col("mean_gpu_util").cast(pl.Float64) * run)
-            .alias("used_gpu_s") if "mean_gpu_util" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_gpu_s")]
+    cols = [pl.when(run > 0).then(pl.col("cpu_seconds_used").cast(pl.Float64) / run).alias("used_cpus")
+            if "cpu_seconds_used" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_cpus"),
+            (pl.col("max_rss_bytes").cast(pl.Float64) / 1e9).alias("used_mem_gb")
+            if "max_rss_bytes" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_mem_gb"),
+            (pl.coalesce("req_gpus", "alloc_gpus").cast(pl.Float64) * pl.col("mean_gpu_util").cast(pl.Float64))
+            .alias("used_gpus") if "mean_gpu_util" in jobs.columns else pl.lit(None, dtype=pl.Float64).alias("used_gpus")]
     return jobs.with_columns(cols)
 
 

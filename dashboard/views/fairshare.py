@@ -19,8 +19,9 @@ except Exception as exc:  # noqa: BLE001 - a broken budget file is a message, no
     st.error(f"The budget file could not be read: {exc}", icon=":material/error:")
     st.stop()
 cluster = data.sim_cluster(flt)
-st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}**, jobs submitted "
-           "in the window. Partition, account, state and class filters do not apply to a replay.")
+st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}** from its logged "
+           "state at the window start (jobs running then run as logged). Partition, account, state and class "
+           "filters do not apply to a replay.")
 
 if st.toggle("Show the logged attainment history (7-day windows, stepped daily)", key="fs_history"):
     try:
@@ -112,8 +113,9 @@ with st.form("scenario_form", border=True):
         policy = st.selectbox("Queue policy", ["fairshare", "drf", "priority", "fcfs"], key="fs_policy")
         replay_days = st.select_slider(
             "Replay the last", REPLAY, value=7, key="fs_days", format_func=lambda d: "whole window" if d == 0 else
-            f"{d} days", help="Jobs submitted in the last N days of the sidebar window are replayed. Long windows "
-                              "take minutes: the simulator's cost grows faster than the number of jobs.")
+            f"{d} days", help="The last N days of the sidebar window are replayed, starting from the logged state "
+                              "(jobs already running keep their nodes, pending ones their submit time). Long "
+                              "windows take minutes: the simulator's cost grows faster than the number of jobs.")
     submitted = st.form_submit_button("Simulate", type="primary", icon=":material/play_arrow:", key="fs_simulate")
 
 if submitted:

@@ -14,6 +14,9 @@
    engine module (what dominates).
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
    ``bf_max_job_test`` cap for comparison.
+4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
+   (``engine.warm``), fair share + EASY, the engine alone and the whole shares scenario (``scenarios.runner``)
+   with and without the kept baseline, against the as-logged replay of the same window (baseline in the run).
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.
 Run: ``python -m pytest tests/benchmarks/bench_engine.py -m benchmark -s``
@@ -331,7 +334,8 @@ def naive_fairshare_run(jobs, cluster, cfg):
 GROUPS = {  # engine module -> what it does, for the time split
     "policy": "queue order (fair share: usage keys, tree descent, skipping known failures)",
     "passes": "passes: heads, EASY reservation, backfill scan", "pool": "placement (best fit, gangs, bounds)",
-    "qstats": "passes: nothing-fits check", "preempt": "preemption search", "tenants": "usage ledger windows",
+    "qstats": "passes: nothing-fits check", "preempt": "preemption search",
+    "tenants": "usage ledger windows, borrowing caps",
     "core": "event loop, job start/stop bookkeeping", "intervals": "event loop, job start/stop bookkeeping",
     "health": "event loop, job start/stop bookkeeping",
     "workload": "input -> arrays, metrics, output frames", "metrics": "input -> arrays, metrics, output frames",
@@ -386,3 +390,39 @@ def test_node_conservative_backfill():
               f"{m['wait_s']['mean']:8.0f} s, cut passes {m['scheduler']['backfill_cap_hits']}")
     print_split(lambda: simulate(jobs, cluster, SimConfig(backfill="conservative")))
     assert cons.metrics["jobs_simulated"] == n
+
+
+# ------------------------------------------------------------------------------------------ 4. the dashboard default
+@pytest.mark.benchmark
+def test_warm_started_week_the_dashboard_default():
+    store = REPO / "sample_data" / "store"
+    if not (store / "_manifest.json").exists():
+        pytest.skip("the sample store is not built")
+    from dashboard.scenarios import runner
+    from dashboard.scenarios.spec import ScenarioSpec
+    from engine.budget_tree import load
+
+    tree = load(REPO / "sample_data" / "budgets.toml")
+    inp, load_cpu, _ = timed(runner.load_inputs, str(store), tree, window_s=7 * 86400.0)
+    nodes = inp.nodes
+    window = dict(warm_start=inp.start, window_end=inp.end)
+    rep, cpu_r, _ = timed(simulate, inp.jobs, nodes, SimConfig(replay="logged", **window))
+    res, cpu, wall = timed(simulate, inp.jobs, nodes, SimConfig(policy="fairshare", backfill="easy", budgets=tree,
+                                                                 **window))
+    m = res.metrics
+    n = m["jobs_simulated"]
+    print(f"\nwarm-started week (sample store, {inp.start:%Y-%m-%d} .. {inp.end:%Y-%m-%d}): {n} jobs simulated, "
+          f"{m['warm_start']['jobs_running']} running and {m['warm_start']['jobs_history']} finished as logged "
+          f"before it (loading {load_cpu:.2f} s CPU)")
+    print(f"  as-logged replay of the window (baseline): {cpu_r:.2f} s CPU, occupancy {rep.metrics['occupancy']:.3f}")
+    print(f"  fair share + EASY: {cpu:.2f} s CPU ({wall:.2f} s wall) = {n / cpu:,.0f} jobs/s, {cpu / cpu_r:.1f}x the "
+          f"replay; occupancy {m['occupancy']:.3f}, wait p90 {m['wait_s']['p90']:.0f} s, passes {m['scheduler']}")
+    spec = ScenarioSpec.make("shares", shares={"acme/research/language": 60})
+    _, cpu_s, wall_s = timed(runner.run, spec, inp)
+    base = runner.baseline(spec, inp)
+    _, cpu_k, wall_k = timed(runner.run, spec, inp, baseline=base)
+    print(f"  shares scenario, both runs + comparison: {cpu_s:.2f} s CPU ({wall_s:.2f} s wall); with the baseline "
+          f"kept (what a slider re-run costs): {cpu_k:.2f} s CPU ({wall_k:.2f} s wall)")
+    print_split(lambda: simulate(inp.jobs, nodes, SimConfig(policy="fairshare", backfill="easy", budgets=tree,
+                                                           **window)))
+    assert abs(m["occupancy"] - rep.metrics["occupancy"]) < 0.03
