@@ -160,15 +160,21 @@ def _slider_latency(url: str, browser) -> tuple[float, float]:
 
 
 def _bare_engine(store, start, end) -> float:
-    """One bare engine run of the last 7 days (the Fair share page's default replay), no dashboard around it."""
+    """One bare engine run of the Fair share page's default replay (the last 7 days of the window, warm-started
+    from the logged state there, as ``dashboard.data.sim`` runs it), no dashboard around it."""
+    import dataclasses
+
     import polars as pl
 
     import engine
     from dashboard import scenario
+    from engine.warm import window_filter
+    from queries import schema
     from queries.store import Store
 
     s = Store(store)
-    jobs = s.read("jobs").filter((pl.col("submit") >= end - dt.timedelta(days=7)) & (pl.col("submit") < end))
+    lo = end - dt.timedelta(days=7)
+    jobs = schema.conform(s.read("jobs").filter(window_filter(lo, end)).sort("submit", "job_id"), "jobs")
     nodes = s.read("nodes")
     budgets_file = REPO / "sample_data" / "budgets.toml"
     tree = None
@@ -176,8 +182,9 @@ def _bare_engine(store, start, end) -> float:
         from engine import budget_tree
 
         tree = budget_tree.load(budgets_file)
+    cfg = dataclasses.replace(scenario.sim_config(scenario.Scenario(), tree), warm_start=lo, window_end=end)
     t0 = time.perf_counter()
-    engine.simulate(jobs.sort("submit", "job_id"), nodes, scenario.sim_config(scenario.Scenario(), tree))
+    engine.simulate(jobs, nodes, cfg)
     return time.perf_counter() - t0
 
 
