@@ -41,29 +41,6 @@ def default_tree(accounts) -> bt.BudgetTree:
     return to_tree({a: 1.0 for a in sorted({a for a in accounts if a})})
 
 
-def frontier(root) -> list[tuple[str, str, int]]:
-    """(key, kind, depth) rows partitioning all demand at leaf level (``queries.budgets.frontier(root, "leaf")``)."""
-    rows: list[tuple[str, str, int]] = []
-
-    def walk(node):
-        for child in node.children:
-            if child.is_leaf:
-                rows.append((child.path, "node", child.depth))
-            else:
-                walk(child)
-                rows.append((f"{child.path}/{bt.DIRECT}", "direct", child.depth + 1))
-
-    walk(root)
-    return rows + [(bt.UNBUDGETED, "unbudgeted", 0)]
-
-
-def _ancestors(key: str) -> list[str]:
-    if key == bt.UNBUDGETED:
-        return [key]
-    parts = key.split("/")
-    return [key] + ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
-
-
 def _us(jobs: pl.DataFrame, name: str) -> np.ndarray:
     """A time column as float microseconds since the epoch (NaN for null); numeric columns are seconds."""
     s = jobs[name]
@@ -143,12 +120,12 @@ def compute(spans: Spans, tree, capacity: float, w0: float, w1: float) -> dict:
             key = bt.bucket(root, spans.accounts[k])
             d, r = float(dem_a[k]) / 3600.0, float(rec_a[k]) / 3600.0
             need[key] = need.get(key, 0.0) + d
-            for x in _ancestors(key):
+            for x in bt.ancestors(key):
                 demanded[x] = demanded.get(x, 0.0) + d
                 received[x] = received.get(x, 0.0) + r
         entitled = bt.entitlements(root, cap_h, need, window_hours=hours)
         static = bt.static_entitlements(root, cap_h)
-        for key, kind, depth in frontier(root):
+        for key, kind, depth in bt.frontier(root):
             acc = totals.setdefault(key, [0.0, 0.0, 0.0, 0.0])
             acc[0] += entitled.get(key, 0.0)
             acc[1] += static.get(key, 0.0)

@@ -185,6 +185,36 @@ def bucket(root: BudgetNode, account: str | None) -> str:
     return path if path == UNBUDGETED or root.index[path].is_leaf else f"{path}/{DIRECT}"
 
 
+def frontier(root: BudgetNode, level="leaf") -> list[tuple[str, str, int]]:
+    """(key, kind, depth) rows that partition demand at ``level``: "leaf" or a depth (1 = top of the tree).
+
+    A node at that depth stands for its subtree; shallower leaves stand for themselves; shallower internal
+    nodes add a "direct" row for demand naming them but none of their children; ``UNBUDGETED`` comes last.
+    """
+    if level != "leaf" and (not isinstance(level, int) or level < 1):
+        raise ValueError(f"level must be 'leaf' or a depth >= 1, got {level!r}")
+    rows: list[tuple[str, str, int]] = []
+
+    def walk(node):
+        for child in node.children:
+            if child.is_leaf or (level != "leaf" and child.depth >= level):
+                rows.append((child.path, "node", child.depth))
+            else:
+                walk(child)
+                rows.append((f"{child.path}/{DIRECT}", "direct", child.depth + 1))
+
+    walk(root)
+    return rows + [(UNBUDGETED, "unbudgeted", 0)]
+
+
+def ancestors(key: str) -> list[str]:
+    """``key`` and every node path above it (``a/b/(direct)`` -> itself, ``a/b``, ``a``)."""
+    if key == UNBUDGETED:
+        return [key]
+    parts = key.split("/")
+    return [key] + ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
 # ------------------------------------------------------------------------------------------ entitlements
 def water_fill(amount: float, weights, floors, caps) -> list[float]:
     """Split ``amount``: x_i = clamp(lam * w_i, min(floor_i, cap_i), cap_i), sum x = min(amount, sum cap).

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from engine.budget_tree import (
-    DIRECT, UNBUDGETED, BudgetTree, bucket, entitlements, resolve, static_entitlements, static_shares,
+    UNBUDGETED, BudgetTree, ancestors, bucket, entitlements, frontier, resolve, static_entitlements,
+    static_shares,
 )
 
 from . import DEFAULT_STORE, _parse_ts, connect, run
@@ -78,36 +79,6 @@ def usage(store=None, start=None, end=None, *, cluster: str | None = None, con=N
     return run("budget_usage", store, con=con, start=start, end=end, cluster=cluster)
 
 
-def frontier(root, level) -> list[tuple[str, str, int]]:
-    """(key, kind, depth) rows that partition demand at ``level``: "leaf" or a depth (1 = top of the tree).
-
-    A node at that depth stands for its subtree; shallower leaves stand for themselves; shallower internal
-    nodes add a "direct" row for demand naming them but none of their children.
-    """
-    if level != "leaf" and (not isinstance(level, int) or level < 1):
-        raise ValueError(f"level must be 'leaf' or a depth >= 1, got {level!r}")
-    rows: list[tuple[str, str, int]] = []
-
-    def walk(node):
-        for child in node.children:
-            if child.is_leaf or (level != "leaf" and child.depth >= level):
-                rows.append((child.path, "node", child.depth))
-            else:
-                walk(child)
-                rows.append((f"{child.path}/{DIRECT}", "direct", child.depth + 1))
-
-    walk(root)
-    return rows + [(UNBUDGETED, "unbudgeted", 0)]
-
-
-def _ancestors(key: str) -> list[str]:
-    """``key`` and every node path above it (``a/b/(direct)`` -> itself, ``a/b``, ``a``)."""
-    if key == UNBUDGETED:
-        return [key]
-    parts = key.split("/")
-    return [key] + ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
-
-
 def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: str | None = None,
                capacity_gpus: float | None = None, con=None) -> Attainment:
     """Entitled / static / demanded / received GPU-hours and attainment per tree row at ``level`` (see module doc)."""
@@ -135,7 +106,7 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
                     "account", "received_gpu_s", "demanded_gpu_s").iter_rows():
                 key = bucket(root, account)
                 need[key] = need.get(key, 0.0) + dem_s / 3600.0
-                for k in _ancestors(key):
+                for k in ancestors(key):
                     demanded[k] = demanded.get(k, 0.0) + dem_s / 3600.0
                     received[k] = received.get(k, 0.0) + rec_s / 3600.0
                 received_total += rec_s / 3600.0

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from dashboard.scenario import fmt_duration as _dur
+
 TABLE_SCHEMA = {"cause": pl.String, "measure": pl.String, "value": pl.Float64, "unit": pl.String}
 WAITS_SCHEMA = {"job_class": pl.String, "jobs": pl.UInt32, "waited": pl.UInt32, "p50_wait_s": pl.Float64,
                 "p90_wait_s": pl.Float64}
@@ -344,13 +346,3 @@ def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str) -> 
     if parts:
         out.append("Queue wait by job class: " + "; ".join(parts) + ".")
     return out
-
-
-def _dur(seconds) -> str:
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "–"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
