@@ -135,40 +135,42 @@ def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
     return cols, delimiter, len(parts) == len(cols) + 1 and parts[-1] == "", None
 
 
-def _numbers(rows: str) -> list[str]:
-    """Plain-number fields parsed for allocation rows; a step contributes only its CPU count."""
-    if rows == "alloc":
-        return ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
-                "timelimitraw"]
-    return ["alloccpus", "ncpus"]
+ALLOC_NUMBERS = ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
+                 "timelimitraw"]
+STEP_NUMBERS = ["alloccpus", "ncpus"]  # a step contributes only its CPU count
 
 
 def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFrame:
-    """Add the parsed ``_<name>`` columns. Low-cardinality fields (state, TRES, limits, requests, comments,
-    Elapsed) are parsed once per distinct value; the others with fast, capture-free expressions."""
+    """Add the parsed ``_<name>`` columns of ``rows`` ("alloc" or "step"). Low-cardinality fields (state, TRES,
+    limits, requests, comments, Elapsed) are parsed once per distinct value; the rest by fixed-position fast
+    paths, with the general parser only on the rows those do not take, in one lazy pass."""
     col, alloc = pl.col, rows == "alloc"
+    found: dict[str, pl.Series | pl.Expr] = {}
 
-    def distinct(frame: pl.DataFrame, key: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
-        return c.on_distinct(frame, key, exprs) if key in has else frame.with_columns(**exprs)
+    def distinct(key: str, exprs: dict[str, pl.Expr]) -> None:
+        if key in has:
+            found.update(c.on_distinct_values(df, key, exprs))
+        else:  # a column the file does not have: what the parsers give for null, as constants
+            none = pl.select(pl.lit(None, pl.String).alias(key)).select(**exprs)
+            found.update({k: pl.lit(v[0], v.dtype) for k, v in none.to_dict().items()})
 
     def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
         return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
 
-    df = distinct(df, "state", {"_state": c.state_expr(col("state"))})
-    df = distinct(df, "elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
+    distinct("state", {"_state": c.state_expr(col("state"))})
+    distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
     # a step's AllocTRES only matters when the CPU count has no column of its own
-    tres = ("alloctres", "reqtres") if alloc else (() if {"alloccpus", "ncpus"} & has else ("alloctres",))
-    for key in tres:
-        df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
+    for key in ("alloctres", "reqtres") if alloc else (() if {"alloccpus", "ncpus"} & has else ("alloctres",)):
+        distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
     if alloc:
         for key in ("allocgres", "reqgres"):
-            df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
-        df = distinct(df, "timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
-                                                c.DURATION_NULL))
+            distinct(key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
+        distinct("timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
+                                       c.DURATION_NULL))
         mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
-        df = distinct(df, "reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
-        df = distinct(df, "comment", {"_min_runtime_s": c.number_expr(
-            c.comment_value_expr(col("comment"), "min_runtime_s"))})
+        distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
+        distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
+                                                                                  "min_runtime_s"))})
     # TRESUsageIn* entries we use: extracted once (on the rows that have them), parsed from the extract
     usage = {"_util_ave_raw": ("tresusageinave", "gres/gpuutil"), "_util_max_raw": ("tresusageinmax", "gres/gpuutil"),
              "_gmem_raw": ("tresusageinmax", "gres/gpumem")}
@@ -176,63 +178,78 @@ def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFram
         usage["_umem_raw"] = ("tresusageinmax", "mem")
     for src in ("tresusageinave", "tresusageinmax"):
         mine = {k: c.tres_value_expr(col(s), key) for k, (s, key) in usage.items() if s == src}
-        if src not in has:
-            df = df.with_columns(**{k: pl.lit(None, pl.String) for k in mine})
-            continue
         needle = "mem=" if "_umem_raw" in mine else "gres/gpu"
-        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series()
-        found = c.subset_values(df, mask, mine, [src]) if mask.any() else {k: pl.lit(None, pl.String) for k in mine}
-        df = df.with_columns(v.alias(k) for k, v in found.items())
-    durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
-    values = {f"_{k}": c.number_expr(col(k)) for k in _numbers(rows)}
-    values |= {"_maxrss": c.memory_expr(col("maxrss"), "")[0],
-               "_util_ave": c.number_expr(col("_util_ave_raw")) / 100,
-               "_util_max": c.number_expr(col("_util_max_raw")) / 100,
-               "_gmem": c.memory_expr(col("_gmem_raw"), "")[0]}
+        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series() if (
+            src in has) else None
+        if mask is not None and mask.any():
+            found.update(c.subset_values(df, mask, mine, [src]))
+        else:
+            found.update({k: pl.lit(None, pl.String) for k in mine})
+    df = df.with_columns(v.alias(k) for k, v in found.items())
+    plain = {f"_{k}": c.number_expr(col(k)) for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)}
+    plain |= {"_util_ave": c.number_expr(col("_util_ave_raw")) / 100,
+              "_util_max": c.number_expr(col("_util_max_raw")) / 100,
+              "_gmem": c.memory_expr(col("_gmem_raw"), "")[0]}
     if "_umem_raw" in usage:
-        values["_umem"] = c.memory_expr(col("_umem_raw"), "")[0]
-    values |= {f"_{k}": c.duration_expr(col(k)) for k in durations}  # mostly distinct: parsed per row
-    specs = [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz), c.TIME_NULL)
-             for k in ("submit", "start", "end")] if alloc else []
-    return c.with_fallbacks(df.with_columns(**values), specs)
+        plain["_umem"] = c.memory_expr(col("_umem_raw"), "")[0]
+    durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
+    specs = [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
+    specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
+    specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
+              for k in ("submit", "start", "end")] if alloc else []
+    return c.with_fallbacks(df, specs, plain)
 
 
-def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, str, str | None]]:
-    """``(shown field, bad, reason, raw column)`` in order of precedence, over the parsed columns."""
+def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr, str, str | None]]:
+    """``(shown field, bad, may be bad, reason, raw column)`` in order of precedence, over the parsed columns.
+
+    ``may be bad`` is a cheaper superset of ``bad`` (it skips the "no value" token lists) for the pass over all
+    rows; ``bad`` decides on the rows it flags. A step row is checked on the fields it contributes."""
     col, alloc = pl.col, rows == "alloc"
-    chk = [(None, ~col("_fields_ok"), "wrong number of fields", None),
-           ("JobID", ~col("jobid").fill_null("").str.contains(_JOBID_RE), "malformed job id", "jobid"),
-           ("State", col("_state").is_null(), "unknown state", "state")]
+
+    def unparsed(k: str, tokens=(), value: str | None = None) -> tuple[pl.Expr, pl.Expr]:
+        raw, val = col(k), col(value or f"_{k}")
+        return c.unparsed(raw, val, tokens), raw.is_not_null() & val.is_null()
+
+    def exact(bad: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+        return bad, bad
+
+    chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None),
+           ("JobID", *exact(~col("jobid").fill_null("").str.contains(_JOBID_RE)), "malformed job id", "jobid"),
+           ("State", *exact(col("_state").is_null()), "unknown state", "state")]
     for k in ("submit", "start", "end") if alloc else ():
-        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.TIME_NULL), "unparseable timestamp", k))
-    chk.append(("Elapsed", col("_elapsed_bad"), "unparseable duration", "elapsed"))
+        chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k))
+    chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed"))
     if alloc:
-        chk.append(("Timelimit", col("_timelimit_bad"), "unparseable duration", "timelimit"))
+        chk.append(("Timelimit", *exact(col("_timelimit_bad")), "unparseable duration", "timelimit"))
     for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
-        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.DURATION_NULL), "unparseable duration", k))
-    for k in _numbers(rows):
-        bad = c.unparsed(col(k), col(f"_{k}")) | (col(f"_{k}") < 0)
-        chk.append((SHOWN[k], bad, "not a non-negative number", k))
-    chk.append(("MaxRSS", c.unparsed(col("maxrss"), col("_maxrss")), "unparseable memory size", "maxrss"))
+        chk.append((SHOWN[k], *unparsed(k, c.DURATION_NULL), "unparseable duration", k))
+    for k in ALLOC_NUMBERS if alloc else STEP_NUMBERS:
+        bad, maybe = unparsed(k)
+        neg = col(f"_{k}") < 0
+        chk.append((SHOWN[k], bad | neg, maybe | neg, "not a non-negative number", k))
+    chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss"))
     if alloc:
-        chk.append(("ReqMem", col("_reqmem_bad"), "unparseable memory size", "reqmem"))
+        chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem"))
     for k in ["alloctres", "reqtres"] if alloc else (["alloctres"] if not {"alloccpus", "ncpus"} & has else []):
-        chk.append((SHOWN[k], col(f"_{k}_bad"), "unparseable TRES string", k))
-    usage_bad = {"tresusageinave": c.unparsed(col("_util_ave_raw"), col("_util_ave")),
-                 "tresusageinmax": c.unparsed(col("_util_max_raw"), col("_util_max"))
-                 | c.unparsed(col("_gmem_raw"), col("_gmem"))
-                 | (c.unparsed(col("_umem_raw"), col("_umem")) if "maxrss" not in has else pl.lit(False))}
-    chk += [(SHOWN[k], bad, "unparseable TRES usage value", k) for k, bad in usage_bad.items()]
-    sizes = [f"_{k}" for k in _numbers(rows) if k not in ("priority", "elapsedraw", "timelimitraw")] + (
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k))
+    ave, ave_maybe = unparsed("_util_ave_raw", value="_util_ave")
+    mx, mx_maybe = unparsed("_util_max_raw", value="_util_max")
+    gm, gm_maybe = unparsed("_gmem_raw", value="_gmem")
+    um, um_maybe = unparsed("_umem_raw", value="_umem") if "maxrss" not in has else (pl.lit(False), pl.lit(False))
+    chk.append(("TRESUsageInAve", ave, ave_maybe, "unparseable TRES usage value", "tresusageinave"))
+    chk.append(("TRESUsageInMax", mx | gm | um, mx_maybe | gm_maybe | um_maybe, "unparseable TRES usage value",
+                "tresusageinmax"))
+    sizes = [f"_{k}" for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)
+             if k not in ("priority", "elapsedraw", "timelimitraw")] + (
         ["_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu", "_alloctres_gpus"] if alloc else [])
-    absurd = (pl.any_horizontal([col(k).fill_null(0) > MAX_COUNT for k in sizes])
-              | pl.any_horizontal([col(k).fill_null(0) > MAX_BYTES for k in ["_maxrss"] + (
-                  ["_alloctres_mem_bytes"] if alloc else [])])
-              | pl.any_horizontal([col(k).fill_null(0) > MAX_SECONDS for k in ["_elapsed"] + (
-                  ["_totalcpu"] if "totalcpu" in has else [])]))
-    chk.append((None, absurd, "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)", None))
+    big = lambda keys, limit: [col(k).fill_null(0) > limit for k in keys]  # noqa: E731
+    absurd = pl.any_horizontal(big(sizes, MAX_COUNT) + big(["_maxrss"] + (["_alloctres_mem_bytes"] if alloc else []),
+                                                           MAX_BYTES)
+                               + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))
+    chk.append((None, *exact(absurd), "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)", None))
     if alloc:
-        chk.append(("End", col("_end") < col("_start"), "end before start", "end"))
+        chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end"))
     return chk
 
 
@@ -247,22 +264,23 @@ def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: textio.Line
               n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Parse and check ``rows`` ("alloc" or "step").
 
-    -> (valid rows: ``_line``, ``jobid``, text fields and parsed ``_<value>`` columns;
+    -> (valid rows: ``_line``, ``_aord``, ``jobid``, text fields and parsed ``_<value>`` columns;
         rejects[line, field, reason, raw, _jobid]). The first failing check names the reason; messages are
     built only for the rejected rows.
     """
     chk = _checks(rows, has)
     done = _parse_values(df, rows, tz, has)
-    # one pass for "is anything wrong"; the precedence chain and messages only for the (few) failing rows
-    bad = done.select(pl.any_horizontal([b.fill_null(False) for _, b, _, _ in chk])).to_series()
-    n_bad = int(bad.sum())
-    bad_rows = done.filter(bad) if n_bad else done.clear()
+    # one cheap pass for "may anything be wrong"; the exact checks, the precedence chain and the messages only
+    # for the (few) rows it flags
+    maybe = done.lazy().select(pl.any_horizontal([m.fill_null(False) for _, _, m, _, _ in chk])).collect().to_series()
+    suspects = done.filter(maybe) if maybe.any() else done.clear()
+    bad_rows = suspects.filter(pl.any_horizontal([b.fill_null(False) for _, b, _, _, _ in chk]))
     code = pl.lit(0)
     for i in range(len(chk), 0, -1):
         code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
     bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
     field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
-    for i, (shown, _, text, value) in enumerate(chk, 1):
+    for i, (shown, _, _, text, value) in enumerate(chk, 1):
         if i == 1:  # the field count is only known from the raw line
             msg = pl.format(f"expected {n_fields} fields, found {{}}",
                             pl.col("_raw").str.count_matches(delim, literal=True) + 1)
@@ -273,13 +291,15 @@ def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: textio.Line
     rejects = bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
                               pl.col("_raw").alias("raw"), pl.col("jobid").alias("_jobid"))
     if rows == "alloc":
-        keep = ["_line", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
-            "_raw") and k not in ("_line", "_fields_ok", "_code")]
+        keep = ["_line", "_aord", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
+            ("_raw", "_bad")) and k not in ("_line", "_aord", "_fields_ok")]
     else:
         keep = ["_line", "_aord", "jobid", "cluster"] + [
             k if k in done.columns else pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES]
     done = done.select(keep)
-    return (done.filter(~bad) if n_bad else done), rejects
+    if bad_rows.height:
+        done = done.filter(~pl.col("_line").is_in(bad_rows["_line"].implode()))
+    return done, rejects
 
 
 def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
@@ -308,8 +328,12 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
         raise IngestError(path, f"cannot split into fields: {str(exc).splitlines()[0]}") from exc
     del head
     ok = pl.col("_fields_ok") & (pl.col(f"f{n_cols - 1}").is_null() if trailing else pl.lit(True))
-    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[
-        (pl.col(f"f{index[k]}") if k in index else pl.lit(None, pl.String)).alias(k) for k in USED])
+    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[pl.col(f"f{index[k]}").alias(k) for k in USED
+                                                                  if k in index])
+    # the columns the file lacks, as nulls cut like the others (a frame whose columns disagree on chunk
+    # boundaries is rechunked whole by every later operation)
+    none = c.align_chunks(pl.repeat(None, df.height, dtype=pl.String, eager=True), df["_line"])
+    df = df.with_columns(none.alias(k) for k in USED if k not in index).select("_line", "_fields_ok", *USED)
     is_data = ~frame["_blank"] & ~frame["f0"].fill_null("").str.starts_with("#")
     if header_line:
         is_data &= frame["_line"] != header_line
@@ -323,12 +347,16 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     # ordinal of the nearest allocation row at or above each row: a step's likely parent, since sacct lists
     # the steps right after their job (checked below, with a lookup by key where it does not hold)
     df = df.with_columns(c.align_chunks((~is_step).cast(pl.Int64).cum_sum() - 1, df["jobid"]).alias("_aord"))
+    n_alloc_rows = df.height - int(is_step.sum())
     # allocation and step rows are independent: evaluate them side by side (Polars releases the GIL, and
     # much of the per-column work is serial, so a second thread keeps the second core busy)
+    # (each as one chunk: the CSV reader's chunks, cut by a filter, and the constant and lazily computed
+    # columns added later would disagree on chunk boundaries, and Polars rechunks a misaligned frame whole in
+    # every operation)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        alloc_job = pool.submit(_evaluate, df.filter(~is_step), "alloc", tz, has, lines, delim, len(names))
-        step_job = pool.submit(_evaluate, df.select(STEP_COLUMNS).filter(is_step), "step", tz, has, lines, delim,
-                               len(names))
+        alloc_job = pool.submit(_evaluate, df.filter(~is_step).rechunk(), "alloc", tz, has, lines, delim, len(names))
+        step_job = pool.submit(_evaluate, df.select(STEP_COLUMNS).filter(is_step).rechunk(), "step", tz, has, lines,
+                               delim, len(names))
         (alloc_ok, alloc_rej), (step_ok, step_rej) = alloc_job.result(), step_job.result()
     del df
 
@@ -340,7 +368,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     jobs = R.last_distinct(alloc_ok.with_columns(key.alias("_key")), "_key")
     jobs = jobs.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_jidx"))
     steps = step_ok.with_columns(key.alias("_key"), pkey.alias("_pkey"))
-    steps = steps.with_columns(c.align_chunks(R.parent_rows(jobs, steps, int((~is_step).sum())),
+    steps = steps.with_columns(c.align_chunks(R.parent_rows(jobs, steps, n_alloc_rows),
                                                steps["_line"]).alias("_jidx"))
     orphan = steps["_jidx"].is_null()
     orphans = steps.filter(orphan)
