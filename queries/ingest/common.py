@@ -94,16 +94,17 @@ def with_fallbacks(df: pl.DataFrame, specs: list[tuple[str, str, pl.Expr, pl.Exp
     exprs = {name: fast for name, _, fast, _ in specs} | (plain or {})
     if not exprs:
         return df
-    df = df.lazy().with_columns(**exprs).collect()
-    if not specs:
-        return df
-    misses = df.select((pl.col(raw).is_not_null() & pl.col(name).is_null()).alias(name) for name, raw, _, _ in specs)
+    # only the new columns leave the lazy query, and are made one chunk each: the query cuts its outputs into
+    # chunks of its own, and a frame whose columns disagree on chunk boundaries is rechunked whole (all the raw
+    # text too) by every later operation
+    out = df.lazy().select(**exprs).collect().rechunk()
     for name, raw, _, full in specs:
-        miss = misses[name]
+        miss = df.get_column(raw).is_not_null() & out.get_column(name).is_null()
         if miss.any():
-            fixed = subset_values(df, miss, {name: full}, [raw])[name]
-            df = df.with_columns(pl.coalesce(pl.col(name), fixed))
-    return df
+            fixed = subset_values(df, miss, {name: full}, [raw])[name].rechunk()
+            out = out.with_columns(pl.coalesce(pl.col(name), fixed))
+    like = df.get_column(df.columns[0])
+    return df.with_columns(align_chunks(s, like) for s in out.get_columns())
 
 
 # ---------------------------------------------------------------------------------------------- durations

@@ -171,27 +171,31 @@ def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFram
         distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
         distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
                                                                                   "min_runtime_s"))})
-    # TRESUsageIn* entries we use: extracted once (on the rows that have them), parsed from the extract
-    usage = {"_util_ave_raw": ("tresusageinave", "gres/gpuutil"), "_util_max_raw": ("tresusageinmax", "gres/gpuutil"),
-             "_gmem_raw": ("tresusageinmax", "gres/gpumem")}
+    # TRESUsageIn* entries we use: extracted and parsed on the rows that have them only (a minority: GPU steps),
+    # with a ``_<source>_bad`` flag for an entry that does not parse
+    usage = {"_util_ave": ("tresusageinave", "gres/gpuutil", 100), "_util_max": ("tresusageinmax", "gres/gpuutil", 100),
+             "_gmem": ("tresusageinmax", "gres/gpumem", None)}  # name: (source, key, percent divisor)
     if "maxrss" not in has:
-        usage["_umem_raw"] = ("tresusageinmax", "mem")
+        usage["_umem"] = ("tresusageinmax", "mem", None)
     for src in ("tresusageinave", "tresusageinmax"):
-        mine = {k: c.tres_value_expr(col(s), key) for k, (s, key) in usage.items() if s == src}
-        needle = "mem=" if "_umem_raw" in mine else "gres/gpu"
+        mine = {k: (key, scale) for k, (s, key, scale) in usage.items() if s == src}
+        needle = "mem=" if "_umem" in mine else "gres/gpu"
         mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series() if (
             src in has) else None
-        if mask is not None and mask.any():
-            found.update(c.subset_values(df, mask, mine, [src]))
-        else:
-            found.update({k: pl.lit(None, pl.String) for k in mine})
+        if mask is None or not mask.any():
+            found.update({k: pl.lit(None, pl.Float64) for k in mine} | {f"_{src}_bad": pl.lit(False)})
+            continue
+        raw = {f"{k}_raw": c.tres_value_expr(col(src), key) for k, (key, _) in mine.items()}
+        value = {k: (c.number_expr(col(f"{k}_raw")) / scale if scale else c.memory_expr(col(f"{k}_raw"), "")[0])
+                 for k, (_, scale) in mine.items()}
+        bad = pl.any_horizontal([c.unparsed(col(f"{k}_raw"), col(k)) for k in mine]).alias(f"_{src}_bad")
+        sub = df.select(src).filter(mask).lazy().with_columns(**raw).with_columns(**value).select(
+            *mine, bad).collect()
+        like, idx = df.get_column(src), mask.arg_true()
+        found.update({k: c.align_chunks(pl.repeat(None if k in mine else False, df.height, dtype=sub[k].dtype,
+                                                  eager=True).scatter(idx, sub[k]), like) for k in sub.columns})
     df = df.with_columns(v.alias(k) for k, v in found.items())
     plain = {f"_{k}": c.number_expr(col(k)) for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)}
-    plain |= {"_util_ave": c.number_expr(col("_util_ave_raw")) / 100,
-              "_util_max": c.number_expr(col("_util_max_raw")) / 100,
-              "_gmem": c.memory_expr(col("_gmem_raw"), "")[0]}
-    if "_umem_raw" in usage:
-        plain["_umem"] = c.memory_expr(col("_umem_raw"), "")[0]
     durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
     specs = [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
     specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
@@ -233,13 +237,8 @@ def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr
         chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem"))
     for k in ["alloctres", "reqtres"] if alloc else (["alloctres"] if not {"alloccpus", "ncpus"} & has else []):
         chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k))
-    ave, ave_maybe = unparsed("_util_ave_raw", value="_util_ave")
-    mx, mx_maybe = unparsed("_util_max_raw", value="_util_max")
-    gm, gm_maybe = unparsed("_gmem_raw", value="_gmem")
-    um, um_maybe = unparsed("_umem_raw", value="_umem") if "maxrss" not in has else (pl.lit(False), pl.lit(False))
-    chk.append(("TRESUsageInAve", ave, ave_maybe, "unparseable TRES usage value", "tresusageinave"))
-    chk.append(("TRESUsageInMax", mx | gm | um, mx_maybe | gm_maybe | um_maybe, "unparseable TRES usage value",
-                "tresusageinmax"))
+    for k in ("tresusageinave", "tresusageinmax"):
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k))
     sizes = [f"_{k}" for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)
              if k not in ("priority", "elapsedraw", "timelimitraw")] + (
         ["_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu", "_alloctres_gpus"] if alloc else [])
@@ -292,7 +291,7 @@ def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: textio.Line
                               pl.col("_raw").alias("raw"), pl.col("jobid").alias("_jobid"))
     if rows == "alloc":
         keep = ["_line", "_aord", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
-            ("_raw", "_bad")) and k not in ("_line", "_aord", "_fields_ok")]
+            "_bad") and k not in ("_line", "_aord", "_fields_ok")]
     else:
         keep = ["_line", "_aord", "jobid", "cluster"] + [
             k if k in done.columns else pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES]
