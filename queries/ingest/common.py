@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 from .. import schema
@@ -61,11 +62,23 @@ def on_distinct(df: pl.DataFrame, column: str, exprs: dict[str, pl.Expr]) -> pl.
 
 
 def on_distinct_values(df: pl.DataFrame, column: str, exprs: dict[str, pl.Expr]) -> dict[str, pl.Series]:
-    """What ``on_distinct`` adds, as Series whose chunks line up with ``df``'s (to add several at once)."""
-    distinct = df.select(pl.col(column).unique().drop_nulls())[column]
+    """What ``on_distinct`` adds, as Series whose chunks line up with ``df``'s (to add several at once).
+
+    A Categorical column (the CSV reader can build one as it splits) already holds each row's value as a code:
+    its distinct values are the distinct codes, and no string is hashed again."""
+    s = df.get_column(column)
+    if s.dtype == pl.Categorical:
+        distinct = s.unique().drop_nulls()
+        dcodes = distinct.to_physical().cast(pl.Int64).to_numpy()
+        lut = np.full(int(dcodes.max(initial=-1)) + 2, len(dcodes), dtype=np.int64)  # last slot: null rows
+        lut[dcodes] = np.arange(len(dcodes))
+        codes = lut[s.to_physical().cast(pl.Int64).fill_null(len(lut) - 1).to_numpy()]
+        distinct = distinct.cast(pl.String)
+    else:
+        distinct = df.select(pl.col(column).unique().drop_nulls())[column]
+        codes = df.select(pl.col(column).cast(pl.Enum(distinct)).to_physical().cast(pl.Int64)
+                          .fill_null(distinct.len())).to_series()
     table = pl.concat([distinct, pl.Series(column, [None], dtype=pl.String)]).to_frame().with_columns(**exprs)
-    codes = df.select(pl.col(column).cast(pl.Enum(distinct)).to_physical().cast(pl.Int64)
-                      .fill_null(distinct.len())).to_series()
     like = df.get_column(column)
     return {k: align_chunks(table[k].gather(codes), like) for k in exprs}
 

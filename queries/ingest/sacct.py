@@ -68,11 +68,12 @@ systemcomment systemcpu timelimit timelimitraw totalcpu tresusageinave tresusage
 tresusageinmaxtask tresusageinmin tresusageinminnode tresusageinmintask tresusageintot tresusageoutave
 tresusageoutmax tresusageoutmaxnode tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask
 tresusageouttot uid user usercpu wckey wckeyid workdir""".split())
-CANON = ("JobID JobIDRaw JobName User Account Partition QOS State ExitCode Submit Eligible Start End Elapsed "
+CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
          "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
          "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
          "Priority Comment Cluster").split()
 USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
+CODED = ["state", "elapsed", "timelimit", "reqmem", "reqtres", "alloctres", "reqgres", "allocgres"]
 SHOWN = {n.lower(): n for n in CANON}
 MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
 MAX_BYTES = float(2**60)
@@ -140,28 +141,38 @@ ALLOC_NUMBERS = ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "re
 STEP_NUMBERS = ["alloccpus", "ncpus"]  # a step contributes only its CPU count
 
 
-def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFrame:
-    """Add the parsed ``_<name>`` columns of ``rows`` ("alloc" or "step"). Low-cardinality fields (state, TRES,
+def _parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame:
+    """Add the parsed ``_<name>`` columns of ``part``: "shared" (what every row, step or allocation,
+    contributes: state, Elapsed, CPU times, MaxRSS, TRESUsageIn*, CPU counts), "alloc-only" (what only
+    allocation rows do: requests, limits, times, ...) or "alloc" (both). Low-cardinality fields (state, TRES,
     limits, requests, comments, Elapsed) are parsed once per distinct value; the rest by fixed-position fast
     paths, with the general parser only on the rows those do not take, in one lazy pass."""
-    col, alloc = pl.col, rows == "alloc"
-    found: dict[str, pl.Series | pl.Expr] = {}
+    col = pl.col
+    shared, alloc = part in ("shared", "alloc"), part in ("alloc-only", "alloc")
+    found: dict[str, pl.Series] = {}
+    like = df.get_column("_line")
+
+    def const(value, dtype) -> pl.Series:  # a full column cut like the frame's others
+        return c.align_chunks(pl.repeat(value, df.height, dtype=dtype, eager=True), like)
 
     def distinct(key: str, exprs: dict[str, pl.Expr]) -> None:
         if key in has:
             found.update(c.on_distinct_values(df, key, exprs))
-        else:  # a column the file does not have: what the parsers give for null, as constants
+        else:  # a column the file does not have: what the parsers give for null
             none = pl.select(pl.lit(None, pl.String).alias(key)).select(**exprs)
-            found.update({k: pl.lit(v[0], v.dtype) for k, v in none.to_dict().items()})
+            found.update({k: const(v[0], v.dtype) for k, v in none.to_dict().items()})
 
     def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
         return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
 
-    distinct("state", {"_state": c.state_expr(col("state"))})
-    distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
+    plain, specs = {}, []
+    if shared:
+        distinct("state", {"_state": c.state_expr(col("state"))})
+        distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
     # a step's AllocTRES only matters when the CPU count has no column of its own
-    for key in ("alloctres", "reqtres") if alloc else (() if {"alloccpus", "ncpus"} & has else ("alloctres",)):
-        distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
+    for key in ("alloctres", "reqtres"):
+        if (shared if key == "alloctres" and not {"alloccpus", "ncpus"} & has else alloc):
+            distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
     if alloc:
         for key in ("allocgres", "reqgres"):
             distinct(key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
@@ -171,8 +182,23 @@ def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFram
         distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
         distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
                                                                                   "min_runtime_s"))})
-    # TRESUsageIn* entries we use: extracted and parsed on the rows that have them only (a minority: GPU steps),
-    # with a ``_<source>_bad`` flag for an entry that does not parse
+        plain |= {f"_{k}": c.number_expr(col(k)) for k in ALLOC_NUMBERS if k not in STEP_NUMBERS}
+        specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
+                  for k in ("submit", "start", "end")]
+    if shared:
+        found.update(_usage_values(df, has, const))
+        plain |= {f"_{k}": c.number_expr(col(k)) for k in STEP_NUMBERS}
+        durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
+        specs += [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
+        specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
+    df = df.with_columns(v.alias(k) for k, v in found.items())
+    return c.with_fallbacks(df, specs, plain)
+
+
+def _usage_values(df: pl.DataFrame, has: set[str], const) -> dict[str, pl.Series]:
+    """The TRESUsageIn* entries we use, extracted and parsed on the rows that have them only (a minority: GPU
+    steps), with a ``_<source>_bad`` flag for an entry that does not parse."""
+    col, found = pl.col, {}
     usage = {"_util_ave": ("tresusageinave", "gres/gpuutil", 100), "_util_max": ("tresusageinmax", "gres/gpuutil", 100),
              "_gmem": ("tresusageinmax", "gres/gpumem", None)}  # name: (source, key, percent divisor)
     if "maxrss" not in has:
@@ -183,7 +209,7 @@ def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFram
         mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series() if (
             src in has) else None
         if mask is None or not mask.any():
-            found.update({k: pl.lit(None, pl.Float64) for k in mine} | {f"_{src}_bad": pl.lit(False)})
+            found.update({k: const(None, pl.Float64) for k in mine} | {f"_{src}_bad": const(False, pl.Boolean)})
             continue
         raw = {f"{k}_raw": c.tres_value_expr(col(src), key) for k, (key, _) in mine.items()}
         value = {k: (c.number_expr(col(f"{k}_raw")) / scale if scale else c.memory_expr(col(f"{k}_raw"), "")[0])
@@ -194,111 +220,133 @@ def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFram
         like, idx = df.get_column(src), mask.arg_true()
         found.update({k: c.align_chunks(pl.repeat(None if k in mine else False, df.height, dtype=sub[k].dtype,
                                                   eager=True).scatter(idx, sub[k]), like) for k in sub.columns})
-    df = df.with_columns(v.alias(k) for k, v in found.items())
-    plain = {f"_{k}": c.number_expr(col(k)) for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)}
-    durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
-    specs = [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
-    specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
-    specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
-              for k in ("submit", "start", "end")] if alloc else []
-    return c.with_fallbacks(df, specs, plain)
+    return found
 
 
-def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr, str, str | None]]:
-    """``(shown field, bad, may be bad, reason, raw column)`` in order of precedence, over the parsed columns.
+def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr, str, str | None, bool]]:
+    """``(shown field, bad, may be bad, reason, raw column, shared)`` in order of precedence, over the parsed
+    columns of ``rows`` ("alloc" or "step"); ``shared`` marks a check of a field step rows contribute too
+    (a step row is checked on those only).
 
     ``may be bad`` is a cheaper superset of ``bad`` (it skips the "no value" token lists) for the pass over all
-    rows; ``bad`` decides on the rows it flags. A step row is checked on the fields it contributes."""
-    col, alloc = pl.col, rows == "alloc"
+    rows; ``bad`` decides on the rows it flags."""
+    col = pl.col
+    cpu_columns = bool({"alloccpus", "ncpus"} & has)
 
-    def unparsed(k: str, tokens=(), value: str | None = None) -> tuple[pl.Expr, pl.Expr]:
-        raw, val = col(k), col(value or f"_{k}")
+    def unparsed(k: str, tokens=()) -> tuple[pl.Expr, pl.Expr]:
+        raw, val = col(k), col(f"_{k}")
         return c.unparsed(raw, val, tokens), raw.is_not_null() & val.is_null()
 
     def exact(bad: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
         return bad, bad
 
-    chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None),
-           ("JobID", *exact(~col("jobid").fill_null("").str.contains(_JOBID_RE)), "malformed job id", "jobid"),
-           ("State", *exact(col("_state").is_null()), "unknown state", "state")]
-    for k in ("submit", "start", "end") if alloc else ():
-        chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k))
-    chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed"))
-    if alloc:
-        chk.append(("Timelimit", *exact(col("_timelimit_bad")), "unparseable duration", "timelimit"))
+    chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None, True),
+           ("JobID", *exact(~col("jobid").fill_null("").str.contains(_JOBID_RE)), "malformed job id", "jobid", True),
+           ("State", *exact(col("_state").is_null()), "unknown state", "state", True)]
+    for k in ("submit", "start", "end"):
+        chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k, False))
+    chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed", True))
+    chk.append(("Timelimit", *exact(col("_timelimit_bad")), "unparseable duration", "timelimit", False))
     for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
-        chk.append((SHOWN[k], *unparsed(k, c.DURATION_NULL), "unparseable duration", k))
-    for k in ALLOC_NUMBERS if alloc else STEP_NUMBERS:
+        chk.append((SHOWN[k], *unparsed(k, c.DURATION_NULL), "unparseable duration", k, True))
+    for k in ALLOC_NUMBERS:
         bad, maybe = unparsed(k)
         neg = col(f"_{k}") < 0
-        chk.append((SHOWN[k], bad | neg, maybe | neg, "not a non-negative number", k))
-    chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss"))
-    if alloc:
-        chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem"))
-    for k in ["alloctres", "reqtres"] if alloc else (["alloctres"] if not {"alloccpus", "ncpus"} & has else []):
-        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k))
+        chk.append((SHOWN[k], bad | neg, maybe | neg, "not a non-negative number", k, k in STEP_NUMBERS))
+    chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss", True))
+    chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem", False))
+    for k in ("alloctres", "reqtres"):
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k, k == "alloctres" and not cpu_columns))
     for k in ("tresusageinave", "tresusageinmax"):
-        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k))
-    sizes = [f"_{k}" for k in (ALLOC_NUMBERS if alloc else STEP_NUMBERS)
-             if k not in ("priority", "elapsedraw", "timelimitraw")] + (
-        ["_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu", "_alloctres_gpus"] if alloc else [])
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k, True))
     big = lambda keys, limit: [col(k).fill_null(0) > limit for k in keys]  # noqa: E731
-    absurd = pl.any_horizontal(big(sizes, MAX_COUNT) + big(["_maxrss"] + (["_alloctres_mem_bytes"] if alloc else []),
-                                                           MAX_BYTES)
-                               + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))
-    chk.append((None, *exact(absurd), "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)", None))
-    if alloc:
-        chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end"))
-    return chk
+    absurd = "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)"
+    # two checks with one message, adjacent: the sizes a step contributes, then those only an allocation has
+    chk.append((None, *exact(pl.any_horizontal(
+        big(["_alloccpus", "_ncpus"], MAX_COUNT) + big(["_maxrss"], MAX_BYTES)
+        + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))), absurd, None, True))
+    chk.append((None, *exact(pl.any_horizontal(
+        big(["_allocnodes", "_nnodes", "_reqcpus", "_reqnodes", "_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu",
+             "_alloctres_gpus"], MAX_COUNT) + big(["_alloctres_mem_bytes"], MAX_BYTES))), absurd, None, False))
+    chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end", False))
+    return [x for x in chk if x[5]] if rows == "step" else chk
 
 
 TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
-STEP_COLUMNS = ["_line", "_aord", "_fields_ok", "jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu",
-                "systemcpu", "maxrss", "tresusageinave", "tresusageinmax", "alloccpus", "ncpus", "alloctres"]
+SHARED_RAW = ["jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu", "systemcpu", "maxrss", "tresusageinave",
+              "tresusageinmax", "alloccpus", "ncpus"]  # what step rows contribute (AllocTRES too, without CPUs)
 STEP_VALUES = ["_elapsed", "_totalcpu", "_usercpu", "_systemcpu", "_maxrss", "_umem", "_util_ave", "_util_max",
                "_gmem", "_alloccpus", "_ncpus", "_alloctres_cpu"]
 
 
-def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: textio.Lines, delim: str,
-              n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Parse and check ``rows`` ("alloc" or "step").
+def _evaluate(df: pl.DataFrame, is_step: pl.Series, tz, has: set[str], lines: textio.Lines, delim: str,
+              n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Parse and check every data row of ``df``.
 
-    -> (valid rows: ``_line``, ``_aord``, ``jobid``, text fields and parsed ``_<value>`` columns;
-        rejects[line, field, reason, raw, _jobid]). The first failing check names the reason; messages are
-    built only for the rejected rows.
+    -> (valid allocation rows: ``_line``, ``_aord``, ``jobid``, text fields and parsed ``_<value>`` columns;
+        valid step rows: ``_line``, ``_aord``, ``jobid``, ``cluster``, ``STEP_VALUES``;
+        rejects[line, field, reason, raw, _jobid (allocation rows only)]).
+
+    The fields every row contributes are parsed on the whole frame, those only allocation rows have on
+    theirs (in a second thread): the step rows' text is never copied, only their parsed values are. A cheap
+    pass marks the rows that may be bad; only those are checked exactly (``_exact``, from their text).
     """
-    chk = _checks(rows, has)
-    done = _parse_values(df, rows, tz, has)
-    # one cheap pass for "may anything be wrong"; the exact checks, the precedence chain and the messages only
-    # for the (few) rows it flags
-    maybe = done.lazy().select(pl.any_horizontal([m.fill_null(False) for _, _, m, _, _ in chk])).collect().to_series()
-    suspects = done.filter(maybe) if maybe.any() else done.clear()
-    bad_rows = suspects.filter(pl.any_horizontal([b.fill_null(False) for _, b, _, _, _ in chk]))
-    code = pl.lit(0)
-    for i in range(len(chk), 0, -1):
-        code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
-    bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
-    field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
-    for i, (shown, _, _, text, value) in enumerate(chk, 1):
-        if i == 1:  # the field count is only known from the raw line
-            msg = pl.format(f"expected {n_fields} fields, found {{}}",
-                            pl.col("_raw").str.count_matches(delim, literal=True) + 1)
-        else:
-            msg = pl.format(f"{text} '{{}}'", pl.col(value).fill_null("")) if value else pl.lit(text)
-        field = pl.when(pl.col("_code") == i).then(pl.lit(shown, pl.String)).otherwise(field)
-        reason = pl.when(pl.col("_code") == i).then(msg).otherwise(reason)
-    rejects = bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
-                              pl.col("_raw").alias("raw"), pl.col("jobid").alias("_jobid"))
-    if rows == "alloc":
-        keep = ["_line", "_aord", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
-            "_bad") and k not in ("_line", "_aord", "_fields_ok")]
-    else:
-        keep = ["_line", "_aord", "jobid", "cluster"] + [
-            k if k in done.columns else pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES]
-    done = done.select(keep)
-    if bad_rows.height:
-        done = done.filter(~pl.col("_line").is_in(bad_rows["_line"].implode()))
-    return done, rejects
+    shared_raw = SHARED_RAW + (["alloctres"] if not {"alloccpus", "ncpus"} & has else [])
+    alloc_raw = ["_line"] + [k for k in USED if k not in shared_raw]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        only = pool.submit(lambda: _parse_values(df.select(alloc_raw).filter(~is_step).rechunk(), "alloc-only", tz,
+                                                 has))
+        full = _parse_values(df, "shared", tz, has)
+        only = only.result()
+    chk = _checks("alloc", has)
+    maybe = full.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if sh])
+                               ).collect().to_series()
+    shared = [k for k in full.columns if k.startswith("_") and k not in df.columns] + [
+        k for k in ("_aord", "_fields_ok", "jobid", "cluster") if k not in only.columns]
+    alloc = only.hstack(full.select(shared).filter(~is_step).rechunk().get_columns())
+    maybe_alloc = alloc.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if not sh])
+                                      ).collect().to_series()
+    suspects = pl.concat([full["_line"].filter(maybe), alloc["_line"].filter(maybe_alloc)]).unique()
+    rejects = _exact(df.filter(pl.col("_line").is_in(suspects.implode())), tz, has, lines, delim, n_fields)
+    keep = ["_line", "_aord", "jobid"] + TEXT + [k for k in alloc.columns if k.startswith("_") and not k.endswith(
+        "_bad") and k not in ("_line", "_aord", "_fields_ok")]
+    steps = full.select(["_line", "_aord", "jobid", "cluster"] + [k for k in STEP_VALUES if k in full.columns]
+                        ).filter(is_step).rechunk()
+    steps = steps.with_columns(pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES if k not in full.columns)
+    alloc = alloc.select(keep)
+    if rejects.height:
+        good = ~pl.col("_line").is_in(rejects["line"].implode())
+        alloc, steps = alloc.filter(good), steps.filter(good)
+    return alloc, steps, rejects
+
+
+def _exact(df: pl.DataFrame, tz, has: set[str], lines: textio.Lines, delim: str, n_fields: int) -> pl.DataFrame:
+    """The rows of ``df`` (raw text, both kinds) that fail a check: rejects[line, field, reason, raw, _jobid].
+    The first failing check names the reason."""
+    out = []
+    step = df.select(pl.col("jobid").str.contains(".", literal=True).fill_null(False)).to_series()
+    for rows, part in (("alloc", df.filter(~step)), ("step", df.filter(step))):
+        chk = _checks(rows, has)
+        done = _parse_values(part.rechunk(), "alloc" if rows == "alloc" else "shared", tz, has)
+        bad_rows = done.filter(pl.any_horizontal([b.fill_null(False) for _, b, *_ in chk]))
+        code = pl.lit(0)
+        for i in range(len(chk), 0, -1):
+            code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
+        bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
+        field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
+        for i, (shown, _, _, text, value, _) in enumerate(chk, 1):
+            if i == 1:  # the field count is only known from the raw line
+                msg = pl.format(f"expected {n_fields} fields, found {{}}",
+                                pl.col("_raw").str.count_matches(delim, literal=True) + 1)
+            else:
+                msg = pl.format(f"{text} '{{}}'", pl.col(value).cast(pl.String).fill_null("")) if value else pl.lit(
+                    text)
+            field = pl.when(pl.col("_code") == i).then(pl.lit(shown, pl.String)).otherwise(field)
+            reason = pl.when(pl.col("_code") == i).then(msg).otherwise(reason)
+        out.append(bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
+                                   pl.col("_raw").alias("raw"),
+                                   (pl.col("jobid") if rows == "alloc" else pl.lit(None, pl.String)).alias("_jobid")))
+    return pl.concat(out)
 
 
 def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
@@ -321,8 +369,11 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
             raise IngestError(path, "required column missing", line=header_line or first[0], field=SHOWN[need])
     has = set(index)
 
+    # fields parsed once per distinct value are read as Categorical: the reader codes them as it splits, so
+    # neither the alloc/step split nor the distinct lookup moves or hashes their text again
+    codes = {index[k]: pl.Categorical for k in CODED if k in index}
     try:
-        frame, lines, bad_utf8 = textio.read_delimited(head if whole else path, delim, n_cols)
+        frame, lines, bad_utf8 = textio.read_delimited(head if whole else path, delim, n_cols, codes)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise IngestError(path, f"cannot split into fields: {str(exc).splitlines()[0]}") from exc
     del head
@@ -333,7 +384,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     # boundaries is rechunked whole by every later operation)
     none = c.align_chunks(pl.repeat(None, df.height, dtype=pl.String, eager=True), df["_line"])
     df = df.with_columns(none.alias(k) for k in USED if k not in index).select("_line", "_fields_ok", *USED)
-    is_data = ~frame["_blank"] & ~frame["f0"].fill_null("").str.starts_with("#")
+    is_data = ~frame["_blank"] & ~frame["f0"].cast(pl.String).fill_null("").str.starts_with("#")
     if header_line:
         is_data &= frame["_line"] != header_line
     n_data = int(is_data.sum())
@@ -347,16 +398,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     # the steps right after their job (checked below, with a lookup by key where it does not hold)
     df = df.with_columns(c.align_chunks((~is_step).cast(pl.Int64).cum_sum() - 1, df["jobid"]).alias("_aord"))
     n_alloc_rows = df.height - int(is_step.sum())
-    # allocation and step rows are independent: evaluate them side by side (Polars releases the GIL, and
-    # much of the per-column work is serial, so a second thread keeps the second core busy)
-    # (each as one chunk: the CSV reader's chunks, cut by a filter, and the constant and lazily computed
-    # columns added later would disagree on chunk boundaries, and Polars rechunks a misaligned frame whole in
-    # every operation)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        alloc_job = pool.submit(_evaluate, df.filter(~is_step).rechunk(), "alloc", tz, has, lines, delim, len(names))
-        step_job = pool.submit(_evaluate, df.select(STEP_COLUMNS).filter(is_step).rechunk(), "step", tz, has, lines,
-                               delim, len(names))
-        (alloc_ok, alloc_rej), (step_ok, step_rej) = alloc_job.result(), step_job.result()
+    alloc_ok, step_ok, rejected = _evaluate(df, is_step, tz, has, lines, delim, len(names))
     del df
 
     # a multi-cluster dump (sacct -L) repeats job ids across clusters: key = cluster + id
@@ -373,7 +415,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     orphans = steps.filter(orphan)
     orphans = orphans.select(
         pl.col("_line").alias("line"), pl.lit("JobID").alias("field"),
-        pl.when(parent.is_in(alloc_rej["_jobid"].implode()))
+        pl.when(parent.is_in(rejected["_jobid"].implode()))
         .then(pl.format("parent allocation row {} was rejected", parent))
         .otherwise(pl.format("parent allocation row {} is missing", parent)).alias("reason"),
         lines.text(orphans["_line"]).alias("raw"))
@@ -385,7 +427,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     rejects = pl.concat([
         utf8.select("line", pl.lit(None, pl.String).alias("field"), pl.lit("line is not valid UTF-8").alias("reason"),
                     "raw"),
-        alloc_rej.drop("_jobid"), step_rej.drop("_jobid"), orphans]).sort("line")
+        rejected.drop("_jobid"), orphans]).sort("line")
     clusters = jobs["cluster"].drop_nulls().unique()
     return Parsed(rows_read=n_data + len(bad_utf8), rows_accepted=alloc_ok.height + steps.height,
                   jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None)
