@@ -167,9 +167,14 @@ class Transaction:
         then ``ts``). One sort of the whole frame and zero-copy slices of it: cheaper than splitting into groups
         and sorting each (every split or sort copies all columns). The month is sorted as a number and spelled
         ``YYYY-MM`` once per partition, not per row."""
+        keyed = df.with_columns(pl.col("cluster").fill_null("default"), _month_number(table).alias("__month"))
         order = ["cluster", "__month", key] + (["ts"] if table == "samples" else [])
-        keyed = df.with_columns(pl.col("cluster").fill_null("default"), _month_number(table).alias("__month")
-                                ).sort(order, maintain_order=True, nulls_last=True)
+        if table == "jobs" and keyed.select(pl.col(key).is_sorted()).item():
+            # rows already in key order (sacct lists jobs by id): a stable sort by partition keeps it, and sorts
+            # integers (plus the cluster, when there are several) instead of comparing job id strings
+            one_cluster = keyed.select(pl.col("cluster").n_unique()).item() == 1
+            order = ["__month"] if one_cluster else ["cluster", "__month"]
+        keyed = keyed.sort(order, maintain_order=True, nulls_last=True)
         offset = 0
         for cluster, month, n in keyed.group_by(["cluster", "__month"], maintain_order=True).len().iter_rows():
             yield cluster, _month_name(month), keyed.slice(offset, n).drop("__month")
