@@ -162,6 +162,47 @@ def _timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w, time.process_time() - c
 
 
+PHASES = (("split + field count", "queries.ingest.textio", "read_delimited"),
+          ("parse + checks", "queries.ingest.sacct", "_evaluate"),
+          ("step roll-up", "queries.ingest.sacct_rollup", "rollup"),
+          ("store write", "queries.store", "Transaction.upsert"))
+
+
+def phase_split(run) -> dict[str, tuple[float, float]]:
+    """``run()`` once more with the ingest's top-level phases timed: (wall, CPU) per phase, the rest as "other"
+    (keys, duplicates, step-to-job matching, the transaction). The phases run one after another, so the
+    process CPU time between a phase's start and end (its own threads included) is that phase's."""
+    import importlib
+
+    spans: dict[str, list[float]] = {}
+    saved = []
+    for label, module, name in PHASES:
+        owner = importlib.import_module(module)
+        if "." in name:
+            cls, name = name.split(".")
+            owner = getattr(owner, cls)
+        fn = getattr(owner, name)
+
+        def timed(*a, _fn=fn, _label=label, **k):
+            w, c = time.perf_counter(), time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                span = spans.setdefault(_label, [0.0, 0.0])
+                span[0] += time.perf_counter() - w
+                span[1] += time.process_time() - c
+        saved.append((owner, name, fn))
+        setattr(owner, name, timed)
+    try:
+        total = _timed(run)
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    out = {label: (w, c) for label, (w, c) in spans.items()}
+    out["other"] = (total[0] - sum(w for w, _ in out.values()), total[1] - sum(c for _, c in out.values()))
+    return out
+
+
 @pytest.mark.benchmark
 def test_sacct_ingest_within_3x_of_duckdb_read_csv(tmp_path):
     import duckdb
@@ -201,6 +242,11 @@ def test_sacct_ingest_within_3x_of_duckdb_read_csv(tmp_path):
     print(f"\nsacct ingest: {truth['lines']:,} lines ({size_mb:.0f} MB, generated in {gen_s:.1f}s); "
           f"duckdb read_csv+count {duck_s:.2f}s wall / {duck_cpu:.2f}s CPU; quotaloop ingest {ours_s:.2f}s wall / "
           f"{ours_cpu:.2f}s CPU; ratio {ratio:.2f}x wall, {ours_cpu / duck_cpu:.2f}x CPU (target <= 3x)")
+
+    phases = phase_split(ours)
+    for label, (w, c) in phases.items():
+        print(f"  {label:22s} {w:5.2f}s wall ({w / duck_s:4.2f}x duckdb wall)  {c:5.2f}s CPU ({c / duck_cpu:4.2f}x "
+              f"duckdb CPU)")
 
     s = runs[-1][0]
     assert (s.rows_read, s.rows_rejected, s.jobs) == (truth["lines"], 0, truth["jobs"])
