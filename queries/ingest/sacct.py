@@ -38,8 +38,8 @@ or absurd counts (> 1e6 CPUs/GPUs/nodes, > 1 EiB), end before start; a step row 
 contributes, and is rejected when its allocation row is missing or rejected. Duplicate rows of one JobID:
 the last valid one wins, all count as accepted. ``rows_read`` = data rows = accepted + rejected.
 
-This module reads and checks the rows (``textio`` splits the text); ``sacct_rollup`` matches steps to jobs
-and computes the per-job values above.
+This module reads and checks the rows (``textio`` splits the text, ``sacct_values`` parses the fields and
+holds the checks); ``sacct_rollup`` matches steps to jobs and computes the per-job values above.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ import polars as pl
 from . import IngestError, Parsed
 from . import common as c
 from . import sacct_rollup as R
+from . import sacct_values as V
 from . import textio
 
 # Every field sacct --helpformat lists (lower case): used to recognise a header line.
@@ -68,17 +69,6 @@ systemcomment systemcpu timelimit timelimitraw totalcpu tresusageinave tresusage
 tresusageinmaxtask tresusageinmin tresusageinminnode tresusageinmintask tresusageintot tresusageoutave
 tresusageoutmax tresusageoutmaxnode tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask
 tresusageouttot uid user usercpu wckey wckeyid workdir""".split())
-CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
-         "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
-         "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
-         "Priority Comment Cluster").split()
-USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
-CODED = ["state", "elapsed", "timelimit", "reqmem", "reqtres", "alloctres", "reqgres", "allocgres"]
-SHOWN = {n.lower(): n for n in CANON}
-MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
-MAX_BYTES = float(2**60)
-MAX_SECONDS = 100 * 365 * 86400.0
-_JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
 
 
 def _is_header(names: list[str]) -> bool:
@@ -98,7 +88,7 @@ def sniff(head: bytes, name: str) -> bool:
         return True
     for d in ("|", "☃"):
         parts = [p.strip() for p in text.split(d)]
-        if len(parts) >= 5 and any(re.match(_JOBID_RE, p) for p in parts) and any(
+        if len(parts) >= 5 and any(re.match(V.JOBID_RE, p) for p in parts) and any(
                 c.normalise_state(p) and re.match(r"^[A-Z_]+", p) for p in parts):
             return True
     return False
@@ -136,142 +126,6 @@ def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
     return cols, delimiter, len(parts) == len(cols) + 1 and parts[-1] == "", None
 
 
-ALLOC_NUMBERS = ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
-                 "timelimitraw"]
-STEP_NUMBERS = ["alloccpus", "ncpus"]  # a step contributes only its CPU count
-
-
-def _parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame:
-    """Add the parsed ``_<name>`` columns of ``part``: "shared" (what every row, step or allocation,
-    contributes: state, Elapsed, CPU times, MaxRSS, TRESUsageIn*, CPU counts), "alloc-only" (what only
-    allocation rows do: requests, limits, times, ...) or "alloc" (both). Low-cardinality fields (state, TRES,
-    limits, requests, comments, Elapsed) are parsed once per distinct value; the rest by fixed-position fast
-    paths, with the general parser only on the rows those do not take, in one lazy pass."""
-    col = pl.col
-    shared, alloc = part in ("shared", "alloc"), part in ("alloc-only", "alloc")
-    found: dict[str, pl.Series] = {}
-    like = df.get_column("_line")
-
-    def const(value, dtype) -> pl.Series:  # a full column cut like the frame's others
-        return c.align_chunks(pl.repeat(value, df.height, dtype=dtype, eager=True), like)
-
-    def distinct(key: str, exprs: dict[str, pl.Expr]) -> None:
-        if key in has:
-            found.update(c.on_distinct_values(df, key, exprs))
-        else:  # a column the file does not have: what the parsers give for null
-            none = pl.select(pl.lit(None, pl.String).alias(key)).select(**exprs)
-            found.update({k: const(v[0], v.dtype) for k, v in none.to_dict().items()})
-
-    def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
-        return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
-
-    plain, specs = {}, []
-    if shared:
-        distinct("state", {"_state": c.state_expr(col("state"))})
-        distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
-    # a step's AllocTRES only matters when the CPU count has no column of its own
-    for key in ("alloctres", "reqtres"):
-        if (shared if key == "alloctres" and not {"alloccpus", "ncpus"} & has else alloc):
-            distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
-    if alloc:
-        for key in ("allocgres", "reqgres"):
-            distinct(key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
-        distinct("timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
-                                       c.DURATION_NULL))
-        mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
-        distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
-        distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
-                                                                                  "min_runtime_s"))})
-        plain |= {f"_{k}": c.number_expr(col(k)) for k in ALLOC_NUMBERS if k not in STEP_NUMBERS}
-        specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
-                  for k in ("submit", "start", "end")]
-    if shared:
-        found.update(_usage_values(df, has, const))
-        plain |= {f"_{k}": c.number_expr(col(k)) for k in STEP_NUMBERS}
-        durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
-        specs += [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
-        specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
-    df = df.with_columns(v.alias(k) for k, v in found.items())
-    return c.with_fallbacks(df, specs, plain)
-
-
-def _usage_values(df: pl.DataFrame, has: set[str], const) -> dict[str, pl.Series]:
-    """The TRESUsageIn* entries we use, extracted and parsed on the rows that have them only (a minority: GPU
-    steps), with a ``_<source>_bad`` flag for an entry that does not parse."""
-    col, found = pl.col, {}
-    usage = {"_util_ave": ("tresusageinave", "gres/gpuutil", 100), "_util_max": ("tresusageinmax", "gres/gpuutil", 100),
-             "_gmem": ("tresusageinmax", "gres/gpumem", None)}  # name: (source, key, percent divisor)
-    if "maxrss" not in has:
-        usage["_umem"] = ("tresusageinmax", "mem", None)
-    for src in ("tresusageinave", "tresusageinmax"):
-        mine = {k: (key, scale) for k, (s, key, scale) in usage.items() if s == src}
-        needle = "mem=" if "_umem" in mine else "gres/gpu"
-        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series() if (
-            src in has) else None
-        if mask is None or not mask.any():
-            found.update({k: const(None, pl.Float64) for k in mine} | {f"_{src}_bad": const(False, pl.Boolean)})
-            continue
-        raw = {f"{k}_raw": c.tres_value_expr(col(src), key) for k, (key, _) in mine.items()}
-        value = {k: (c.number_expr(col(f"{k}_raw")) / scale if scale else c.memory_expr(col(f"{k}_raw"), "")[0])
-                 for k, (_, scale) in mine.items()}
-        bad = pl.any_horizontal([c.unparsed(col(f"{k}_raw"), col(k)) for k in mine]).alias(f"_{src}_bad")
-        sub = df.select(src).filter(mask).lazy().with_columns(**raw).with_columns(**value).select(
-            *mine, bad).collect()
-        like, idx = df.get_column(src), mask.arg_true()
-        found.update({k: c.align_chunks(pl.repeat(None if k in mine else False, df.height, dtype=sub[k].dtype,
-                                                  eager=True).scatter(idx, sub[k]), like) for k in sub.columns})
-    return found
-
-
-def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr, str, str | None, bool]]:
-    """``(shown field, bad, may be bad, reason, raw column, shared)`` in order of precedence, over the parsed
-    columns of ``rows`` ("alloc" or "step"); ``shared`` marks a check of a field step rows contribute too
-    (a step row is checked on those only).
-
-    ``may be bad`` is a cheaper superset of ``bad`` (it skips the "no value" token lists) for the pass over all
-    rows; ``bad`` decides on the rows it flags."""
-    col = pl.col
-    cpu_columns = bool({"alloccpus", "ncpus"} & has)
-
-    def unparsed(k: str, tokens=()) -> tuple[pl.Expr, pl.Expr]:
-        raw, val = col(k), col(f"_{k}")
-        return c.unparsed(raw, val, tokens), raw.is_not_null() & val.is_null()
-
-    def exact(bad: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-        return bad, bad
-
-    chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None, True),
-           ("JobID", *exact(~col("jobid").fill_null("").str.contains(_JOBID_RE)), "malformed job id", "jobid", True),
-           ("State", *exact(col("_state").is_null()), "unknown state", "state", True)]
-    for k in ("submit", "start", "end"):
-        chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k, False))
-    chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed", True))
-    chk.append(("Timelimit", *exact(col("_timelimit_bad")), "unparseable duration", "timelimit", False))
-    for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
-        chk.append((SHOWN[k], *unparsed(k, c.DURATION_NULL), "unparseable duration", k, True))
-    for k in ALLOC_NUMBERS:
-        bad, maybe = unparsed(k)
-        neg = col(f"_{k}") < 0
-        chk.append((SHOWN[k], bad | neg, maybe | neg, "not a non-negative number", k, k in STEP_NUMBERS))
-    chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss", True))
-    chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem", False))
-    for k in ("alloctres", "reqtres"):
-        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k, k == "alloctres" and not cpu_columns))
-    for k in ("tresusageinave", "tresusageinmax"):
-        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k, True))
-    big = lambda keys, limit: [col(k).fill_null(0) > limit for k in keys]  # noqa: E731
-    absurd = "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)"
-    # two checks with one message, adjacent: the sizes a step contributes, then those only an allocation has
-    chk.append((None, *exact(pl.any_horizontal(
-        big(["_alloccpus", "_ncpus"], MAX_COUNT) + big(["_maxrss"], MAX_BYTES)
-        + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))), absurd, None, True))
-    chk.append((None, *exact(pl.any_horizontal(
-        big(["_allocnodes", "_nnodes", "_reqcpus", "_reqnodes", "_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu",
-             "_alloctres_gpus"], MAX_COUNT) + big(["_alloctres_mem_bytes"], MAX_BYTES))), absurd, None, False))
-    chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end", False))
-    return [x for x in chk if x[5]] if rows == "step" else chk
-
-
 TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
 SHARED_RAW = ["jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu", "systemcpu", "maxrss", "tresusageinave",
               "tresusageinmax", "alloccpus", "ncpus"]  # what step rows contribute (AllocTRES too, without CPUs)
@@ -292,13 +146,13 @@ def _evaluate(df: pl.DataFrame, is_step: pl.Series, tz, has: set[str], lines: te
     pass marks the rows that may be bad; only those are checked exactly (``_exact``, from their text).
     """
     shared_raw = SHARED_RAW + (["alloctres"] if not {"alloccpus", "ncpus"} & has else [])
-    alloc_raw = ["_line"] + [k for k in USED if k not in shared_raw]
+    alloc_raw = ["_line"] + [k for k in V.USED if k not in shared_raw]
     with ThreadPoolExecutor(max_workers=1) as pool:
-        only = pool.submit(lambda: _parse_values(df.select(alloc_raw).filter(~is_step).rechunk(), "alloc-only", tz,
-                                                 has))
-        full = _parse_values(df, "shared", tz, has)
+        only = pool.submit(lambda: V.parse_values(df.select(alloc_raw).filter(~is_step).rechunk(), "alloc-only",
+                                                  tz, has))
+        full = V.parse_values(df, "shared", tz, has)
         only = only.result()
-    chk = _checks("alloc", has)
+    chk = V.checks("alloc", has)
     maybe = full.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if sh])
                                ).collect().to_series()
     shared = [k for k in full.columns if k.startswith("_") and k not in df.columns] + [
@@ -326,8 +180,8 @@ def _exact(df: pl.DataFrame, tz, has: set[str], lines: textio.Lines, delim: str,
     out = []
     step = df.select(pl.col("jobid").str.contains(".", literal=True).fill_null(False)).to_series()
     for rows, part in (("alloc", df.filter(~step)), ("step", df.filter(step))):
-        chk = _checks(rows, has)
-        done = _parse_values(part.rechunk(), "alloc" if rows == "alloc" else "shared", tz, has)
+        chk = V.checks(rows, has)
+        done = V.parse_values(part.rechunk(), "alloc" if rows == "alloc" else "shared", tz, has)
         bad_rows = done.filter(pl.any_horizontal([b.fill_null(False) for _, b, *_ in chk]))
         code = pl.lit(0)
         for i in range(len(chk), 0, -1):
@@ -366,24 +220,24 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
         index["jobid"] = index["jobidraw"]
     for need in ("jobid", "state"):
         if need not in index:
-            raise IngestError(path, "required column missing", line=header_line or first[0], field=SHOWN[need])
+            raise IngestError(path, "required column missing", line=header_line or first[0], field=V.SHOWN[need])
     has = set(index)
 
     # fields parsed once per distinct value are read as Categorical: the reader codes them as it splits, so
     # neither the alloc/step split nor the distinct lookup moves or hashes their text again
-    codes = {index[k]: pl.Categorical for k in CODED if k in index}
+    codes = {index[k]: pl.Categorical for k in V.CODED if k in index}
     try:
         frame, lines, bad_utf8 = textio.read_delimited(head if whole else path, delim, n_cols, codes)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise IngestError(path, f"cannot split into fields: {str(exc).splitlines()[0]}") from exc
     del head
     ok = pl.col("_fields_ok") & (pl.col(f"f{n_cols - 1}").is_null() if trailing else pl.lit(True))
-    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[pl.col(f"f{index[k]}").alias(k) for k in USED
+    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[pl.col(f"f{index[k]}").alias(k) for k in V.USED
                                                                   if k in index])
     # the columns the file lacks, as nulls cut like the others (a frame whose columns disagree on chunk
     # boundaries is rechunked whole by every later operation)
     none = c.align_chunks(pl.repeat(None, df.height, dtype=pl.String, eager=True), df["_line"])
-    df = df.with_columns(none.alias(k) for k in USED if k not in index).select("_line", "_fields_ok", *USED)
+    df = df.with_columns(none.alias(k) for k in V.USED if k not in index).select("_line", "_fields_ok", *V.USED)
     is_data = ~frame["_blank"] & ~frame["f0"].cast(pl.String).fill_null("").str.starts_with("#")
     if header_line:
         is_data &= frame["_line"] != header_line
