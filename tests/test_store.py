@@ -292,3 +292,35 @@ def test_sacct_reingest_is_idempotent_and_another_cluster_appends(tmp_path):
     assert jobs.filter(pl.col("cluster") == "a").sort(pl.all()).equals(before["jobs"])
     assert sorted(jobs.filter(pl.col("cluster") == "b")["job_id"]) == sorted(before["jobs"]["job_id"])
     assert data_files(root) == manifest_files(root) | {MANIFEST}
+
+
+def test_jobs_in_key_order_and_shuffled_give_the_same_files(tmp_path):
+    """Rows already in job id order take the stable integer sort by partition; shuffled ones the full sort by
+    (cluster, month, job id). Both must write the same partitions with the same rows in the same order, the
+    jobs without a submit time in ``month=unknown``."""
+    import datetime as dt
+
+    n = 3000
+    ids = [f"{1_000_000 + i}" for i in range(n)]  # equal length: string order is numeric order
+    submit = [None if i % 500 == 7 else dt.datetime(2026, 1 + (i * 7919) % 5, 1 + i % 28, tzinfo=dt.timezone.utc)
+              for i in range(n)]
+    jobs = pl.DataFrame({"cluster": ["a" if i % 3 else "b" for i in range(n)], "job_id": ids, "submit": submit},
+                        schema_overrides={"submit": pl.Datetime("us", "UTC")})
+    shuffled = jobs.sample(fraction=1.0, shuffle=True, seed=5)
+    assert jobs["job_id"].is_sorted() and not shuffled["job_id"].is_sorted()
+    out = {}
+    for name, frame in (("sorted", jobs), ("shuffled", shuffled)):
+        root = tmp_path / name
+        with Store(root).transaction() as tx:
+            tx.upsert("jobs", frame)
+        out[name] = {r.rsplit("/", 1)[0]: pl.read_parquet(root / r).select("cluster", "job_id", "submit")
+                     for r in Store(root).manifest()["tables"]["jobs"]}
+    assert out["sorted"].keys() == out["shuffled"].keys()
+    assert {"jobs/cluster=a/month=unknown", "jobs/cluster=b/month=unknown"} <= out["sorted"].keys()
+    for part, frame in out["sorted"].items():
+        assert frame.equals(out["shuffled"][part]), part
+        assert frame["job_id"].is_sorted(), part
+        month = part.rsplit("=", 1)[1]
+        got = frame["submit"].dt.strftime("%Y-%m").fill_null("unknown").unique().to_list()
+        assert got == [month], part
+    assert sum(f.height for f in out["sorted"].values()) == n

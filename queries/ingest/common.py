@@ -20,16 +20,19 @@ callers turn it into a reject, so a value is never silently dropped. Each expres
 (``parse_*``, ``normalise_state``, ``job_class``) written independently with ``re``, which the tests compare.
 
 Speed notes (a 1M-line dump must ingest within a few times DuckDB's bare CSV read): regexes with capture groups
-are slow per row, so low-cardinality fields are parsed once per distinct value (``on_distinct``), durations
-and memory sizes are validated by a capture-free regex and cut by position, rare work runs on the rows that
-need it (``subset_values``, ``with_fallbacks``), line lengths come from a NumPy newline scan rather than a
-second CSV pass (``textio.Lines``), and every added column keeps the frame's chunk boundaries (``align_chunks``):
-Polars rechunks a whole frame whose columns disagree, which costs more than the parsing.
+are slow per row, so low-cardinality fields are parsed once per distinct value (``on_distinct``); sacct's usual
+duration and MaxRSS shapes are cut at fixed positions (``duration_fast_expr``, ``memory_fast_expr``) and only
+the rows they do not take go to the general parser (``with_fallbacks``), which computes everything in one lazy
+pass: the eager API neither shares a subexpression between expressions nor runs them in parallel, and that
+alone tripled the cost of a composite expression. Rare work runs on the rows that need it (``subset_values``),
+and every added column keeps the frame's chunk boundaries (``align_chunks``): Polars rechunks a whole frame
+whose columns disagree, in every later operation, which costs more than the parsing.
 """
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
 
 from .. import schema
@@ -55,12 +58,29 @@ def on_distinct(df: pl.DataFrame, column: str, exprs: dict[str, pl.Expr]) -> pl.
     than regex work per row. A null key gets what the expressions give for null. Not worth it for columns
     whose values are mostly distinct (CPU times): the Enum over them costs more than the parse.
     """
-    distinct = df.select(pl.col(column).unique().drop_nulls())[column]
+    return df.with_columns(v.alias(k) for k, v in on_distinct_values(df, column, exprs).items())
+
+
+def on_distinct_values(df: pl.DataFrame, column: str, exprs: dict[str, pl.Expr]) -> dict[str, pl.Series]:
+    """What ``on_distinct`` adds, as Series whose chunks line up with ``df``'s (to add several at once).
+
+    A Categorical column (the CSV reader can build one as it splits) already holds each row's value as a code:
+    its distinct values are the distinct codes, and no string is hashed again."""
+    s = df.get_column(column)
+    if s.dtype == pl.Categorical:
+        distinct = s.unique().drop_nulls()
+        dcodes = distinct.to_physical().cast(pl.Int64).to_numpy()
+        lut = np.full(int(dcodes.max(initial=-1)) + 2, len(dcodes), dtype=np.int64)  # last slot: null rows
+        lut[dcodes] = np.arange(len(dcodes))
+        codes = lut[s.to_physical().cast(pl.Int64).fill_null(len(lut) - 1).to_numpy()]
+        distinct = distinct.cast(pl.String)
+    else:
+        distinct = df.select(pl.col(column).unique().drop_nulls())[column]
+        codes = df.select(pl.col(column).cast(pl.Enum(distinct)).to_physical().cast(pl.Int64)
+                          .fill_null(distinct.len())).to_series()
     table = pl.concat([distinct, pl.Series(column, [None], dtype=pl.String)]).to_frame().with_columns(**exprs)
-    codes = df.select(pl.col(column).cast(pl.Enum(distinct)).to_physical().cast(pl.Int64)
-                      .fill_null(distinct.len())).to_series()
     like = df.get_column(column)
-    return df.with_columns(align_chunks(table[k].gather(codes), like).alias(k) for k in exprs)
+    return {k: align_chunks(table[k].gather(codes), like) for k in exprs}
 
 
 def subset_values(df: pl.DataFrame, mask: pl.Series, exprs: dict[str, pl.Expr],
@@ -74,21 +94,30 @@ def subset_values(df: pl.DataFrame, mask: pl.Series, exprs: dict[str, pl.Expr],
             for k in exprs}
 
 
-def with_fallbacks(df: pl.DataFrame,
-                   specs: list[tuple[str, str, pl.Expr, pl.Expr, tuple[str, ...]]]) -> pl.DataFrame:
-    """Add columns from ``(name, raw column, fast expr, full expr, no-value tokens)``: the fast parser runs on
-    every row; the general one only on the rows where the fast one failed on real input (say a duration with
-    a day prefix), so the common case costs one cheap pass."""
-    if not specs:
+def with_fallbacks(df: pl.DataFrame, specs: list[tuple[str, str, pl.Expr, pl.Expr]],
+                   plain: dict[str, pl.Expr] | None = None) -> pl.DataFrame:
+    """Add columns from ``(name, raw column, fast expr, full expr)``: the fast parser runs on every row; the
+    general one only on the rows where the fast one gave null for a non-null raw value (a "no value" token, or
+    a shape the fast one does not know, like a duration with a day prefix), so the common case costs one cheap
+    pass. ``plain`` expressions (no fallback) are computed in the same pass.
+
+    The pass is one lazy ``with_columns``: Polars then evaluates a subexpression that several expressions share
+    (a slice, a length) once, and the independent expressions in parallel; the eager API does neither.
+    """
+    exprs = {name: fast for name, _, fast, _ in specs} | (plain or {})
+    if not exprs:
         return df
-    df = df.with_columns(fast.alias(name) for name, _, fast, _, _ in specs)
-    misses = df.select(unparsed(pl.col(raw), pl.col(name), tokens).alias(name) for name, raw, _, _, tokens in specs)
-    for name, raw, _, full, _ in specs:
-        miss = misses[name]
+    # only the new columns leave the lazy query, and are made one chunk each: the query cuts its outputs into
+    # chunks of its own, and a frame whose columns disagree on chunk boundaries is rechunked whole (all the raw
+    # text too) by every later operation
+    out = df.lazy().select(**exprs).collect().rechunk()
+    for name, raw, _, full in specs:
+        miss = df.get_column(raw).is_not_null() & out.get_column(name).is_null()
         if miss.any():
-            fixed = subset_values(df, miss, {name: full}, [raw])[name]
-            df = df.with_columns(pl.coalesce(pl.col(name), fixed))
-    return df
+            fixed = subset_values(df, miss, {name: full}, [raw])[name].rechunk()
+            out = out.with_columns(pl.coalesce(pl.col(name), fixed))
+    like = df.get_column(df.columns[0])
+    return df.with_columns(align_chunks(s, like) for s in out.get_columns())
 
 
 # ---------------------------------------------------------------------------------------------- durations
@@ -112,6 +141,17 @@ def duration_expr(e: pl.Expr) -> pl.Expr:
     val = (sec + minute * 60 + pl.when(base >= 7).then(num(h0, base - 6 - h0)).otherwise(0.0) * 3600
            + pl.when(dash.is_not_null()).then(num(0, dash)).otherwise(0.0) * 86400)
     return pl.when(e.str.contains(_DURATION_OK) & (sec < 60) & (minute < 60)).then(val)
+
+
+def duration_fast_expr(e: pl.Expr) -> pl.Expr:
+    """sacct's two usual duration shapes, ``MM:SS.mmm`` (TotalCPU under an hour) and ``HH:MM:SS``, cut at fixed
+    positions; null for any other text (``with_fallbacks`` hands it to ``duration_expr``). Where it is not null
+    it equals ``duration_expr`` bit for bit: the same field values added in the same order."""
+    head = e.str.slice(0, 2).cast(pl.Float64, strict=False)
+    hms = e.str.slice(6).cast(pl.Float64, strict=False) + e.str.slice(3, 2).cast(pl.Float64, strict=False) * 60
+    ms = e.str.slice(3).cast(pl.Float64, strict=False) + head * 60
+    shape = e.str.contains(r"^(?:[0-5]\d:[0-5]\d\.\d\d\d|\d\d:[0-5]\d:[0-5]\d)$")
+    return pl.when(shape).then(pl.when(e.str.len_bytes() == 9).then(ms).otherwise(hms + head * 3600))
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -146,6 +186,15 @@ def memory_expr(e: pl.Expr, default_unit: str = "") -> tuple[pl.Expr, pl.Expr]:
                                 return_dtype=pl.String)
     val = num.cast(pl.Float64, strict=False) * mult
     return pl.when(num.str.contains(r"^\d+(?:\.\d+)?$")).then(val), per
+
+
+def memory_fast_expr(e: pl.Expr) -> pl.Expr:
+    """``NUMBERK`` with an integer number (how sacct prints MaxRSS) -> bytes; null for any other text
+    (``with_fallbacks`` hands it to ``memory_expr``). Equal to ``memory_expr`` where not null: an integer cast
+    to float is the same double as the decimal text parsed as float."""
+    digits = e.str.head(-1)
+    return pl.when(e.str.ends_with("K") & ~e.str.starts_with("+")).then(
+        digits.cast(pl.UInt64, strict=False).cast(pl.Float64) * float(UNIT_BYTES["K"]))
 
 
 def parse_memory(text: str | None, default_unit: str = "") -> tuple[float | None, str | None]:

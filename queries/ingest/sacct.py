@@ -38,8 +38,8 @@ or absurd counts (> 1e6 CPUs/GPUs/nodes, > 1 EiB), end before start; a step row 
 contributes, and is rejected when its allocation row is missing or rejected. Duplicate rows of one JobID:
 the last valid one wins, all count as accepted. ``rows_read`` = data rows = accepted + rejected.
 
-This module reads and checks the rows (``textio`` splits the text); ``sacct_rollup`` matches steps to jobs
-and computes the per-job values above.
+This module reads and checks the rows (``textio`` splits the text, ``sacct_values`` parses the fields and
+holds the checks); ``sacct_rollup`` matches steps to jobs and computes the per-job values above.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ import polars as pl
 from . import IngestError, Parsed
 from . import common as c
 from . import sacct_rollup as R
+from . import sacct_values as V
 from . import textio
 
 # Every field sacct --helpformat lists (lower case): used to recognise a header line.
@@ -68,16 +69,6 @@ systemcomment systemcpu timelimit timelimitraw totalcpu tresusageinave tresusage
 tresusageinmaxtask tresusageinmin tresusageinminnode tresusageinmintask tresusageintot tresusageoutave
 tresusageoutmax tresusageoutmaxnode tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask
 tresusageouttot uid user usercpu wckey wckeyid workdir""".split())
-CANON = ("JobID JobIDRaw JobName User Account Partition QOS State ExitCode Submit Eligible Start End Elapsed "
-         "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
-         "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
-         "Priority Comment Cluster").split()
-USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
-SHOWN = {n.lower(): n for n in CANON}
-MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
-MAX_BYTES = float(2**60)
-MAX_SECONDS = 100 * 365 * 86400.0
-_JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
 
 
 def _is_header(names: list[str]) -> bool:
@@ -97,7 +88,7 @@ def sniff(head: bytes, name: str) -> bool:
         return True
     for d in ("|", "☃"):
         parts = [p.strip() for p in text.split(d)]
-        if len(parts) >= 5 and any(re.match(_JOBID_RE, p) for p in parts) and any(
+        if len(parts) >= 5 and any(re.match(V.JOBID_RE, p) for p in parts) and any(
                 c.normalise_state(p) and re.match(r"^[A-Z_]+", p) for p in parts):
             return True
     return False
@@ -135,151 +126,81 @@ def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
     return cols, delimiter, len(parts) == len(cols) + 1 and parts[-1] == "", None
 
 
-def _numbers(rows: str) -> list[str]:
-    """Plain-number fields parsed for allocation rows; a step contributes only its CPU count."""
-    if rows == "alloc":
-        return ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
-                "timelimitraw"]
-    return ["alloccpus", "ncpus"]
-
-
-def _parse_values(df: pl.DataFrame, rows: str, tz, has: set[str]) -> pl.DataFrame:
-    """Add the parsed ``_<name>`` columns. Low-cardinality fields (state, TRES, limits, requests, comments,
-    Elapsed) are parsed once per distinct value; the others with fast, capture-free expressions."""
-    col, alloc = pl.col, rows == "alloc"
-
-    def distinct(frame: pl.DataFrame, key: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
-        return c.on_distinct(frame, key, exprs) if key in has else frame.with_columns(**exprs)
-
-    def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
-        return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
-
-    df = distinct(df, "state", {"_state": c.state_expr(col("state"))})
-    df = distinct(df, "elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
-    # a step's AllocTRES only matters when the CPU count has no column of its own
-    tres = ("alloctres", "reqtres") if alloc else (() if {"alloccpus", "ncpus"} & has else ("alloctres",))
-    for key in tres:
-        df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
-    if alloc:
-        for key in ("allocgres", "reqgres"):
-            df = distinct(df, key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
-        df = distinct(df, "timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
-                                                c.DURATION_NULL))
-        mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
-        df = distinct(df, "reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
-        df = distinct(df, "comment", {"_min_runtime_s": c.number_expr(
-            c.comment_value_expr(col("comment"), "min_runtime_s"))})
-    # TRESUsageIn* entries we use: extracted once (on the rows that have them), parsed from the extract
-    usage = {"_util_ave_raw": ("tresusageinave", "gres/gpuutil"), "_util_max_raw": ("tresusageinmax", "gres/gpuutil"),
-             "_gmem_raw": ("tresusageinmax", "gres/gpumem")}
-    if "maxrss" not in has:
-        usage["_umem_raw"] = ("tresusageinmax", "mem")
-    for src in ("tresusageinave", "tresusageinmax"):
-        mine = {k: c.tres_value_expr(col(s), key) for k, (s, key) in usage.items() if s == src}
-        if src not in has:
-            df = df.with_columns(**{k: pl.lit(None, pl.String) for k in mine})
-            continue
-        needle = "mem=" if "_umem_raw" in mine else "gres/gpu"
-        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series()
-        found = c.subset_values(df, mask, mine, [src]) if mask.any() else {k: pl.lit(None, pl.String) for k in mine}
-        df = df.with_columns(v.alias(k) for k, v in found.items())
-    durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
-    values = {f"_{k}": c.number_expr(col(k)) for k in _numbers(rows)}
-    values |= {"_maxrss": c.memory_expr(col("maxrss"), "")[0],
-               "_util_ave": c.number_expr(col("_util_ave_raw")) / 100,
-               "_util_max": c.number_expr(col("_util_max_raw")) / 100,
-               "_gmem": c.memory_expr(col("_gmem_raw"), "")[0]}
-    if "_umem_raw" in usage:
-        values["_umem"] = c.memory_expr(col("_umem_raw"), "")[0]
-    values |= {f"_{k}": c.duration_expr(col(k)) for k in durations}  # mostly distinct: parsed per row
-    specs = [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz), c.TIME_NULL)
-             for k in ("submit", "start", "end")] if alloc else []
-    return c.with_fallbacks(df.with_columns(**values), specs)
-
-
-def _checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, str, str | None]]:
-    """``(shown field, bad, reason, raw column)`` in order of precedence, over the parsed columns."""
-    col, alloc = pl.col, rows == "alloc"
-    chk = [(None, ~col("_fields_ok"), "wrong number of fields", None),
-           ("JobID", ~col("jobid").fill_null("").str.contains(_JOBID_RE), "malformed job id", "jobid"),
-           ("State", col("_state").is_null(), "unknown state", "state")]
-    for k in ("submit", "start", "end") if alloc else ():
-        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.TIME_NULL), "unparseable timestamp", k))
-    chk.append(("Elapsed", col("_elapsed_bad"), "unparseable duration", "elapsed"))
-    if alloc:
-        chk.append(("Timelimit", col("_timelimit_bad"), "unparseable duration", "timelimit"))
-    for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
-        chk.append((SHOWN[k], c.unparsed(col(k), col(f"_{k}"), c.DURATION_NULL), "unparseable duration", k))
-    for k in _numbers(rows):
-        bad = c.unparsed(col(k), col(f"_{k}")) | (col(f"_{k}") < 0)
-        chk.append((SHOWN[k], bad, "not a non-negative number", k))
-    chk.append(("MaxRSS", c.unparsed(col("maxrss"), col("_maxrss")), "unparseable memory size", "maxrss"))
-    if alloc:
-        chk.append(("ReqMem", col("_reqmem_bad"), "unparseable memory size", "reqmem"))
-    for k in ["alloctres", "reqtres"] if alloc else (["alloctres"] if not {"alloccpus", "ncpus"} & has else []):
-        chk.append((SHOWN[k], col(f"_{k}_bad"), "unparseable TRES string", k))
-    usage_bad = {"tresusageinave": c.unparsed(col("_util_ave_raw"), col("_util_ave")),
-                 "tresusageinmax": c.unparsed(col("_util_max_raw"), col("_util_max"))
-                 | c.unparsed(col("_gmem_raw"), col("_gmem"))
-                 | (c.unparsed(col("_umem_raw"), col("_umem")) if "maxrss" not in has else pl.lit(False))}
-    chk += [(SHOWN[k], bad, "unparseable TRES usage value", k) for k, bad in usage_bad.items()]
-    sizes = [f"_{k}" for k in _numbers(rows) if k not in ("priority", "elapsedraw", "timelimitraw")] + (
-        ["_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu", "_alloctres_gpus"] if alloc else [])
-    absurd = (pl.any_horizontal([col(k).fill_null(0) > MAX_COUNT for k in sizes])
-              | pl.any_horizontal([col(k).fill_null(0) > MAX_BYTES for k in ["_maxrss"] + (
-                  ["_alloctres_mem_bytes"] if alloc else [])])
-              | pl.any_horizontal([col(k).fill_null(0) > MAX_SECONDS for k in ["_elapsed"] + (
-                  ["_totalcpu"] if "totalcpu" in has else [])]))
-    chk.append((None, absurd, "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)", None))
-    if alloc:
-        chk.append(("End", col("_end") < col("_start"), "end before start", "end"))
-    return chk
-
-
 TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
-STEP_COLUMNS = ["_line", "_aord", "_fields_ok", "jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu",
-                "systemcpu", "maxrss", "tresusageinave", "tresusageinmax", "alloccpus", "ncpus", "alloctres"]
+SHARED_RAW = ["jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu", "systemcpu", "maxrss", "tresusageinave",
+              "tresusageinmax", "alloccpus", "ncpus"]  # what step rows contribute (AllocTRES too, without CPUs)
 STEP_VALUES = ["_elapsed", "_totalcpu", "_usercpu", "_systemcpu", "_maxrss", "_umem", "_util_ave", "_util_max",
                "_gmem", "_alloccpus", "_ncpus", "_alloctres_cpu"]
 
 
-def _evaluate(df: pl.DataFrame, rows: str, tz, has: set[str], lines: textio.Lines, delim: str,
-              n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Parse and check ``rows`` ("alloc" or "step").
+def _evaluate(df: pl.DataFrame, is_step: pl.Series, tz, has: set[str], lines: textio.Lines, delim: str,
+              n_fields: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Parse and check every data row of ``df``.
 
-    -> (valid rows: ``_line``, ``jobid``, text fields and parsed ``_<value>`` columns;
-        rejects[line, field, reason, raw, _jobid]). The first failing check names the reason; messages are
-    built only for the rejected rows.
+    -> (valid allocation rows: ``_line``, ``_aord``, ``jobid``, text fields and parsed ``_<value>`` columns;
+        valid step rows: ``_line``, ``_aord``, ``jobid``, ``cluster``, ``STEP_VALUES``;
+        rejects[line, field, reason, raw, _jobid (allocation rows only)]).
+
+    The fields every row contributes are parsed on the whole frame, those only allocation rows have on
+    theirs (in a second thread): the step rows' text is never copied, only their parsed values are. A cheap
+    pass marks the rows that may be bad; only those are checked exactly (``_exact``, from their text).
     """
-    chk = _checks(rows, has)
-    done = _parse_values(df, rows, tz, has)
-    # one pass for "is anything wrong"; the precedence chain and messages only for the (few) failing rows
-    bad = done.select(pl.any_horizontal([b.fill_null(False) for _, b, _, _ in chk])).to_series()
-    n_bad = int(bad.sum())
-    bad_rows = done.filter(bad) if n_bad else done.clear()
-    code = pl.lit(0)
-    for i in range(len(chk), 0, -1):
-        code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
-    bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
-    field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
-    for i, (shown, _, text, value) in enumerate(chk, 1):
-        if i == 1:  # the field count is only known from the raw line
-            msg = pl.format(f"expected {n_fields} fields, found {{}}",
-                            pl.col("_raw").str.count_matches(delim, literal=True) + 1)
-        else:
-            msg = pl.format(f"{text} '{{}}'", pl.col(value).fill_null("")) if value else pl.lit(text)
-        field = pl.when(pl.col("_code") == i).then(pl.lit(shown, pl.String)).otherwise(field)
-        reason = pl.when(pl.col("_code") == i).then(msg).otherwise(reason)
-    rejects = bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
-                              pl.col("_raw").alias("raw"), pl.col("jobid").alias("_jobid"))
-    if rows == "alloc":
-        keep = ["_line", "jobid"] + TEXT + [k for k in done.columns if k.startswith("_") and not k.endswith(
-            "_raw") and k not in ("_line", "_fields_ok", "_code")]
-    else:
-        keep = ["_line", "_aord", "jobid", "cluster"] + [
-            k if k in done.columns else pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES]
-    done = done.select(keep)
-    return (done.filter(~bad) if n_bad else done), rejects
+    shared_raw = SHARED_RAW + (["alloctres"] if not {"alloccpus", "ncpus"} & has else [])
+    alloc_raw = ["_line"] + [k for k in V.USED if k not in shared_raw]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        only = pool.submit(lambda: V.parse_values(df.select(alloc_raw).filter(~is_step).rechunk(), "alloc-only",
+                                                  tz, has))
+        full = V.parse_values(df, "shared", tz, has)
+        only = only.result()
+    chk = V.checks("alloc", has)
+    maybe = full.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if sh])
+                               ).collect().to_series()
+    shared = [k for k in full.columns if k.startswith("_") and k not in df.columns] + [
+        k for k in ("_aord", "_fields_ok", "jobid", "cluster") if k not in only.columns]
+    alloc = only.hstack(full.select(shared).filter(~is_step).rechunk().get_columns())
+    maybe_alloc = alloc.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if not sh])
+                                      ).collect().to_series()
+    suspects = pl.concat([full["_line"].filter(maybe), alloc["_line"].filter(maybe_alloc)]).unique()
+    rejects = _exact(df.filter(pl.col("_line").is_in(suspects.implode())), tz, has, lines, delim, n_fields)
+    keep = ["_line", "_aord", "jobid"] + TEXT + [k for k in alloc.columns if k.startswith("_") and not k.endswith(
+        "_bad") and k not in ("_line", "_aord", "_fields_ok")]
+    steps = full.select(["_line", "_aord", "jobid", "cluster"] + [k for k in STEP_VALUES if k in full.columns]
+                        ).filter(is_step).rechunk()
+    steps = steps.with_columns(pl.lit(None, pl.Float64).alias(k) for k in STEP_VALUES if k not in full.columns)
+    alloc = alloc.select(keep)
+    if rejects.height:
+        good = ~pl.col("_line").is_in(rejects["line"].implode())
+        alloc, steps = alloc.filter(good), steps.filter(good)
+    return alloc, steps, rejects
+
+
+def _exact(df: pl.DataFrame, tz, has: set[str], lines: textio.Lines, delim: str, n_fields: int) -> pl.DataFrame:
+    """The rows of ``df`` (raw text, both kinds) that fail a check: rejects[line, field, reason, raw, _jobid].
+    The first failing check names the reason."""
+    out = []
+    step = df.select(pl.col("jobid").str.contains(".", literal=True).fill_null(False)).to_series()
+    for rows, part in (("alloc", df.filter(~step)), ("step", df.filter(step))):
+        chk = V.checks(rows, has)
+        done = V.parse_values(part.rechunk(), "alloc" if rows == "alloc" else "shared", tz, has)
+        bad_rows = done.filter(pl.any_horizontal([b.fill_null(False) for _, b, *_ in chk]))
+        code = pl.lit(0)
+        for i in range(len(chk), 0, -1):
+            code = pl.when(chk[i - 1][1].fill_null(False)).then(pl.lit(i)).otherwise(code)
+        bad_rows = bad_rows.with_columns(code.alias("_code"), lines.text(bad_rows["_line"]).alias("_raw"))
+        field, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
+        for i, (shown, _, _, text, value, _) in enumerate(chk, 1):
+            if i == 1:  # the field count is only known from the raw line
+                msg = pl.format(f"expected {n_fields} fields, found {{}}",
+                                pl.col("_raw").str.count_matches(delim, literal=True) + 1)
+            else:
+                msg = pl.format(f"{text} '{{}}'", pl.col(value).cast(pl.String).fill_null("")) if value else pl.lit(
+                    text)
+            field = pl.when(pl.col("_code") == i).then(pl.lit(shown, pl.String)).otherwise(field)
+            reason = pl.when(pl.col("_code") == i).then(msg).otherwise(reason)
+        out.append(bad_rows.select(pl.col("_line").alias("line"), field.alias("field"), reason.alias("reason"),
+                                   pl.col("_raw").alias("raw"),
+                                   (pl.col("jobid") if rows == "alloc" else pl.lit(None, pl.String)).alias("_jobid")))
+    return pl.concat(out)
 
 
 def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
@@ -299,18 +220,25 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
         index["jobid"] = index["jobidraw"]
     for need in ("jobid", "state"):
         if need not in index:
-            raise IngestError(path, "required column missing", line=header_line or first[0], field=SHOWN[need])
+            raise IngestError(path, "required column missing", line=header_line or first[0], field=V.SHOWN[need])
     has = set(index)
 
+    # fields parsed once per distinct value are read as Categorical: the reader codes them as it splits, so
+    # neither the alloc/step split nor the distinct lookup moves or hashes their text again
+    codes = {index[k]: pl.Categorical for k in V.CODED if k in index}
     try:
-        frame, lines, bad_utf8 = textio.read_delimited(head if whole else path, delim, n_cols)
+        frame, lines, bad_utf8 = textio.read_delimited(head if whole else path, delim, n_cols, codes)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise IngestError(path, f"cannot split into fields: {str(exc).splitlines()[0]}") from exc
     del head
     ok = pl.col("_fields_ok") & (pl.col(f"f{n_cols - 1}").is_null() if trailing else pl.lit(True))
-    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[
-        (pl.col(f"f{index[k]}") if k in index else pl.lit(None, pl.String)).alias(k) for k in USED])
-    is_data = ~frame["_blank"] & ~frame["f0"].fill_null("").str.starts_with("#")
+    df = frame.select(pl.col("_line"), ok.alias("_fields_ok"), *[pl.col(f"f{index[k]}").alias(k) for k in V.USED
+                                                                  if k in index])
+    # the columns the file lacks, as nulls cut like the others (a frame whose columns disagree on chunk
+    # boundaries is rechunked whole by every later operation)
+    none = c.align_chunks(pl.repeat(None, df.height, dtype=pl.String, eager=True), df["_line"])
+    df = df.with_columns(none.alias(k) for k in V.USED if k not in index).select("_line", "_fields_ok", *V.USED)
+    is_data = ~frame["_blank"] & ~frame["f0"].cast(pl.String).fill_null("").str.starts_with("#")
     if header_line:
         is_data &= frame["_line"] != header_line
     n_data = int(is_data.sum())
@@ -323,13 +251,8 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     # ordinal of the nearest allocation row at or above each row: a step's likely parent, since sacct lists
     # the steps right after their job (checked below, with a lookup by key where it does not hold)
     df = df.with_columns(c.align_chunks((~is_step).cast(pl.Int64).cum_sum() - 1, df["jobid"]).alias("_aord"))
-    # allocation and step rows are independent: evaluate them side by side (Polars releases the GIL, and
-    # much of the per-column work is serial, so a second thread keeps the second core busy)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        alloc_job = pool.submit(_evaluate, df.filter(~is_step), "alloc", tz, has, lines, delim, len(names))
-        step_job = pool.submit(_evaluate, df.select(STEP_COLUMNS).filter(is_step), "step", tz, has, lines, delim,
-                               len(names))
-        (alloc_ok, alloc_rej), (step_ok, step_rej) = alloc_job.result(), step_job.result()
+    n_alloc_rows = df.height - int(is_step.sum())
+    alloc_ok, step_ok, rejected = _evaluate(df, is_step, tz, has, lines, delim, len(names))
     del df
 
     # a multi-cluster dump (sacct -L) repeats job ids across clusters: key = cluster + id
@@ -340,13 +263,13 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     jobs = R.last_distinct(alloc_ok.with_columns(key.alias("_key")), "_key")
     jobs = jobs.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_jidx"))
     steps = step_ok.with_columns(key.alias("_key"), pkey.alias("_pkey"))
-    steps = steps.with_columns(c.align_chunks(R.parent_rows(jobs, steps, int((~is_step).sum())),
+    steps = steps.with_columns(c.align_chunks(R.parent_rows(jobs, steps, n_alloc_rows),
                                                steps["_line"]).alias("_jidx"))
     orphan = steps["_jidx"].is_null()
     orphans = steps.filter(orphan)
     orphans = orphans.select(
         pl.col("_line").alias("line"), pl.lit("JobID").alias("field"),
-        pl.when(parent.is_in(alloc_rej["_jobid"].implode()))
+        pl.when(parent.is_in(rejected["_jobid"].implode()))
         .then(pl.format("parent allocation row {} was rejected", parent))
         .otherwise(pl.format("parent allocation row {} is missing", parent)).alias("reason"),
         lines.text(orphans["_line"]).alias("raw"))
@@ -358,7 +281,7 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     rejects = pl.concat([
         utf8.select("line", pl.lit(None, pl.String).alias("field"), pl.lit("line is not valid UTF-8").alias("reason"),
                     "raw"),
-        alloc_rej.drop("_jobid"), step_rej.drop("_jobid"), orphans]).sort("line")
+        rejected.drop("_jobid"), orphans]).sort("line")
     clusters = jobs["cluster"].drop_nulls().unique()
     return Parsed(rows_read=n_data + len(bad_utf8), rows_accepted=alloc_ok.height + steps.height,
                   jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None)

@@ -93,14 +93,17 @@ def rollup(jobs: pl.DataFrame, steps: pl.DataFrame, has_totalcpu: bool, has_maxr
     # Elapsed-weighted mean GPU utilisation; a weight of at least 1 s keeps zero-length steps counted
     w = pl.when(col("_util_ave").is_not_null()).then(pl.max_horizontal(col("_elapsed").fill_null(0), 1.0))
     # row-level values first, so the group-by only runs plain (fast-path) aggregations
-    per_step = steps.select(
+    per_step = steps.lazy().select(
         "_jidx", pl.lit(1.0).alias("one"), cpu_row.alias("cpu"), rss_row.alias("rss"), pl.coalesce(col("_util_max"), col("_util_ave")).alias("umax"),
-        col("_gmem").alias("gmem"), util_row.alias("cutil"), w.alias("w"), (col("_util_ave") * w).alias("uw"))
+        col("_gmem").alias("gmem"), util_row.alias("cutil"), w.alias("w"), (col("_util_ave") * w).alias("uw")
+    ).collect()
     agg = aggregate_steps(per_step)
     started = col("_start").is_not_null()
     n = jobs.height
     jobs = c.on_distinct(jobs, "jobname", {"_name_class": c.name_class_expr(col("jobname"))})
-    j = jobs.with_columns(_scatter(n, agg["_jidx"], agg[k]) for k in agg.columns if k != "_jidx")
+    # everything below is one lazy query: Polars computes a subexpression the outputs share once and the
+    # independent outputs in parallel (the eager API does neither)
+    j = jobs.with_columns(_scatter(n, agg["_jidx"], agg[k]) for k in agg.columns if k != "_jidx").lazy()
     w_job = w.fill_null(0)
     # sacct -X (no step rows) reports zero usage: for a job that ran, that is "unknown", not "idle"
     unknown = started & (col("_elapsed").fill_null(0) > 0) & col("s_one").fill_null(0).eq(0) & cpu_row.eq(0)
@@ -164,5 +167,5 @@ def rollup(jobs: pl.DataFrame, steps: pl.DataFrame, has_totalcpu: bool, has_maxr
         col("_gmax").alias("gpu_mem_used_bytes"),
         col("_min_runtime_s").alias("min_runtime_s"),
         col("_priority").alias("priority"),
-    )
+    ).collect()
     return schema.conform(out, "jobs")

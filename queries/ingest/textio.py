@@ -116,19 +116,35 @@ def _blank_invalid_utf8(data: bytes) -> tuple[bytes, list[tuple[int, str]]]:
 
 class Lines:
     """Where each physical line of a text lies (found with a NumPy newline scan, no Python loop), and its text
-    on demand: rejects need the raw text of a few lines, not of all."""
+    on demand: rejects need the raw text of a few lines, not of all. The scan runs on first use: a clean file
+    needs no line text at all."""
 
     def __init__(self, buf, placeholder: bytes | None = None, delimiter: str = ""):
         self.buf, self.placeholder, self.delimiter = buf, placeholder, delimiter
+        self._starts = self._ends = None
+
+    def _scan(self) -> None:
+        buf = self.buf
         arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, np.uint8)
         step = 1 << 24  # chunked so the temporary mask stays small
         nl = np.concatenate([np.flatnonzero(arr[i:i + step] == 10) + i for i in range(0, len(arr), step)]
                             or [np.zeros(0, np.int64)])
         ends = nl if (len(arr) == 0 or arr[-1] == 10) else np.append(nl, len(arr))
-        self.starts = np.r_[0, nl + 1][:len(ends)].astype(np.int64)
-        cr = (ends > self.starts) & (arr[np.maximum(ends - 1, 0)] == 13) if len(ends) else np.zeros(0, bool)
-        self.ends = ends - cr  # a CRLF line ends before its \r, as Polars reads it
-        del arr
+        starts = np.r_[0, nl + 1][:len(ends)].astype(np.int64)
+        cr = (ends > starts) & (arr[np.maximum(ends - 1, 0)] == 13) if len(ends) else np.zeros(0, bool)
+        self._starts, self._ends = starts, ends - cr  # a CRLF line ends before its \r, as Polars reads it
+
+    @property
+    def starts(self) -> np.ndarray:
+        if self._starts is None:
+            self._scan()
+        return self._starts
+
+    @property
+    def ends(self) -> np.ndarray:
+        if self._ends is None:
+            self._scan()
+        return self._ends
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -139,26 +155,46 @@ class Lines:
     def text(self, line_numbers: pl.Series) -> pl.Series:
         """Text of the given 1-based lines (the file's own delimiter, undecodable bytes escaped)."""
         out = []
+        if len(line_numbers):
+            starts, ends = self.starts, self.ends
         for n in line_numbers.to_list():
-            t = bytes(self.buf[self.starts[n - 1]:self.ends[n - 1]]).decode("utf-8", "backslashreplace")
+            t = bytes(self.buf[starts[n - 1]:ends[n - 1]]).decode("utf-8", "backslashreplace")
             out.append(t.replace(self.placeholder.decode(), self.delimiter) if self.placeholder else t)
         return pl.Series("raw", out, dtype=pl.String)
 
 
-def read_delimited(source: bytes | str | Path, delimiter: str,
-                   n_columns: int) -> tuple[pl.DataFrame, Lines, list[tuple[int, str]]]:
+def count_bytes(buf, delimiter: bytes) -> tuple[int, int]:
+    """``(newlines, delimiter bytes)`` in ``buf``: one chunked NumPy pass, no copy of the text."""
+    arr = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, np.uint8)
+    step, d = 1 << 22, delimiter[0]
+    newlines = delims = 0
+    for i in range(0, len(arr), step):
+        chunk = arr[i:i + step]
+        newlines += int(np.count_nonzero(chunk == 10))
+        delims += int(np.count_nonzero(chunk == d))
+    return newlines, delims
+
+
+def read_delimited(source: bytes | str | Path, delimiter: str, n_columns: int,
+                   dtypes: dict[int, pl.DataType] | None = None) -> tuple[pl.DataFrame, Lines, list[tuple[int, str]]]:
     """Split text into one row per *physical* line without a per-row Python loop.
 
-    Returns ``(frame, lines, bad_utf8)``. ``frame`` has ``f0..f{n_columns-1}`` (empty field -> null),
+    Returns ``(frame, lines, bad_utf8)``. ``frame`` has ``f0..f{n_columns-1}`` (empty field -> null; strings,
+    or the ``dtypes`` given by column position - a Categorical for a field parsed per distinct value),
     ``_line`` (1-based line number), ``_blank`` (empty or whitespace-only line) and ``_fields_ok`` (the line has
     exactly ``n_columns`` fields); ``lines.text(numbers)`` gives the raw text of lines, for rejects.
     Lines that are not valid UTF-8 come back in ``bad_utf8`` as ``(line, text)`` and as empty lines elsewhere.
     Multi-byte delimiters (``☃``) are swapped for a control byte absent from the file, since Polars' CSV
-    reader splits on one byte; raw text shows the original delimiter.
-    The field count is checked without splitting twice: a line has exactly ``n`` fields iff its length (from
-    the newline scan) equals the sum of the field lengths plus ``n - 1`` delimiters (extra fields are cut
-    off, missing ones are null). ``source`` is the text or a path; Polars reads a path itself (no copy through
-    Python) unless the delimiter has to be swapped or a line is not UTF-8.
+    reader splits on one byte; raw text shows the original delimiter. ``source`` is the text or a path; Polars
+    reads a path itself (no copy through Python) unless the delimiter has to be swapped or a line is not UTF-8.
+
+    The field count is checked without splitting twice. First the cheap proof for a clean file: Polars reads
+    in strict mode (a line with too many fields fails the read), a NumPy pass beside the read counts the
+    newlines and delimiters of the whole text, and when the data rows hold exactly ``n_columns - 1``
+    delimiters each in total, none can have fewer either. Lines that may be blank or hold only empty fields,
+    comments and the header are counted from their own text. When the proof fails (or the strict read does),
+    every line is checked: it has exactly ``n`` fields iff its length (from the newline scan) equals the sum
+    of its field lengths plus ``n - 1`` delimiters (extra fields are cut off, missing ones are null).
     """
     delim_b = delimiter.encode()
     sep = delim_b
@@ -166,36 +202,94 @@ def read_delimited(source: bytes | str | Path, delimiter: str,
         data = buf = source
     else:
         with open(source, "rb") as fh:  # the map outlives the descriptor
-            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        data = str(source)
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if fh.seek(0, 2) else b""
+        data = str(source) if len(buf) else b""
     if len(delim_b) != 1:
         sep = _absent_byte(buf)
         data = buf = bytes(buf).replace(delim_b, sep)
     names = [f"f{i}" for i in range(n_columns)]
-    bad: list[tuple[int, str]] = []
+    schema = {c: (dtypes or {}).get(i, pl.String) for i, c in enumerate(names)}
     placeholder = sep if sep != delim_b else None
-    # the newline scan runs beside Polars' read (which releases the GIL): two passes over the text, one wall
+    lines = Lines(buf, placeholder, delimiter)
+    # the byte count runs beside Polars' read (which releases the GIL): two passes over the text, one wall
     with ThreadPoolExecutor(max_workers=1) as pool:
-        scan = pool.submit(Lines, buf, placeholder, delimiter)
+        counted = pool.submit(count_bytes, buf, sep)
         try:
-            fields = _read_fields(data, sep, names)
-        except pl.exceptions.ComputeError:
-            data, bad = _blank_invalid_utf8(bytes(buf))
-            if not bad:
-                raise
-            buf = data
-            fields = _read_fields(data, sep, names)
-        lines = scan.result() if not bad else Lines(buf, placeholder, delimiter)
+            fields = _read_fields(data, sep, schema, strict=True)
+        except pl.exceptions.PolarsError:  # too many fields somewhere, or bytes that are not UTF-8
+            fields = None
+        newlines, delims = counted.result()
+    if fields is not None:
+        n_lines = newlines + (1 if len(buf) and buf[len(buf) - 1:] != b"\n" else 0)
+        frame = _clean_frame(fields, lines, n_lines, delims, n_columns)
+        if frame is not None:
+            return frame, lines, []
+    return _read_exact(data, buf, sep, delim_b, delimiter, schema, lines)
+
+
+def _clean_frame(fields: pl.DataFrame, lines: Lines, n_lines: int, delims: int,
+                 n_columns: int) -> pl.DataFrame | None:
+    """The frame of a strictly read text if every data line provably has ``n_columns`` fields, else None.
+
+    ``delims`` counts the delimiters of the whole text. Odd lines - comments, and lines whose fields after the
+    first are empty (blank, whitespace only, or ``||||``) - are few; their own text says how many delimiters
+    they hold and whether they are blank. Every other line is data."""
+    if fields.height != n_lines:  # both keep every physical line; otherwise take the exact path
+        return None
+    f0 = pl.col("f0").cast(pl.String)
+    rest_empty = pl.all_horizontal([pl.col(c).is_null() for c in fields.columns[1:]] or [pl.lit(True)])
+    marks = fields.lazy().select(
+        (rest_empty & (f0.is_null() | f0.str.contains(r"^\s*$"))).alias("maybe_blank"),
+        f0.str.starts_with("#").fill_null(False).alias("comment")).collect()
+    odd = (marks["maybe_blank"] | marks["comment"]).arg_true()
+    n_data, data_delims = fields.height - len(odd), delims
+    blank = pl.repeat(False, fields.height, dtype=pl.Boolean, eager=True)
+    ok = pl.repeat(True, fields.height, dtype=pl.Boolean, eager=True)
+    if len(odd):
+        counts = lines.text(odd + 1).str.count_matches(lines.delimiter, literal=True).cast(pl.Int64)
+        odd_blank = (counts == 0) & marks["maybe_blank"].gather(odd)
+        odd_data = ~marks["comment"].gather(odd) & ~odd_blank
+        n_data += int(odd_data.sum())
+        data_delims -= int(counts.filter(~odd_data).sum())
+        blank = blank.scatter(odd.filter(odd_blank), True)
+        ok = ok.scatter(odd, counts == n_columns - 1)  # what the exact check says of these lines too
+    # no line has more than n - 1 delimiters (the strict read would have failed), so a total of exactly
+    # n - 1 per data line means none has fewer
+    if data_delims != (n_columns - 1) * n_data:
+        return None
+    like = fields.get_column("f0")
+    return fields.with_columns(
+        align_chunks(pl.int_range(1, fields.height + 1, dtype=pl.Int64, eager=True), like).alias("_line"),
+        align_chunks(ok, like).alias("_fields_ok"),
+        align_chunks(blank, like).alias("_blank"))
+
+
+def _read_exact(data, buf, sep: bytes, delim_b: bytes, delimiter: str, schema: dict,
+                lines: Lines) -> tuple[pl.DataFrame, Lines, list[tuple[int, str]]]:
+    """The per-line field count check (any text): line length = field lengths + delimiters."""
+    names = list(schema)
+    n_columns = len(names)
+    bad: list[tuple[int, str]] = []
+    try:
+        fields = _read_fields(data, sep, schema, strict=False)
+    except pl.exceptions.ComputeError:
+        data, bad = _blank_invalid_utf8(bytes(buf))
+        if not bad:
+            raise
+        buf = data
+        fields = _read_fields(data, sep, schema, strict=False)
+        lines = Lines(buf, lines.placeholder, delimiter)
     if fields.height != len(lines):  # both keep every physical line; guard the assumption
         raise ValueError(f"line split mismatch: {len(lines)} lines vs {fields.height} rows")
     if sep != delim_b:
         bad = [(n, text.replace(sep.decode(), delimiter)) for n, text in bad]
     like = fields.get_column("f0")
     line_bytes = align_chunks(pl.Series("_len", lines.lengths()), like)
-    field_bytes = pl.sum_horizontal([pl.col(c).str.len_bytes().fill_null(0).cast(pl.Int64) for c in names])
-    f0 = pl.col("f0")
-    # blank: empty, or all of the line is a whitespace-only first field (cheaper than a regex on every line)
-    blank = (pl.col("_len") == 0) | ((f0.str.len_bytes() == pl.col("_len")) & f0.str.contains(r"^\s*$"))
+    field_bytes = pl.sum_horizontal([_len_bytes(c, schema[c]).fill_null(0).cast(pl.Int64) for c in names])
+    f0 = pl.col("f0").cast(pl.String)
+    # blank: empty, or all of the line is a whitespace-only first field (cheaper than a regex on every line);
+    # a line of delimiters only (f0 null) is not blank but a data line of empty fields
+    blank = (pl.col("_len") == 0) | ((f0.str.len_bytes() == pl.col("_len")) & f0.str.contains(r"^\s*$")).fill_null(False)
     frame = fields.with_columns(
         align_chunks(pl.int_range(1, fields.height + 1, dtype=pl.Int64, eager=True), like).alias("_line"),
         line_bytes.alias("_len"),
@@ -204,9 +298,15 @@ def read_delimited(source: bytes | str | Path, delimiter: str,
     return frame, lines, bad
 
 
-def _read_fields(source, sep: bytes, names: list[str]) -> pl.DataFrame:
-    kw = dict(separator=sep.decode(), has_header=False, quote_char=None, schema={c: pl.String for c in names},
-              missing_columns="insert", truncate_ragged_lines=True, extra_columns="ignore", raise_if_empty=False)
+def _len_bytes(name: str, dtype) -> pl.Expr:
+    return pl.col(name).cat.len_bytes() if dtype == pl.Categorical else pl.col(name).str.len_bytes()
+
+
+def _read_fields(source, sep: bytes, schema: dict, strict: bool) -> pl.DataFrame:
+    kw = dict(separator=sep.decode(), has_header=False, quote_char=None, schema=schema,
+              missing_columns="insert", truncate_ragged_lines=not strict, raise_if_empty=False)
+    if not strict:
+        kw["extra_columns"] = "ignore"
     if isinstance(source, str):  # the lazy reader is the faster one for a path
         return pl.scan_csv(source, **kw).collect()
     return pl.read_csv(source, **kw)

@@ -1,0 +1,162 @@
+"""The values of sacct's fields: which fields the parser reads, how each is parsed (per distinct value where
+few are distinct, by fixed-position fast paths with the general parser as fallback elsewhere) and the checks
+that reject a row, in order of precedence.
+
+Invariants: every parsed column is ``_<field>`` (plus ``_<field>_bad`` where a raw value did not parse); a
+field the file lacks parses as if every value were null; a step row is checked only on the fields it
+contributes (``shared``), so a bad request field never rejects a step.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from . import common as c
+
+CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
+         "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
+         "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
+         "Priority Comment Cluster").split()
+USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
+CODED = ["state", "elapsed", "timelimit", "reqmem", "reqtres", "alloctres", "reqgres", "allocgres"]
+SHOWN = {n.lower(): n for n in CANON}
+MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
+MAX_BYTES = float(2**60)
+MAX_SECONDS = 100 * 365 * 86400.0
+JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
+
+
+ALLOC_NUMBERS = ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
+                 "timelimitraw"]
+STEP_NUMBERS = ["alloccpus", "ncpus"]  # a step contributes only its CPU count
+
+
+def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame:
+    """Add the parsed ``_<name>`` columns of ``part``: "shared" (what every row, step or allocation,
+    contributes: state, Elapsed, CPU times, MaxRSS, TRESUsageIn*, CPU counts), "alloc-only" (what only
+    allocation rows do: requests, limits, times, ...) or "alloc" (both). Low-cardinality fields (state, TRES,
+    limits, requests, comments, Elapsed) are parsed once per distinct value; the rest by fixed-position fast
+    paths, with the general parser only on the rows those do not take, in one lazy pass."""
+    col = pl.col
+    shared, alloc = part in ("shared", "alloc"), part in ("alloc-only", "alloc")
+    found: dict[str, pl.Series] = {}
+    like = df.get_column("_line")
+
+    def const(value, dtype) -> pl.Series:  # a full column cut like the frame's others
+        return c.align_chunks(pl.repeat(value, df.height, dtype=dtype, eager=True), like)
+
+    def distinct(key: str, exprs: dict[str, pl.Expr]) -> None:
+        if key in has:
+            found.update(c.on_distinct_values(df, key, exprs))
+        else:  # a column the file does not have: what the parsers give for null
+            none = pl.select(pl.lit(None, pl.String).alias(key)).select(**exprs)
+            found.update({k: const(v[0], v.dtype) for k, v in none.to_dict().items()})
+
+    def with_bad(key: str, value: pl.Expr, tokens=()) -> dict[str, pl.Expr]:
+        return {f"_{key}": value, f"_{key}_bad": c.unparsed(col(key), value, tokens)}
+
+    plain, specs = {}, []
+    if shared:
+        distinct("state", {"_state": c.state_expr(col("state"))})
+        distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
+    # a step's AllocTRES only matters when the CPU count has no column of its own
+    for key in ("alloctres", "reqtres"):
+        if (shared if key == "alloctres" and not {"alloccpus", "ncpus"} & has else alloc):
+            distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
+    if alloc:
+        for key in ("allocgres", "reqgres"):
+            distinct(key, {f"_{key}_{k}": e for k, e in c.gres_expr(col(key)).items()})
+        distinct("timelimit", with_bad("timelimit", c.duration_expr(col("timelimit").str.strip_chars()),
+                                       c.DURATION_NULL))
+        mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
+        distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
+        distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
+                                                                                  "min_runtime_s"))})
+        plain |= {f"_{k}": c.number_expr(col(k)) for k in ALLOC_NUMBERS if k not in STEP_NUMBERS}
+        specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
+                  for k in ("submit", "start", "end")]
+    if shared:
+        found.update(usage_values(df, has, const))
+        plain |= {f"_{k}": c.number_expr(col(k)) for k in STEP_NUMBERS}
+        durations = ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]
+        specs += [("_maxrss", "maxrss", c.memory_fast_expr(col("maxrss")), c.memory_expr(col("maxrss"), "")[0])]
+        specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
+    df = df.with_columns(v.alias(k) for k, v in found.items())
+    return c.with_fallbacks(df, specs, plain)
+
+
+def usage_values(df: pl.DataFrame, has: set[str], const) -> dict[str, pl.Series]:
+    """The TRESUsageIn* entries we use, extracted and parsed on the rows that have them only (a minority: GPU
+    steps), with a ``_<source>_bad`` flag for an entry that does not parse."""
+    col, found = pl.col, {}
+    usage = {"_util_ave": ("tresusageinave", "gres/gpuutil", 100), "_util_max": ("tresusageinmax", "gres/gpuutil", 100),
+             "_gmem": ("tresusageinmax", "gres/gpumem", None)}  # name: (source, key, percent divisor)
+    if "maxrss" not in has:
+        usage["_umem"] = ("tresusageinmax", "mem", None)
+    for src in ("tresusageinave", "tresusageinmax"):
+        mine = {k: (key, scale) for k, (s, key, scale) in usage.items() if s == src}
+        needle = "mem=" if "_umem" in mine else "gres/gpu"
+        mask = df.select(col(src).str.contains(needle, literal=True).fill_null(False)).to_series() if (
+            src in has) else None
+        if mask is None or not mask.any():
+            found.update({k: const(None, pl.Float64) for k in mine} | {f"_{src}_bad": const(False, pl.Boolean)})
+            continue
+        raw = {f"{k}_raw": c.tres_value_expr(col(src), key) for k, (key, _) in mine.items()}
+        value = {k: (c.number_expr(col(f"{k}_raw")) / scale if scale else c.memory_expr(col(f"{k}_raw"), "")[0])
+                 for k, (_, scale) in mine.items()}
+        bad = pl.any_horizontal([c.unparsed(col(f"{k}_raw"), col(k)) for k in mine]).alias(f"_{src}_bad")
+        sub = df.select(src).filter(mask).lazy().with_columns(**raw).with_columns(**value).select(
+            *mine, bad).collect()
+        like, idx = df.get_column(src), mask.arg_true()
+        found.update({k: c.align_chunks(pl.repeat(None if k in mine else False, df.height, dtype=sub[k].dtype,
+                                                  eager=True).scatter(idx, sub[k]), like) for k in sub.columns})
+    return found
+
+
+def checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr, str, str | None, bool]]:
+    """``(shown field, bad, may be bad, reason, raw column, shared)`` in order of precedence, over the parsed
+    columns of ``rows`` ("alloc" or "step"); ``shared`` marks a check of a field step rows contribute too
+    (a step row is checked on those only).
+
+    ``may be bad`` is a cheaper superset of ``bad`` (it skips the "no value" token lists) for the pass over all
+    rows; ``bad`` decides on the rows it flags."""
+    col = pl.col
+    cpu_columns = bool({"alloccpus", "ncpus"} & has)
+
+    def unparsed(k: str, tokens=()) -> tuple[pl.Expr, pl.Expr]:
+        raw, val = col(k), col(f"_{k}")
+        return c.unparsed(raw, val, tokens), raw.is_not_null() & val.is_null()
+
+    def exact(bad: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+        return bad, bad
+
+    chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None, True),
+           ("JobID", *exact(~col("jobid").fill_null("").str.contains(JOBID_RE)), "malformed job id", "jobid", True),
+           ("State", *exact(col("_state").is_null()), "unknown state", "state", True)]
+    for k in ("submit", "start", "end"):
+        chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k, False))
+    chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed", True))
+    chk.append(("Timelimit", *exact(col("_timelimit_bad")), "unparseable duration", "timelimit", False))
+    for k in ["totalcpu"] if "totalcpu" in has else ["usercpu", "systemcpu"]:
+        chk.append((SHOWN[k], *unparsed(k, c.DURATION_NULL), "unparseable duration", k, True))
+    for k in ALLOC_NUMBERS:
+        bad, maybe = unparsed(k)
+        neg = col(f"_{k}") < 0
+        chk.append((SHOWN[k], bad | neg, maybe | neg, "not a non-negative number", k, k in STEP_NUMBERS))
+    chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss", True))
+    chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem", False))
+    for k in ("alloctres", "reqtres"):
+        step_too = k == "alloctres" and not cpu_columns
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k, step_too))
+    for k in ("tresusageinave", "tresusageinmax"):
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k, True))
+    big = lambda keys, limit: [col(k).fill_null(0) > limit for k in keys]  # noqa: E731
+    absurd = "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)"
+    # two checks with one message, adjacent: the sizes a step contributes, then those only an allocation has
+    chk.append((None, *exact(pl.any_horizontal(
+        big(["_alloccpus", "_ncpus"], MAX_COUNT) + big(["_maxrss"], MAX_BYTES)
+        + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))), absurd, None, True))
+    chk.append((None, *exact(pl.any_horizontal(
+        big(["_allocnodes", "_nnodes", "_reqcpus", "_reqnodes", "_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu",
+             "_alloctres_gpus"], MAX_COUNT) + big(["_alloctres_mem_bytes"], MAX_BYTES))), absurd, None, False))
+    chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end", False))
+    return [x for x in chk if x[5]] if rows == "step" else chk
