@@ -234,6 +234,16 @@ def not_available(exc: Exception | str) -> None:
             icon=":material/construction:")
 
 
+def fetch(load, *args, **kwargs):
+    """``load(*args, **kwargs)``, or None after the "appears once it is built" notice when the store lacks a table
+    the part needs (``data.NotAvailable``), so the rest of the page still renders."""
+    try:
+        return load(*args, **kwargs)
+    except data.NotAvailable as exc:
+        not_available(exc)
+        return None
+
+
 def empty(message: str) -> None:
     st.info(message, icon=":material/filter_alt_off:")
 

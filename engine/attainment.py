@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from . import budget_tree as bt
+from . import budget_window as bt_window
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 HISTORY_STEP_S = 86400.0
@@ -105,47 +106,19 @@ def _when(us: float) -> dt.datetime:
 
 def compute(spans: Spans, tree, capacity: float, w0: float, w1: float) -> dict:
     """The attainment table and summary over [w0, w1) (µs), ``capacity`` in resource units."""
-    totals: dict[str, list[float]] = {}
-    meta: dict[str, tuple[str, int]] = {}
+    tally = bt_window.WindowTally()
     for seg0, seg1, root in tree.segments(_when(w0), _when(w1)):
         a0 = (seg0 - EPOCH) / dt.timedelta(microseconds=1)
         a1 = (seg1 - EPOCH) / dt.timedelta(microseconds=1)
         hours = (seg1 - seg0).total_seconds() / 3600.0
-        cap_h = capacity * hours
         rec_a, dem_a = spans.sums(a0, a1)
-        need: dict[str, float] = {}
-        demanded: dict[str, float] = {}
-        received: dict[str, float] = {}
-        for k in np.flatnonzero((rec_a > 0) | (dem_a > 0)):
-            key = bt.bucket(root, spans.accounts[k])
-            d, r = float(dem_a[k]) / 3600.0, float(rec_a[k]) / 3600.0
-            need[key] = need.get(key, 0.0) + d
-            for x in bt.ancestors(key):
-                demanded[x] = demanded.get(x, 0.0) + d
-                received[x] = received.get(x, 0.0) + r
-        entitled = bt.entitlements(root, cap_h, need, window_hours=hours)
-        static = bt.static_entitlements(root, cap_h)
-        for key, kind, depth in bt.frontier(root):
-            acc = totals.setdefault(key, [0.0, 0.0, 0.0, 0.0])
-            acc[0] += entitled.get(key, 0.0)
-            acc[1] += static.get(key, 0.0)
-            acc[2] += demanded.get(key, 0.0)
-            acc[3] += received.get(key, 0.0)
-            meta[key] = (kind, depth)
-    teams = {}
-    for key in sorted(totals, key=lambda k: (k == bt.UNBUDGETED, k)):
-        ent, stat, dem, rec = totals[key]
-        kind, depth = meta[key]
-        if kind == "direct" and dem == 0 and rec == 0:
-            continue
-        teams[key] = {"kind": kind, "depth": depth, "entitled_hours": ent, "static_hours": stat,
-                      "demanded_hours": dem, "received_hours": rec, "attainment": _ratio(rec, min(ent, dem)),
-                      "attainment_static": _ratio(rec, min(stat, dem))}
+        active = np.flatnonzero((rec_a > 0) | (dem_a > 0))
+        tally.add_segment(root, capacity * hours, hours, ((spans.accounts[k], float(dem_a[k]) / 3600.0,
+                                                            float(rec_a[k]) / 3600.0) for k in active))
+    teams = {key: {"kind": kind, "depth": depth, "entitled_hours": ent, "static_hours": stat, "demanded_hours": dem,
+                   "received_hours": rec, "attainment": att, "attainment_static": att_static}
+             for key, kind, depth, ent, stat, dem, rec, att, att_static in tally.rows()}
     return {"teams": teams, **summary(teams)}
-
-
-def _ratio(num: float, den: float):
-    return num / den if den > 1e-12 else None
 
 
 def summary(teams: dict, threshold: float = 0.95) -> dict:

@@ -39,10 +39,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from engine.budget_tree import (
-    UNBUDGETED, BudgetTree, ancestors, bucket, entitlements, frontier, resolve, static_entitlements,
-    static_shares,
-)
+from engine.budget_tree import BudgetTree, bucket, resolve, static_shares
+from engine.budget_window import WindowTally
 
 from . import DEFAULT_STORE, _parse_ts, connect, run
 from .store import Store
@@ -91,44 +89,21 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
                          "cluster_gpus in budgets.toml")
     own = con is None
     con = con or connect(store)
-    totals: dict[str, list[float]] = {}
-    meta: dict[str, tuple[str, int]] = {}
+    tally = WindowTally(level)
     capacity_total = received_total = 0.0
     try:
         for seg_start, seg_end, root in tree.segments(start, end):
             hours = (seg_end - seg_start).total_seconds() / 3600.0
-            capacity = gpus * hours
-            capacity_total += capacity
-            need: dict[str, float] = {}  # per demand bucket, for the water-filling
-            demanded: dict[str, float] = {}  # per bucket and every node above it
-            received: dict[str, float] = {}
-            for account, rec_s, dem_s in usage(start=seg_start, end=seg_end, cluster=cluster, con=con).select(
-                    "account", "received_gpu_s", "demanded_gpu_s").iter_rows():
-                key = bucket(root, account)
-                need[key] = need.get(key, 0.0) + dem_s / 3600.0
-                for k in ancestors(key):
-                    demanded[k] = demanded.get(k, 0.0) + dem_s / 3600.0
-                    received[k] = received.get(k, 0.0) + rec_s / 3600.0
-                received_total += rec_s / 3600.0
-            entitled = entitlements(root, capacity, need, window_hours=hours)
-            static = static_entitlements(root, capacity)
-            for key, kind, depth in frontier(root, level):
-                acc = totals.setdefault(key, [0.0, 0.0, 0.0, 0.0])
-                acc[0] += entitled.get(key, 0.0)
-                acc[1] += static.get(key, 0.0)
-                acc[2] += demanded.get(key, 0.0)
-                acc[3] += received.get(key, 0.0)
-                meta[key] = (kind, depth)
+            capacity_total += gpus * hours
+            rows = [(account, dem_s / 3600.0, rec_s / 3600.0) for account, rec_s, dem_s in usage(
+                start=seg_start, end=seg_end, cluster=cluster, con=con).select(
+                    "account", "received_gpu_s", "demanded_gpu_s").iter_rows()]
+            received_total += sum(r for _, _, r in rows)
+            tally.add_segment(root, gpus * hours, hours, rows)
     finally:
         if own:
             con.close()
-    rows = []
-    for key in sorted(totals, key=lambda k: (k == UNBUDGETED, k)):
-        ent, stat, dem, rec = totals[key]
-        kind, depth = meta[key]
-        if kind == "direct" and dem == 0 and rec == 0:
-            continue
-        rows.append((key, kind, depth, ent, stat, dem, rec, _ratio(rec, min(ent, dem)), _ratio(rec, min(stat, dem))))
+    rows = tally.rows()
     table = pl.DataFrame(rows, schema=_TABLE_SCHEMA, orient="row")
     warnings = []
     if received_total > capacity_total * (1 + 1e-9):
@@ -150,10 +125,6 @@ def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_
                               con=con)
         finally:
             con.close()
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return num / den if den > 1e-12 else None
 
 
 def summarize(table: pl.DataFrame, threshold: float = 0.95) -> dict:

@@ -503,3 +503,17 @@ def test_gaming_replay_is_bounded_on_a_big_window(make_app, monkeypatch):
     no_errors(at)
     assert any("it runs up to 10" in i.value for i in at.info)
     assert not at.success and metric(at, "Users checked") == str(len(fx.USERS))
+
+
+def test_a_missing_query_leaves_a_notice_and_the_rest_of_the_page(make_app, monkeypatch):
+    """A query the store's build lacks (``data.NotAvailable``) costs only its own part of the page."""
+    from dashboard.data import core
+
+    real = core.available
+    monkeypatch.setattr(core, "available", lambda name: name != "quota_backtest" and real(name))
+    at = make_app()
+    at.switch_page("views/rankings.py").run()
+    no_errors(at)
+    assert any("`quota_backtest` query is not available yet" in i.value for i in at.info)
+    exp = expected("gpu")
+    assert list(at.dataframe[0].value["user"]) == sorted(exp, key=exp.get, reverse=True)

@@ -142,6 +142,19 @@ def _close(a, b, rel=1e-9, abs_=1e-6):
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
 
 
+def assert_job_waste_equals_reference(got: pl.DataFrame, ref: pl.DataFrame) -> None:
+    """Every job of ``ref`` (``reference_job_waste``) is in ``got`` (``job_waste``) with the same requested and
+    used seconds of each resource (relative 1e-9) and nulls in the same places."""
+    both = ref.join(got, on=["cluster", "job_id"], how="inner")
+    assert both.height == ref.height
+    for mine, theirs in [("cpu_req", "cpu_seconds_requested"), ("cpu_used", "cpu_seconds_used"),
+                         ("gpu_req", "gpu_seconds_requested"), ("gpu_used", "gpu_seconds_used"),
+                         ("mem_req", "mem_seconds_requested"), ("mem_used", "mem_seconds_used")]:
+        diff = both.select(((pl.col(mine) - pl.col(theirs)).abs() / (pl.col(mine).abs() + 1.0)).max()).item()
+        nulls = both.select((pl.col(mine).is_null() != pl.col(theirs).is_null()).sum()).item()
+        assert nulls == 0 and (diff or 0.0) < 1e-9, (mine, diff, nulls)
+
+
 @pytest.mark.parametrize("w0, w1", WINDOWS)
 def test_job_waste_matches_polars(store, w0, w1):
     got = queries.run("job_waste", store=store, start=w0, end=w1)

@@ -22,7 +22,7 @@ import queries
 from queries.ingest import ingest
 
 from test_ingest_sacct import AWS_FIELDS, JOBINFO_FIELDS
-from test_queries_random import reference_job_waste
+from test_queries_random import assert_job_waste_equals_reference, reference_job_waste
 
 pytestmark = pytest.mark.shared_data
 
@@ -113,14 +113,7 @@ def test_slurm_exports_per_job_equal_the_reference(slurm):
     ref = reference_job_waste(slurm)
     assert got.height == ref.height > 100
     assert got["cluster"].n_unique() >= 4
-    both = ref.join(got, on=["cluster", "job_id"], how="inner")
-    assert both.height == ref.height
-    for mine, theirs in [("cpu_req", "cpu_seconds_requested"), ("cpu_used", "cpu_seconds_used"),
-                         ("gpu_req", "gpu_seconds_requested"), ("gpu_used", "gpu_seconds_used"),
-                         ("mem_req", "mem_seconds_requested"), ("mem_used", "mem_seconds_used")]:
-        diff = both.select(((pl.col(mine) - pl.col(theirs)).abs() / (pl.col(mine).abs() + 1.0)).max()).item()
-        nulls = both.select((pl.col(mine).is_null() != pl.col(theirs).is_null()).sum()).item()
-        assert nulls == 0 and (diff or 0.0) < 1e-9, (mine, diff, nulls)
+    assert_job_waste_equals_reference(got, ref)
 
 
 def test_slurm_exports_sane(slurm):

@@ -13,7 +13,7 @@ import pytest
 
 import queries
 
-from test_queries_random import reference_job_waste
+from test_queries_random import assert_job_waste_equals_reference, reference_job_waste
 from test_queries_scores import sign_changes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,14 +37,7 @@ def waste(sample_store):
 def test_job_waste_matches_polars_on_the_sample_store(sample_store, waste):
     ref = reference_job_waste(sample_store)
     assert waste.height == ref.height > 10_000
-    both = ref.join(waste, on=["cluster", "job_id"], how="inner")
-    assert both.height == ref.height
-    for mine, theirs in [("cpu_req", "cpu_seconds_requested"), ("cpu_used", "cpu_seconds_used"),
-                         ("gpu_req", "gpu_seconds_requested"), ("gpu_used", "gpu_seconds_used"),
-                         ("mem_req", "mem_seconds_requested"), ("mem_used", "mem_seconds_used")]:
-        diff = both.select(((pl.col(mine) - pl.col(theirs)).abs() / (pl.col(mine).abs() + 1.0)).max()).item()
-        nulls = both.select((pl.col(mine).is_null() != pl.col(theirs).is_null()).sum()).item()
-        assert nulls == 0 and (diff or 0.0) < 1e-9, (mine, diff, nulls)
+    assert_job_waste_equals_reference(waste, ref)
 
 
 def test_gap_area_totals_on_the_sample_store(sample_store, waste):

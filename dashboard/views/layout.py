@@ -32,11 +32,7 @@ with real_tab:
     span_h = c2.select_slider("Gantt span around it", [6, 24, 72, 168], value=data.GANTT_SPAN_H, key="lay_span",
                               format_func=lambda h: f"{h} h" if h < 48 else f"{h // 24} days")
     at_utc = at.replace(tzinfo=dt.timezone.utc)
-    try:
-        slots = data.layout_at(flt, at_utc, see_all, ident.user)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        slots = None
+    slots = ui.fetch(data.layout_at, flt, at_utc, see_all, ident.user)
     if slots is not None:
         if slots.is_empty():
             ui.empty("The store has no node list for this cluster (nodes table), so there is no GPU grid to draw.")
@@ -65,11 +61,7 @@ with real_tab:
         ui.not_available(exc)
 
 with sim_tab:
-    try:
-        scenario = data.last_scenario()
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        scenario = None
+    scenario = ui.fetch(data.last_scenario)
     if scenario is None:
         st.info("No simulation yet: run one on the Fair share & budgets page, then come back here.",
                 icon=":material/play_circle:")

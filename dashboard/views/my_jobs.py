@@ -64,11 +64,7 @@ if me is not None:
               border=True)
 
 st.subheader("Your least efficient jobs, and what to request instead")
-try:
-    low = data.low_efficiency_jobs(flt, user)
-except data.NotAvailable as exc:
-    ui.not_available(exc)
-    low = None
+low = ui.fetch(data.low_efficiency_jobs, flt, user)
 if low is not None:
     if low.is_empty():
         ui.empty("No job qualifies (tiny control jobs and jobs that failed early are left out).")
@@ -84,20 +80,12 @@ if low is not None:
 left, right = st.columns(2)
 with left:
     st.markdown("**Why your coefficient is what it is**")
-    try:
-        why = data.coefficient_explanation(flt, user)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        why = None
+    why = ui.fetch(data.coefficient_explanation, flt, user)
     for line in why or []:
         st.markdown(f"- {line}")
 with right:
     st.markdown("**The few jobs that drove your score**")
-    try:
-        drivers = data.score_drivers(flt, user)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        drivers = None
+    drivers = ui.fetch(data.score_drivers, flt, user)
     if drivers is not None and drivers.height:
         st.dataframe(drivers, hide_index=True, column_config=ui.driver_columns())
         st.caption("Share of your wasted GPU-equivalent hours, and the efficiency term your score would have "

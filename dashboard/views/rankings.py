@@ -52,11 +52,7 @@ def own_standing(users) -> None:
 
 
 with users_tab:
-    try:
-        users = data.user_ranking(flt, order_by=rank_by, team_level=depth)  # main_team: the leaf team
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        users = None
+    users = ui.fetch(data.user_ranking, flt, order_by=rank_by, team_level=depth)  # main_team: the leaf team
     if users is not None:
         ui.ignored(data.ignored_filters("user_ranking", flt))
         if users.is_empty():
@@ -86,11 +82,7 @@ with users_tab:
 with teams_tab:
     level = st.selectbox("Team level", list(range(1, depth + 1)), index=depth - 1, key="r_level",
                          format_func=lambda n: f"{data.TEAM_LEVELS.get(n, f'level {n}')} (level {n})")
-    try:
-        teams = data.team_ranking(flt, order_by=rank_by, team_level=level)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        teams = None
+    teams = ui.fetch(data.team_ranking, flt, order_by=rank_by, team_level=level)
     if teams is not None:
         if teams.is_empty():
             ui.empty("No team ran jobs in this window with these filters.")
@@ -106,11 +98,7 @@ with loop_tab:
                "period by period with EWMA smoothing, a dead band, a minimum sample size and a cap on the change.")
     period_days = st.segmented_control("Period", [1, 7, 14], key="r_period", default=7, required=True,
                                        format_func=lambda d: {1: "daily", 7: "weekly", 14: "fortnightly"}[d])
-    try:
-        bt = data.quota_backtest(flt, period_s=period_days * 86400.0)
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
-        bt = None
+    bt = ui.fetch(data.quota_backtest, flt, period_s=period_days * 86400.0)
     if bt is not None:
         if bt.is_empty():
             ui.empty("No periods with jobs in this window.")
@@ -151,11 +139,7 @@ with gaming_tab:
         st.session_state["r_gaming"] = (g_user, g_n)
     if st.session_state.get("r_gaming") == (g_user, g_n):
         st.markdown(f"**Every user's largest job split into {g_n}** (`gaming_check`: one query, any store size)")
-        try:
-            every = data.gaming_everyone(flt, g_n)
-        except data.NotAvailable as exc:
-            ui.not_available(exc)
-            every = None
+        every = ui.fetch(data.gaming_everyone, flt, g_n)
         if every is not None and every.height:
             m1, m2, m3 = st.columns(3)
             m1.metric("Users checked", f"{every.height:,}", border=True)
