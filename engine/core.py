@@ -366,7 +366,12 @@ class Simulator:
         return e
 
     def cached_reservation(self, j, compute):
-        key = (j, self.version)
+        """``compute(self, j)`` (the blocked job's EASY reservation), kept until a node j may use changes.
+
+        The reservation reads the free resources, availability and running jobs' releases on j's eligible nodes
+        only (other nodes' releases are skipped), and every change there bumps the group's ``pool.gepoch``: a job
+        end elsewhere leaves it valid."""
+        key = (j, self.pool.gepoch[self.group[j][0]])
         if self._resv_key != key:
             self._resv_key, self._resv = key, compute(self, j)
         T, limit = self._resv
