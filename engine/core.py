@@ -30,8 +30,9 @@ import math
 
 import numpy as np
 
-from . import fastpath, health, passes, preempt, warm
+from . import fastpath, health, passes, preempt, reasons, warm
 from .intervals import Intervals
+from .reasons import REASONS  # noqa: F401  (re-exported)
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
@@ -40,7 +41,6 @@ from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
-REASONS = ("resources", "fragmentation", "reservation", "quota", "priority")
 P_END, P_REPAIR, P_NODE, P_MINRT, P_SUBMIT = 0, 1, 2, 3, 4
 
 
@@ -352,39 +352,10 @@ class Simulator:
             for k in groups[n]:
                 self.preemptible_in.setdefault(k, set()).add(j)
 
-    # ------------------------------------------------------------------ wait reasons
-    def note(self, j, r) -> None:
-        """Job j, examined now, cannot start because of ``r``. The time each attempt's wait spends under each
-        reason is summed; the reason held longest is that attempt's ``wait_reason``."""
-        old = self.reason[j]
-        if old == r:
-            return
-        d = self.now - self.reason_since[j]
-        if d > 0:
-            att = self.attempt[j]
-            acc = self.reason_acc.setdefault((j, att) if att else j, {})
-            acc[old] = acc.get(old, 0.0) + d
-        self.reason_since[j] = self.now
-        self.reason[j] = r
-
-    def _close_reason(self, j, now) -> None:
-        d = now - self.reason_since[j]
-        if d > 0:
-            att = self.attempt[j]
-            acc = self.reason_acc.setdefault((j, att) if att else j, {})
-            acc[self.reason[j]] = acc.get(self.reason[j], 0.0) + d
-
-    def wait_reasons(self) -> dict:
-        """Job j (its first attempt) or (j, attempt) -> the reason that wait held longest (ties: ``REASONS``
-        order); absent: no wait."""
-        out = {}
-        rank = {r: k for k, r in enumerate(REASONS)}
-        for key, acc in self.reason_acc.items():
-            if len(acc) == 1:  # most waits have one reason
-                out[key] = next(iter(acc))
-            else:
-                out[key] = min(acc, key=lambda r: (-acc[r], rank.get(r, len(rank))))
-        return out
+    # ------------------------------------------------------------------ wait reasons (``reasons``)
+    note = reasons.note
+    _close_reason = reasons.close
+    wait_reasons = reasons.wait_reasons
 
     # ------------------------------------------------------------------ queries used by passes
     def eligible(self, j) -> frozenset:
@@ -395,7 +366,12 @@ class Simulator:
         return e
 
     def cached_reservation(self, j, compute):
-        key = (j, self.version)
+        """``compute(self, j)`` (the blocked job's EASY reservation), kept until a node j may use changes.
+
+        The reservation reads the free resources, availability and running jobs' releases on j's eligible nodes
+        only (other nodes' releases are skipped), and every change there bumps the group's ``pool.gepoch``: a job
+        end elsewhere leaves it valid."""
+        key = (j, self.pool.gepoch[self.group[j][0]])
         if self._resv_key != key:
             self._resv_key, self._resv = key, compute(self, j)
         T, limit = self._resv

@@ -288,6 +288,34 @@ def test_fair_share_hints_change_nothing_on_random_months(monkeypatch, seed):
     assert_same(fast, ref)
 
 
+def reference_reservation(self, j, compute):
+    """``Simulator.cached_reservation`` without its cache: the blocked job's reservation computed every time."""
+    T, limit = compute(self, j)
+    return T, (dict(limit) if limit else limit)
+
+
+TWO_PARTITIONS = Cluster.from_frame(pl.DataFrame({
+    "node": [f"n{i}" for i in range(6)], "partition": ["a", "a", "a", "b", "b", "b"],
+    "gpus": [8.0, 8.0, 4.0, 8.0, 8.0, 2.0], "cpus": [64.0, 64.0, 32.0, 64.0, 64.0, 16.0]}))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_reservation_cache_by_group_epoch_changes_nothing(monkeypatch, seed):
+    # a reservation is kept until a node of the blocked job's group changes (pool.gepoch), not until any job
+    # starts or ends: on two partitions (ends in one leave the other's reservation valid), with drains and
+    # failures, against the reservation computed afresh every time
+    from engine.core import Simulator
+
+    w = random_gpu_workload(700 + seed, 200).with_columns(
+        partition=pl.Series(np.random.default_rng(seed).choice(["a", "b", "a"], 200)))
+    events = ((NodeEvent(700.0, "n1", "drain"), NodeEvent(1500.0, "n4", "fail")) if seed % 4 < 2 else ())
+    cfg = SimConfig(policy=("fairshare", "fcfs")[seed % 2], backfill="easy", budgets=BUDGETS[seed % 3],
+                    lookback_s=1500, node_events=events)
+    fast, ref = run_both(monkeypatch, w, TWO_PARTITIONS, cfg, "cached_reservation", reference_reservation, Simulator)
+    assert_same(fast, ref)
+    assert fast.jobs["reserved_start"].is_not_null().any()
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=small_workloads(), depth=st.sampled_from([None, 2, 3]), margin=st.sampled_from([0.0, 0.25]))
 def test_processor_mode_conservative_equals_brute_force_on_one_node(w, depth, margin):

@@ -10,8 +10,8 @@
    month on 128 x 8): FCFS + EASY with node placement against a naive node-level EASY loop (identical start
    times required), then fair share + EASY + min-runtime contracts + preemption (the dashboard slider case)
    against the engine with the naive fair-share order (``tests/test_engine_reference.py``: every job offered
-   by a fresh descent of the budget tree, no scan hints; identical output required), with the time split by
-   engine module (what dominates).
+   by a fresh descent of the budget tree, no scan hints, no reservation cache; identical output required), with
+   the time split by engine module (what dominates).
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
    ``bf_max_job_test`` cap for comparison.
 4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
@@ -317,18 +317,21 @@ def test_gpu_cluster_fairshare_easy_min_runtime():
 
 def naive_fairshare_run(jobs, cluster, cfg):
     """The engine with the plain fair-share order of the reference tests (one root descent per offered job, no
-    scan hints): the naive implementation of the same policy."""
+    scan hints, the blocked job's reservation computed afresh every time): the naive implementation of the same
+    policy."""
     sys.path.insert(0, str(REPO / "tests"))
     import engine.passes as passes
     import engine.policy as policy
-    from test_engine_reference import reference_fairshare
+    from engine.core import Simulator
+    from test_engine_reference import reference_fairshare, reference_reservation
 
-    original, hints = policy.TenantQueue._fairshare, passes.HINTS
+    original, hints, resv = policy.TenantQueue._fairshare, passes.HINTS, Simulator.cached_reservation
     policy.TenantQueue._fairshare, passes.HINTS = reference_fairshare, False
+    Simulator.cached_reservation = reference_reservation
     try:
         return simulate(jobs, cluster, cfg)
     finally:
-        policy.TenantQueue._fairshare, passes.HINTS = original, hints
+        policy.TenantQueue._fairshare, passes.HINTS, Simulator.cached_reservation = original, hints, resv
 
 
 GROUPS = {  # engine module -> what it does, for the time split
