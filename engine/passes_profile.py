@@ -80,9 +80,7 @@ def profile_pass(sim, now, jobs, st):
         g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
         dur = est[j] * inv if st.nres else est[j]
         t, pl = earliest(j, nodes, g, c, m, dur)
-        if t == now:
-            if dur != est[j]:  # place on the real limit; the stretched one only gated the start
-                t, pl = earliest(j, nodes, g, c, m, est[j])
+        if t == now:  # on the nodes where the stretched limit fits (as EASY's extra resources), held for the real one
             prof.reserve(pl, now, now + est[j])
             sim.start(j, now, pl)
             started.append(j)
