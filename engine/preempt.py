@@ -5,7 +5,9 @@ Who may be preempted (a *victim*), always only once it has run its min runtime i
 - under ``fairshare``/``drf``: a job of an over-served bucket (served > 1 + threshold) to start a job of an
   under-served bucket (served < 1 - threshold; the threshold, default 0.1, keeps two teams hovering around
   their shares from preempting each other back and forth); served = (window usage share / fraction) for
-  fair share, weighted dominant share for DRF;
+  fair share, weighted dominant share for DRF. DRF's served is what is held now, so DRF also needs the
+  preemptor's bucket, with it started, served no more than each victim's bucket with its victims stopped
+  (``_final_share_ok``): one large job must not flip two buckets across their shares and start a ping-pong;
 - with ``quota="guarantee"``: a *burst* job (running beyond its tenant's guarantee) to start a job that fits
   within its own tenant's guarantee (reclaim). When guaranteed capacity frees up, the tenant's running burst
   jobs move into it (oldest first) and stop being reclaimable.
@@ -139,7 +141,7 @@ def _victims(sim, J, now):
     fair_ok = fair and sJ < 1.0 - th
     elig = sim.eligible(J)
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
-    vs, svs = [], {}
+    vs, svs, by_share = [], {}, set()
     near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
     for v in near:
         if min_rt[v] == 0:
@@ -147,9 +149,12 @@ def _victims(sim, J, now):
         elif fair_ok or reclaim:
             bv = bucket[accounts[acct[v]]]
             sv = served.get(bv, 0.0)
-            if (fair_ok and sv > 1.0 + th) or (reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ):
+            burst = reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ
+            if (fair_ok and sv > 1.0 + th) or burst:
                 vs.append(v)
                 svs[v] = sv
+                if not burst:
+                    by_share.add(v)
     if not vs:
         return None
     pool = sim.pool
@@ -212,6 +217,8 @@ def _victims(sim, J, now):
             d = pool.free_m[n0] + sum(x[3] for u in rest for x in sim.alloc[u] if x[0] == n0)
             if a >= g and b >= c and d >= m:
                 need = rest
+    if sim.cfg.policy == "drf" and by_share.intersection(need) and not _final_share_ok(sim, ten, J, need, by_share):
+        return None
     factor = sim.cfg.preemption_cost_factor
     if factor > 0:
         k = 1 if sim.capacity[0] > 0 else 2
@@ -227,6 +234,39 @@ def _victims(sim, J, now):
         if factor * sunk > gain:
             return None
     return need, placement
+
+
+def _final_share_ok(sim, ten, J, need, by_share) -> bool:
+    """DRF: J's bucket, with J started, is served no more than each bucket losing a job for its share, with
+    those jobs stopped (Kueue's "LessThanOrEqualToFinalShare"). DRF's served is the dominant share held now,
+    so without it one large job can flip two buckets across their shares, and the victim's bucket preempts back
+    once the preemptor has run its min runtime: a ping-pong in which neither job ever finishes. With it every
+    such preemption lowers the larger of the two buckets' served, so the sorted served values fall
+    lexicographically and preemptions between two events are finitely many."""
+    held = {b: list(h) for b, h in sim.held_by_bucket(ten).items()}
+    bucket, accounts, acct = ten.bucket, sim.accounts, sim.acct
+
+    def add(j, sign) -> int:
+        b = bucket[accounts[acct[j]]]
+        h = held.setdefault(b, [0, 0, 0])
+        h[0] += sign * sim.req_g[j]
+        h[1] += sign * sim.req_c[j]
+        h[2] += sign * sim.req_m[j]
+        return b
+
+    bJ = add(J, 1)
+    losers = {add(v, -1) for v in need if v in by_share}
+    for v in need:
+        if v not in by_share:
+            add(v, -1)
+    tot = sim.capacity
+
+    def served(b) -> float:
+        h = held[b]
+        s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
+        return s / ten.frac[b] if ten.frac[b] > 0 else (INF if s > 0 else 0.0)
+
+    return all(served(bJ) <= served(b) + 1e-12 for b in losers)
 
 
 def rounds(sim, now) -> None:

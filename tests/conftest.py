@@ -21,3 +21,25 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def hang_guard():
+    """``with hang_guard(60): ...`` fails with TimeoutError instead of hanging the run when the block takes
+    longer (for engine runs whose bug would be an endless loop; SIGALRM, main thread only)."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def guard(seconds: int):
+        def hung(*_):
+            raise TimeoutError(f"did not finish in {seconds} s: an endless loop?")
+
+        old = signal.signal(signal.SIGALRM, hung)
+        signal.alarm(seconds)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+    return guard

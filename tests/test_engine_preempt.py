@@ -177,3 +177,28 @@ def test_random_drains_are_seeded():
     assert ev[0] == ev[1] > 0
     assert runs[0].jobs.equals(runs[1].jobs)
     assert not runs[0].timeline.equals(runs[2].timeline)
+
+
+def test_drf_preemption_never_swaps_two_buckets_across_their_shares(hang_guard):
+    # One node of 8 GPUs, teams A and B with equal shares. A's 8-GPU job runs from 0; B's arrives at 10. At 60
+    # A's job is past its min runtime and A holds the whole node (served 2, B 0), but starting B's job would
+    # leave B served 2 and A 0: the same imbalance the other way round, and A would preempt back at 120, and so
+    # on, neither job ever finishing. The final-share rule forbids it: B waits for A's end.
+    w = frame([("A", 0, 8, 600, 600, "A", 60.0), ("B", 10, 8, 600, 600, "B", 60.0)], gpus=True)
+    with hang_guard(30):
+        res = simulate(w, Cluster.uniform(1, 8, 64), SimConfig(policy="drf", budgets={"A": 1, "B": 1}))
+    assert by_name(res, "start", "end", "preemptions") == {"A": (0.0, 600.0, 0), "B": (600.0, 1200.0, 0)}
+    assert res.metrics["preemptions"] == 0
+
+
+def test_drf_preemption_that_evens_the_shares_still_happens():
+    # A holds the node with two 4-GPU jobs; B's 4-GPU job arrives at 10. At 60 (A's min runtime) preempting one
+    # of A's jobs leaves both teams at served 1: allowed. The victim is A1 (equal lost work and start: the
+    # lower job id); it loses its 60 s (no checkpoints) and restarts when B's job ends at 160.
+    w = frame([("A1", 0, 4, 600, 600, "A", 60.0), ("A2", 0, 4, 600, 600, "A", 60.0),
+               ("B", 10, 4, 100, 100, "B", 60.0)], gpus=True)
+    res = simulate(w, Cluster.uniform(1, 8, 64), SimConfig(policy="drf", budgets={"A": 1, "B": 1}))
+    assert attempts(res, "1") == [(0.0, 60.0, "preempt"), (160.0, 760.0, "end")]
+    assert by_name(res, "start", "end") == {"A1": (160.0, 760.0), "A2": (0.0, 600.0), "B": (60.0, 160.0)}
+    assert res.metrics["preemptions"] == 1
+    assert res.metrics["lost_gpu_hours"] == pytest.approx(4 * 60 / 3600)

@@ -375,3 +375,20 @@ def test_pool_running_bounds_and_indexed_best_fit_equal_a_scan(ops):
             assert pool.bounds(grp) == brute_bounds(pool, grp)
             req = (g * 500, c * 500, m * 256)
             assert pool.place_in(grp, False, *req) == pool.place(grp[1], False, *req)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_every_job_ends_under_preemption_on_two_partitions(seed, hang_guard):
+    # preemption for fair share and DRF (no checkpoints, so preempted work is lost) must not ping-pong: every
+    # job ends, with few requeues. Found as a DRF hang: two teams' large jobs preempting each other forever.
+    w = random_gpu_workload(700 + seed, 200).with_columns(
+        partition=pl.Series(np.random.default_rng(seed).choice(["a", "b", "a"], 200)))
+    cfg = SimConfig(policy=("drf", "fairshare")[seed % 2], backfill=("easy", "none")[seed % 4 // 2],
+                    budgets=BUDGETS[seed % 3], lookback_s=1500, quota=("none", "guarantee")[seed % 3 == 2],
+                    preemption_threshold=(0.1, 0.0)[seed % 8 // 4])
+    with hang_guard(30):
+        res = simulate(w, TWO_PARTITIONS, cfg)
+    final = res.jobs.filter(~pl.col("job_id").str.contains(";"))
+    assert final.height == res.metrics["jobs_simulated"]
+    assert final.filter(pl.col("state").is_in(["RUNNING", "PENDING"])).height == 0
+    assert res.metrics["preemptions"] <= final.height
