@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 
 import dashboard_fixture as fx
-from test_dashboard_pages import ALICE, downloaded, make_app, no_errors, store  # noqa: F401 - fixtures
+from test_dashboard_access import ALICE
+from test_dashboard_pages import downloaded, make_app, no_errors, store  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parent.parent
 UTC = dt.timezone.utc
