@@ -49,6 +49,14 @@ def inputs(rows, tree=TWO, n_nodes=2, store=None, start=0.0, end=48.0, **kw) -> 
     return runner.Inputs(jobs, nodes(n_nodes, **kw), tree, h(start), h(end), store=store, cluster="c")
 
 
+def write_store(root, rows) -> str:
+    """A real store at ``root`` holding ``rows`` as cluster ``c``'s jobs on ``nodes()``."""
+    with Store(root).transaction() as tx:
+        tx.upsert("jobs", schema.conform(pl.DataFrame(rows), "jobs"))
+        tx.replace_nodes("c", nodes())
+    return str(root)
+
+
 def teams(result) -> dict:
     return {r["node"]: r for r in result.teams.iter_rows(named=True)}
 
@@ -146,11 +154,7 @@ def _quota_store(tmp_path) -> str:
             for i in range(12):
                 rows.append(job(f"{t}{day}_{i}", f"lab/{t}", 8, 24 * day + 0.01 * i, 4, util=util,
                                 cpu_used=8.0 * util))
-    jobs = schema.conform(pl.DataFrame(rows), "jobs")
-    with Store(tmp_path).transaction() as tx:
-        tx.upsert("jobs", jobs)
-        tx.replace_nodes("c", nodes())
-    return str(tmp_path)
+    return write_store(tmp_path, rows)
 
 
 def test_quota_loop_moves_budget_to_the_efficient_team(tmp_path):
@@ -290,11 +294,7 @@ def _window_store(tmp_path) -> str:
         job("new", "lab/b", 8, 50, 2),                             # submitted in the window
         job("late", "lab/b", 8, 80, 2),                            # after the window: not loaded
     ]
-    jobs = schema.conform(pl.DataFrame(rows), "jobs")
-    with Store(tmp_path).transaction() as tx:
-        tx.upsert("jobs", jobs)
-        tx.replace_nodes("c", nodes())
-    return str(tmp_path)
+    return write_store(tmp_path, rows)
 
 
 def test_load_inputs_warm_starts_the_window(tmp_path):
