@@ -32,7 +32,6 @@ import numpy as np
 
 from . import fastpath, health, passes, preempt, reasons, warm
 from .intervals import Intervals
-from .reasons import REASONS  # noqa: F401  (re-exported)
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
@@ -80,9 +79,6 @@ class Simulator:
         self.burst = [False] * n
         self.preemptions = [0] * n
         self.failures = [0] * n
-        self.lost_s = [0.0] * n
-        self.lost_g = [0.0] * n           # milli-GPU-seconds
-        self.lost_c = [0.0] * n
         self.run_s = [0.0] * n
         self.killed = [False] * n         # ended without requeue by a node failure (no-requeue mode unused)
         self.reason = [None] * n          # current wait reason (see ``note``)
@@ -316,13 +312,9 @@ class Simulator:
         ci = self.cfg.checkpoint_interval_s
         saved = math.floor(elapsed / ci) * ci if ci else 0.0
         saved = min(saved, elapsed)
-        lost = elapsed - saved
         self._stop(j, now, cause, saved)
         self.rem[j] -= saved
         self.limit_left[j] -= saved
-        self.lost_s[j] += lost
-        self.lost_g[j] += lost * sum(a[1] for a in self.alloc[j])
-        self.lost_c[j] += lost * sum(a[2] for a in self.alloc[j])
         if cause == "fail":
             self.failures[j] += 1
         else:

@@ -114,9 +114,7 @@ def _served_now(sim, ten, now) -> dict:
         held = sim.held_by_bucket(ten)
         tot = sim.capacity
         for b in set(ten.bucket.values()):
-            h = held.get(b, (0, 0, 0))
-            s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
-            out[b] = s / ten.frac[b] if ten.frac[b] > 0 else (INF if s > 0 else 0.0)
+            out[b] = _drf_served(held.get(b, (0, 0, 0)), tot, ten.frac[b])
         return out
     usage: dict[int, float] = {}
     for name, u in zip(sim.accounts, sim.ledger.window_all(now)):
@@ -127,6 +125,12 @@ def _served_now(sim, ten, now) -> dict:
         share = u / total if total > 0 else 0.0
         out[b] = share / ten.frac[b] if ten.frac[b] > 0 else (INF if share > 0 else 0.0)
     return out
+
+
+def _drf_served(h, tot, frac: float) -> float:
+    """Weighted dominant share of held resources ``h`` (g, c, m) against capacity ``tot``: 1 = its fraction."""
+    s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
+    return s / frac if frac > 0 else (INF if s > 0 else 0.0)
 
 
 def _victims(sim, J, now):
@@ -259,14 +263,9 @@ def _final_share_ok(sim, ten, J, need, by_share) -> bool:
     for v in need:
         if v not in by_share:
             add(v, -1)
-    tot = sim.capacity
-
-    def served(b) -> float:
-        h = held[b]
-        s = max(h[i] / tot[i] if tot[i] else 0.0 for i in range(3))
-        return s / ten.frac[b] if ten.frac[b] > 0 else (INF if s > 0 else 0.0)
-
-    return all(served(bJ) <= served(b) + 1e-12 for b in losers)
+    tot, frac = sim.capacity, ten.frac
+    mine = _drf_served(held[bJ], tot, frac[bJ])
+    return all(mine <= _drf_served(held[b], tot, frac[b]) + 1e-12 for b in losers)
 
 
 def rounds(sim, now) -> None:

@@ -135,12 +135,6 @@ def _pin(sim, j, s, e, run_s, alloc) -> None:
             sim.gheld[sim.acct[j]] += sim.req_g[j]
 
 
-def metrics(sim) -> dict | None:
-    """``metrics["warm_start"]``: how many jobs were pinned (history / running at T), replaced, not placed, and
-    pending at T; None without a warm start."""
-    return dict(sim.warm_stats) if getattr(sim, "warm_stats", None) is not None else None
-
-
 def window_filter(start, end, lookback_s: float = 7 * 86400.0):
     """A polars predicate over canonical ``jobs`` (datetime columns): the jobs a replay of [start, end) (``end``
     None: unbounded) warm-started at ``start`` needs. Those that ran before ``start`` and stopped after ``start - lookback_s``
