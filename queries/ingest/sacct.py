@@ -127,8 +127,6 @@ def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
 
 
 TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
-SHARED_RAW = ["jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu", "systemcpu", "maxrss", "tresusageinave",
-              "tresusageinmax", "alloccpus", "ncpus"]  # what step rows contribute (AllocTRES too, without CPUs)
 STEP_VALUES = ["_elapsed", "_totalcpu", "_usercpu", "_systemcpu", "_maxrss", "_umem", "_util_ave", "_util_max",
                "_gmem", "_alloccpus", "_ncpus", "_alloctres_cpu"]
 
@@ -145,7 +143,7 @@ def _evaluate(df: pl.DataFrame, is_step: pl.Series, tz, has: set[str], lines: te
     theirs (in a second thread): the step rows' text is never copied, only their parsed values are. A cheap
     pass marks the rows that may be bad; only those are checked exactly (``_exact``, from their text).
     """
-    shared_raw = SHARED_RAW + (["alloctres"] if not {"alloccpus", "ncpus"} & has else [])
+    shared_raw = V.shared_fields(has)
     alloc_raw = ["_line"] + [k for k in V.USED if k not in shared_raw]
     with ThreadPoolExecutor(max_workers=1) as pool:
         only = pool.submit(lambda: V.parse_values(df.select(alloc_raw).filter(~is_step).rechunk(), "alloc-only",

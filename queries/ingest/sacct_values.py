@@ -28,6 +28,14 @@ JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
 ALLOC_NUMBERS = ["alloccpus", "ncpus", "allocnodes", "nnodes", "elapsedraw", "reqcpus", "reqnodes", "priority",
                  "timelimitraw"]
 STEP_NUMBERS = ["alloccpus", "ncpus"]  # a step contributes only its CPU count
+SHARED_RAW = ["jobid", "cluster", "state", "elapsed", "totalcpu", "usercpu", "systemcpu", "maxrss", "tresusageinave",
+              "tresusageinmax", "alloccpus", "ncpus"]
+
+
+def shared_fields(has: set[str]) -> list[str]:
+    """The raw fields step rows contribute: ``SHARED_RAW``, and AllocTRES too when the file has no CPU-count
+    column of its own (the step's CPUs then come from its TRES)."""
+    return SHARED_RAW + (["alloctres"] if not set(STEP_NUMBERS) & has else [])
 
 
 def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame:
@@ -60,7 +68,7 @@ def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame
         distinct("elapsed", with_bad("elapsed", c.duration_expr(col("elapsed")), c.DURATION_NULL))
     # a step's AllocTRES only matters when the CPU count has no column of its own
     for key in ("alloctres", "reqtres"):
-        if (shared if key == "alloctres" and not {"alloccpus", "ncpus"} & has else alloc):
+        if (shared if key in shared_fields(has) else alloc):
             distinct(key, {f"_{key}_{k}": e for k, e in c.tres_expr(col(key)).items()})
     if alloc:
         for key in ("allocgres", "reqgres"):
@@ -120,11 +128,11 @@ def checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr,
     ``may be bad`` is a cheaper superset of ``bad`` (it skips the "no value" token lists) for the pass over all
     rows; ``bad`` decides on the rows it flags."""
     col = pl.col
-    cpu_columns = bool({"alloccpus", "ncpus"} & has)
+    step_fields = shared_fields(has)
 
     def unparsed(k: str, tokens=()) -> tuple[pl.Expr, pl.Expr]:
         raw, val = col(k), col(f"_{k}")
-        return c.unparsed(raw, val, tokens), raw.is_not_null() & val.is_null()
+        return c.unparsed(raw, val, tokens), c.unparsed(raw, val)
 
     def exact(bad: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
         return bad, bad
@@ -145,8 +153,7 @@ def checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr,
     chk.append(("MaxRSS", *unparsed("maxrss"), "unparseable memory size", "maxrss", True))
     chk.append(("ReqMem", *exact(col("_reqmem_bad")), "unparseable memory size", "reqmem", False))
     for k in ("alloctres", "reqtres"):
-        step_too = k == "alloctres" and not cpu_columns
-        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k, step_too))
+        chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES string", k, k in step_fields))
     for k in ("tresusageinave", "tresusageinmax"):
         chk.append((SHOWN[k], *exact(col(f"_{k}_bad")), "unparseable TRES usage value", k, True))
     big = lambda keys, limit: [col(k).fill_null(0) > limit for k in keys]  # noqa: E731
