@@ -9,11 +9,10 @@
 -- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
 -- param: capacity_gpus double null  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
 cluster_jobs as not materialized (
-    -- the cluster's jobs, straight from the table with only the columns the span, the teams and the observed
-    -- capacity need (not stg_jobs: a second reference would make DuckDB materialise all of it)
+    -- the cluster's jobs, straight from the table with only the columns the teams and the observed capacity
+    -- need (not stg_jobs: a second reference would make DuckDB materialise all of it)
     select
         coalesce(account, '(none)') as account,
-        epoch_us(submit) / 1e6 as t_submit,
         epoch_us(start) / 1e6 as t_start,
         greatest(coalesce(epoch_us("end") / 1e6, epoch_us(start) / 1e6 + elapsed_s, epoch_us(start) / 1e6),
                  epoch_us(start) / 1e6) as t_end,
