@@ -193,3 +193,33 @@ def test_custom_mix_measures_attainment_like_the_explanation(app, store):
     team = at.selectbox(key="fs_team").value
     why = frame(at, "fs_why_scenario")
     assert why.filter(pl.col("measure") == "attainment")["value"][0] == pytest.approx(want[team])
+
+
+def test_custom_mix_idle_reservation_counts_what_the_jobs_used(app, store):
+    """The custom mix's "Idle reserved CPU-hours" is allocated minus used CPU-hours, as for the named kinds: every
+    fixture job uses a known fraction of its CPUs (``fx.USERS``), so idle lies strictly between 0 and allocated
+    and equals that run's ``runner.usage_metrics`` with the log's use rates (``transforms.with_usage``)."""
+    import engine
+    from dashboard import scenario
+    from dashboard.scenarios import transforms
+    from queries import schema
+    from queries.store import Store
+
+    at = app
+    at.button(key="fs_simulate").click().run()
+    no_errors(at)
+    flt, scn = at.session_state["last_scenario"]
+    st_ = Store(store)
+    jobs = st_.read("jobs").filter((pl.col("submit") >= flt.start) & (pl.col("submit") < flt.end))
+    budgets = scenario.default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
+    res = engine.simulate(transforms.with_usage(schema.conform(jobs.sort("submit", "job_id"), "jobs")),
+                          schema.conform(st_.read("nodes"), "nodes"), scenario.sim_config(scn, budgets))
+    want = runner.usage_metrics(res, flt.start, flt.end)
+    assert 0 < want["idle_cpu_hours"] < want["allocated_cpu_hours"]
+    from dashboard import data
+
+    base = data.simulate(flt, scn)  # the page's cached run (AppTest runs the page in this process)
+    tree = to_tree(budgets)
+    cmp, _ = data.custom_comparison(flt, scn, base, base, (tree, tree))
+    row = cmp.filter(pl.col("metric") == "usage.idle_cpu_hours").row(0, named=True)
+    assert row["baseline"] == pytest.approx(want["idle_cpu_hours"]) and row["scenario"] == row["baseline"]

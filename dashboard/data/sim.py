@@ -98,9 +98,10 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
         raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
-    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
-        from dashboard.scenarios import transforms
+    from dashboard.scenarios import transforms
 
+    jobs = transforms.with_usage(jobs)  # the logged use rates ride along, so idle reservation is measurable
+    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
         jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
     cfg = scenario.sim_config(scn, budgets()[0])
     if start is not None:  # warm start from the logged state; metrics over the window
