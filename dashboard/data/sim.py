@@ -117,10 +117,8 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
 def simulate(flt: Filters | None, scn):
     """The engine's replay of the window under scenario ``scn`` (cached by store, window, cluster, scenario)."""
     store = str(store_dir())
-    path = budgets_path()
-    bkey = f"{path}:{Path(path).stat().st_mtime_ns}" if path and Path(path).is_file() else "default"
     return _simulate(store, store_token(store), flt.start if flt else None, flt.end if flt else None,
-                     sim_cluster(flt), scn, bkey)
+                     sim_cluster(flt), scn, _budgets_key())
 
 
 def is_cached(flt: Filters | None, scn) -> bool:
@@ -246,11 +244,6 @@ def run_scenario(flt: Filters, spec, progress=None):
     store = str(store_dir())
     return _run_named(store, store_token(store), flt.start, flt.end, sim_cluster(flt), spec, _budgets_key(),
                       _progress=progress)
-
-
-def mark_named_done(flt, spec) -> None:
-    st.session_state.setdefault("sim_done", set()).add(_scenario_key(flt, spec))
-    st.session_state["last_scenario"] = (flt, spec)
 
 
 def last_scenario():

@@ -151,7 +151,7 @@ try:
             bar = st.progress(0.0, text=f"{LABELS[scn.kind]} ...")
             result = data.run_scenario(sim_flt, scn, progress=lambda f, t: bar.progress(f, text=t))
             bar.empty()
-        data.mark_named_done(sim_flt, scn)
+        data.mark_done(sim_flt, scn)
         base, scen = result.baseline, result.scenario
         trees = result.trees
     else:
