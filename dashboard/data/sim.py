@@ -294,6 +294,8 @@ def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree
     lo, hi = _window(jobs, flt.start, flt.end)
     if tree is None:
         tree = budget_tree()[0]
+    if which == "logs":  # the logged history depends on the tree it is measured against, not on the run
+        run_key = ("logs", hash(tree))
     return _explain(store, token, lo, hi, sim_cluster(flt), run_key, which, team, _budgets_key(), result, tree)
 
 
