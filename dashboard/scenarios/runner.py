@@ -35,6 +35,7 @@ from pathlib import Path
 import polars as pl
 
 import engine
+from dashboard.scenario import apply_budget_overrides
 from engine import budget_tree as bt
 
 from . import transforms
@@ -211,7 +212,7 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
         missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
         if missing:
             notes.append("not in the budget tree, ignored: " + ", ".join(missing))
-        tree = transforms.patch_tree(inputs.tree, v["shares"], v["guaranteed"])
+        tree = apply_budget_overrides(inputs.tree, v["shares"], v["guaranteed"])
         quota = "guarantee" if _has_guarantees(tree) else "none"
         scen = dataclasses.replace(base, budgets=tree, quota=quota)
     elif spec.kind == "backfill":

@@ -75,23 +75,6 @@ def set_min_runtimes(jobs: pl.DataFrame, by_class: dict[str, float]) -> pl.DataF
     return jobs.with_columns(pl.coalesce(expr, mr).alias("min_runtime_s"))
 
 
-def patch_tree(budgets, shares: dict, guaranteed: dict):
-    """A copy of the tree with the given shares / guarantees in every version (unknown paths: ignored)."""
-    if not shares and not guaranteed:
-        return budgets
-
-    def patch(node: bt.BudgetNode) -> bt.BudgetNode:
-        changes: dict = {"children": tuple(patch(c) for c in node.children)}
-        if node.path in shares:
-            changes["share"] = float(shares[node.path])
-        if node.path in guaranteed:
-            changes["guaranteed_gpus"] = float(guaranteed[node.path]) or None
-        return dataclasses.replace(node, **changes)
-
-    return dataclasses.replace(budgets, versions=tuple(dataclasses.replace(v, root=patch(v.root))
-                                                       for v in budgets.versions))
-
-
 def unknown_paths(budgets: bt.BudgetTree, paths) -> list[str]:
     known = {p for v in budgets.versions for p in v.root.index}
     return sorted(p for p in paths if p not in known)
