@@ -30,9 +30,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine.budget_tree import JOB_CLASSES
 from engine.config import BACKFILLS, POLICIES
 
-CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
+CLASSES = JOB_CLASSES
 KINDS: dict[str, dict] = {
     "shares": {"shares": {}, "guaranteed": {}},
     "backfill": {"to": "conservative", "reservation_depth": None, "walltime_margin": 0.0},
