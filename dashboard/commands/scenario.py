@@ -114,17 +114,15 @@ def params(args) -> dict:
 
 
 def _end(text):
-    import datetime as dt
-
     from dashboard.errors import UserError
+    from engine.config import ConfigError, instant
 
     if text in (None, "", "latest"):
         return None
     try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return instant(text, "--end")
+    except ConfigError:
         raise UserError(f"--end {text!r}: expected latest, YYYY-MM-DD or an ISO time") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def run(args) -> int:
