@@ -283,3 +283,26 @@ def test_sim_occupancy_at_matches_the_timeline_by_hand():
     slots = shaping.node_slots(occ, shaping.sim_efficiency(jobs))
     # n1: a holds 4 (2 busy at 50 %), b holds 2 (unknown utilisation -> busy), 2 stranded; n2: 8 free
     assert shaping.slot_counts(slots) == {"busy": 4, "allocated, idle": 2, "free": 8, "stranded free": 2, "down": 0}
+
+
+def test_a_parameter_spelled_at_its_default_shares_the_cached_run(store, monkeypatch):
+    """``quota_backtest`` with ``period_s`` at its declared default (604800) and without it run the query once;
+    the user ranking of the Overview, My jobs and Rankings (leaf teams by default) is one run too."""
+    import queries
+    from dashboard.data import core
+
+    core._run.clear()
+    calls = []
+    real = queries.run
+    monkeypatch.setattr(queries, "run", lambda name, **kw: calls.append(name) or real(name, **kw))
+    flt = _window()
+    a = data.query("quota_backtest", flt, period_s=7 * 86400.0)
+    b = data.quota_backtest(flt)
+    assert a.equals(b) and calls == ["quota_backtest"]
+    data.query("quota_backtest", flt, period_s=86400.0)
+    assert calls == ["quota_backtest"] * 2
+    calls.clear()
+    users = data.user_ranking(flt, order_by="gpu")
+    assert data.user_row(flt, "alice") == users.filter(pl.col("user") == "alice").row(0, named=True)
+    assert calls == ["user_ranking"]
+    assert set(users["main_team"]) == {a for a, *_ in fx.USERS.values()}  # the leaf teams of the fixture

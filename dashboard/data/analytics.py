@@ -10,7 +10,8 @@ import streamlit as st
 import queries
 
 from .. import shaping
-from .core import Filters, NotAvailable, _bind_filters, available, declared, query, scan, store_dir, store_token
+from .core import (Filters, NotAvailable, _bind_filters, available, declared, options, query, scan, store_dir,
+                   store_token)
 
 # ------------------------------------------------------------------ waste
 # resource -> (label, level unit for curves, amount unit for totals, column prefix)
@@ -100,8 +101,17 @@ def efficiency_column(resource: str) -> str:
             "equiv": "rec_efficiency"}[resource]
 
 
-def user_ranking(flt: Filters | None, order_by: str = "gpu", **params) -> pl.DataFrame:
-    return query("user_ranking", flt, order_by=order_by, **params)
+def team_depth(opts) -> int:
+    """Levels of the account tree (org/group/team = 3): the Waste explorer's and Rankings' default team level."""
+    return max((a.count("/") + 1 for a in opts.accounts), default=1)
+
+
+def user_ranking(flt: Filters | None, order_by: str = "gpu", team_level: int | None = None, **params) -> pl.DataFrame:
+    """Every user's ranking row; ``main_team`` at ``team_level`` (default: the leaf teams), so the Overview, My
+    jobs and Rankings share one cached run."""
+    if team_level is None:
+        team_level = team_depth(options())
+    return query("user_ranking", flt, order_by=order_by, team_level=team_level, **params)
 
 
 def team_ranking(flt: Filters | None, order_by: str = "gpu", team_level: int = 3) -> pl.DataFrame:

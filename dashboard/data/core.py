@@ -124,8 +124,9 @@ def query(name: str, filters: Filters | None = None, store: Path | str | None = 
     if not available(name):
         raise NotAvailable(f"the `{name}` query is not available yet")
     bound, _ = _bind_filters(name, filters)
-    names = declared(name)
-    bound.update({k: v for k, v in params.items() if k in names and v is not None})
+    defaults = {p.name: p.default for p in queries.load(name).params}
+    # a value equal to the query's default is left unbound, so spelling it out or not shares one cache entry
+    bound.update({k: v for k, v in params.items() if k in defaults and v is not None and v != defaults[k]})
     store = str(store or store_dir())
     return _run(store, store_token(store), name, _jsonable(bound), config().memory_limit)
 

@@ -17,8 +17,8 @@ import datetime as dt
 import time
 
 from .analytics import (gantt_rows, gap_series, job_waste, layout_at, low_efficiency_jobs, occupancy_series,
-                        overview_totals, quota_backtest, score_drivers, team_ranking, user_ranking, waste_by,
-                        waste_trend)
+                        overview_totals, quota_backtest, score_drivers, team_depth, team_ranking, user_ranking,
+                        waste_by, waste_trend)
 from .core import Filters, NotAvailable, options, query, store_token
 
 UTC = dt.timezone.utc
@@ -41,11 +41,6 @@ def window_filters(window: tuple[dt.date, dt.date] | None, **others) -> Filters:
     start = dt.datetime(first.year, first.month, first.day, tzinfo=UTC)
     end = dt.datetime(last.year, last.month, last.day, tzinfo=UTC) + dt.timedelta(days=1)
     return Filters(start, end, **others)
-
-
-def team_depth(opts) -> int:
-    """Levels of the account tree (org/group/team = 3): the Waste explorer's and Rankings' default team level."""
-    return max((a.count("/") + 1 for a in opts.accounts), default=1)
 
 
 def default_bucket_s(flt: Filters) -> int:
@@ -88,7 +83,7 @@ def warm(log=None) -> dict[str, float]:
         "waste": lambda: (waste_by(flt, "team", "gpu", team_level=depth),
                           gap_series(flt, "gpu", by="team", team_level=depth, bucket_s=default_bucket_s(flt))),
         "layout": lambda: (layout_at(flt, at), gantt_rows(flt, *gantt_span(flt, at, GANTT_SPAN_H))),
-        "rankings": lambda: (user_ranking(flt, order_by="gpu", team_level=depth),
+        "rankings": lambda: (user_ranking(flt, order_by="gpu"),
                              team_ranking(flt, order_by="gpu", team_level=depth),
                              quota_backtest(flt, period_s=7 * 86400.0)),
         "my_jobs": lambda: (user_ranking(flt), query("quota_backtest", flt)) + (

@@ -52,7 +52,7 @@ def own_standing(users) -> None:
 
 
 with users_tab:
-    users = ui.fetch(data.user_ranking, flt, order_by=rank_by, team_level=depth)  # main_team: the leaf team
+    users = ui.fetch(data.user_ranking, flt, order_by=rank_by)  # main_team: the leaf team
     if users is not None:
         ui.ignored(data.ignored_filters("user_ranking", flt))
         if users.is_empty():
