@@ -277,6 +277,29 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     assert 0 <= held <= 32 and len(charts_by_key(at)["lay_sim_heat"]["data"][0]["y"]) == 4
 
 
+def test_simulated_layout_spans_the_replayed_window(make_app):
+    # replaying the last 3 days warm-starts from the logged state: the run's timeline also holds the jobs that
+    # ran before the window (the lookback), but the simulated time slider covers the window only
+    at = make_app()
+    at.switch_page("views/fairshare.py").run()
+    at.select_slider(key="fs_days").set_value(3)
+    at.button(key="fs_simulate").click().run()
+    no_errors(at)
+    sim_flt = at.session_state["last_scenario"][0]
+    from dashboard import data, scenario
+
+    result = data.simulate(sim_flt, scenario.Scenario())  # the page's cached run
+    assert result.timeline["start"].min() < sim_flt.start  # history before the window is in the timeline
+    at.switch_page("views/layout.py").run()
+    no_errors(at)
+    us = dt.timedelta(microseconds=1)
+    epoch = dt.datetime(1970, 1, 1)
+    lo, hi = (t.replace(tzinfo=None, minute=0, second=0, microsecond=0) for t in (sim_flt.start, sim_flt.end))
+    slider = at.slider(key="lay_sim_at")
+    first, last = epoch + slider.min * us, epoch + slider.max * us
+    assert first == lo and last <= hi and first <= slider.value <= last
+
+
 def test_reports_page_builds_a_download(make_app):
     from dashboard import data
 

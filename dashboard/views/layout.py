@@ -73,8 +73,10 @@ with sim_tab:
         if tl.is_empty():
             ui.empty("The simulated run placed no job on a node.")
         else:
-            lo, hi = (v.replace(tzinfo=None, minute=0, second=0, microsecond=0) for v in (tl["start"].min(),
-                                                                                          tl["end"].max()))
+            # a warm-started run's timeline begins with the logged history before the window: show the window
+            first = max(tl["start"].min(), sim_flt.start) if sim_flt.start else tl["start"].min()
+            last = min(tl["end"].max(), sim_flt.end) if sim_flt.end else tl["end"].max()
+            lo, hi = (v.replace(tzinfo=None, minute=0, second=0, microsecond=0) for v in (first, last))
             hi = max(hi, lo + dt.timedelta(hours=1))
             if not (isinstance(st.session_state.get("lay_sim_at"), dt.datetime)
                     and lo <= st.session_state["lay_sim_at"] <= hi):
