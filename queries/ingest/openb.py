@@ -18,6 +18,7 @@ every line is accepted or rejected (line number, field, reason, raw text).
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 from pathlib import Path
 
 import polars as pl
@@ -48,8 +49,12 @@ def parse_openb(path: str | Path, **_options) -> Parsed:
     path = Path(path)
     with open(path, "rb") as fh:
         head = fh.read(4096)
-    if head[:2] == b"\x1f\x8b":
-        head = read_text(path)[0][:4096].encode()
+    if head[:2] == b"\x1f\x8b":  # only the header line is needed here: decompress the start, not the file
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(4096)
+        except (OSError, EOFError):  # corrupt from the start: read_text names the first line it cannot read
+            head = read_text(path)[0][:4096].encode()
     cols = _openb_header(head)
     if cols[:1] == ["sn"]:
         expected, numeric = OPENB_NODE_COLS, ("cpu_milli", "memory_mib", "gpu")
