@@ -141,22 +141,21 @@ class Transaction:
         self.base_files = {r for files in self.tables.values() for r in files}
         self.written: list[Path] = []
 
-    def _new_file(self, rel_dir: str) -> tuple[str, Path]:
+    def _stage(self, table: str, rel_dir: str) -> tuple[str, Path]:
+        """A new file of ``table`` under ``rel_dir`` (relative and absolute path), registered for commit and abort
+        before anything is written (an abort removes whatever part of it exists)."""
         rel = f"{rel_dir}/part-{uuid.uuid4().hex}.parquet"
-        return rel, self.store.root / rel
+        path = self.store.root / rel
+        self.written.append(path)
+        self.tables.setdefault(table, []).append(rel)
+        return rel, path
 
     def _write(self, table: str, rel_dir: str, df: pl.DataFrame) -> None:
-        rel, path = self._new_file(rel_dir)
-        self.written.append(path)  # before writing: an abort removes whatever part of it exists
-        _write_parquet(schema.conform(df, table), path)
-        self.tables.setdefault(table, []).append(rel)
+        _write_parquet(schema.conform(df, table), self._stage(table, rel_dir)[1])
 
     def _write_async(self, pool: ThreadPoolExecutor, table: str, rel_dir: str, df: pl.DataFrame) -> Future:
         """``_write`` on ``pool``; the file is registered (for commit and abort) now, in the calling thread."""
-        rel, path = self._new_file(rel_dir)
-        self.written.append(path)
-        self.tables.setdefault(table, []).append(rel)
-        return pool.submit(_write_parquet, schema.conform(df, table), path)
+        return pool.submit(_write_parquet, schema.conform(df, table), self._stage(table, rel_dir)[1])
 
     def _live_in(self, table: str, rel_dir: str) -> list[str]:
         prefix = rel_dir + "/"
@@ -259,9 +258,8 @@ class Transaction:
             if rest.height == old.height:
                 kept.append(rel)
             elif rest.height:
-                new_rel, path = self._new_file(rel_dir)
+                new_rel, path = self._stage("rejects", rel_dir)  # the table's list is rebuilt below
                 _write_parquet(rest, path)
-                self.written.append(path)
                 kept.append(new_rel)
         others = [r for r in self.tables.get("rejects", []) if not r.startswith(rel_dir + "/")]
         self.tables["rejects"] = others + kept
