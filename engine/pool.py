@@ -77,52 +77,33 @@ class Pool:
                 self._node_groups[n].append(key)
                 if self.avail[n]:
                     idx.setdefault(self.free_g[n], set()).add(n)
-            self._sum_in(key, nodes)
+            for n in nodes:  # maxima start unknown (-1): only the sums are added
+                self._shift(n, 1, (key,))
         return g
 
-    def _sum_in(self, key, nodes) -> None:
-        A = self._agg[key]
-        for n in nodes:
-            if self.avail[n]:
-                a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
-                A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + min(d, UNLIMITED)
-                if self.idle(n):
-                    A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + min(d, UNLIMITED)
-
-    def _leave(self, n) -> None:
-        """Take node n out of its groups' running sums and maxima (before its free resources change)."""
+    def _shift(self, n, sign: int, groups=None) -> None:
+        """Add (``sign`` 1) or take (-1) node n's free resources to / from the running sums and maxima of its
+        groups (or of ``groups``): taken before its free resources or availability change, added after. The
+        sums are exact integers, so taking undoes adding; a maximum is only counted down, and one whose last
+        node left is recomputed when asked (count -1, which adding then leaves alone)."""
         if not self.avail[n]:
             return
         a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
         dm = min(d, UNLIMITED)
         idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
-        for k in self._node_groups[n]:
+        for k in self._node_groups[n] if groups is None else groups:
             A = self._agg[k]
-            A[0], A[1], A[2] = A[0] - a, A[1] - b, A[2] - dm
+            A[0], A[1], A[2] = A[0] + sign * a, A[1] + sign * b, A[2] + sign * dm
             if idle:
-                A[3], A[4], A[5] = A[3] - a, A[4] - b, A[5] - dm
+                A[3], A[4], A[5] = A[3] + sign * a, A[4] + sign * b, A[5] + sign * dm
             for vi, v in ((6, a), (7, b), (8, d)):
                 ci = vi + 3
-                if A[ci] > 0 and v == A[vi]:
-                    A[ci] -= 1
-                    if A[ci] == 0:
-                        A[ci] = -1  # the last node at the maximum left: recomputed when asked
-
-    def _enter(self, n) -> None:
-        """Put node n back into its groups' running sums and maxima (after its free resources changed)."""
-        if not self.avail[n]:
-            return
-        a, b, d = self.free_g[n], self.free_c[n], self.free_m[n]
-        dm = min(d, UNLIMITED)
-        idle = a == self.cap_g[n] and b == self.cap_c[n] and d == self.cap_m[n]
-        for k in self._node_groups[n]:
-            A = self._agg[k]
-            A[0], A[1], A[2] = A[0] + a, A[1] + b, A[2] + dm
-            if idle:
-                A[3], A[4], A[5] = A[3] + a, A[4] + b, A[5] + dm
-            for vi, v in ((6, a), (7, b), (8, d)):
-                ci = vi + 3
-                if A[ci] >= 0:
+                if sign < 0:
+                    if A[ci] > 0 and v == A[vi]:
+                        A[ci] -= 1
+                        if A[ci] == 0:
+                            A[ci] = -1  # the last node at the maximum left: recomputed when asked
+                elif A[ci] >= 0:
                     if v > A[vi]:
                         A[vi], A[ci] = v, 1
                     elif v == A[vi]:
@@ -139,7 +120,7 @@ class Pool:
         separately), the summed capacity of its idle nodes (a gang above it cannot be placed) and the summed
         free resources (a request within them that does not fit is blocked by fragmentation).
 
-        Kept as running sums and maxima with the number of nodes at each maximum (``_leave``/``_enter`` on
+        Kept as running sums and maxima with the number of nodes at each maximum (``_shift`` on
         every change); a maximum is recomputed only after the last node holding it changed."""
         A = self._agg[grp[0]]
         if A[9] < 0 or A[10] < 0 or A[11] < 0:
@@ -253,7 +234,7 @@ class Pool:
 
     def _move(self, n, dg, dc, dm) -> None:
         """Change node n's free resources by (dg, dc, dm) and keep every derived structure exact in one pass
-        over its groups: epochs, running bounds (``_leave`` then ``_enter``), the free-GPU index, stranded GPUs."""
+        over its groups: epochs, running bounds (``_shift`` out, then in), the free-GPU index, stranded GPUs."""
         self.epoch += 1
         fg, fc, fm = self.free_g, self.free_c, self.free_m
         a0, b0, d0 = fg[n], fc[n], fm[n]
@@ -310,10 +291,10 @@ class Pool:
 
     def set_avail(self, n, up: bool) -> None:
         self._touch(n)
-        self._leave(n)
+        self._shift(n, -1)
         was = self.avail[n]
         self.avail[n] = up
-        self._enter(n)
+        self._shift(n, 1)
         if was != up:
             self._reindex(n, self.free_g[n])
         if self.track_stranded:
