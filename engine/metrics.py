@@ -99,8 +99,9 @@ def compute(sim, wl) -> dict:
     down = sum(max(min(b, last) - max(a, first), 0.0) * cap_list[node] / 1000.0
                for node, a, b in sim.health.down_intervals)
     available = max(cap_units * span - down, 0.0)
-    units_row = iv["a_g"] if res == "gpus" else iv["a_c"]
-    units = np.bincount(iv["a_iv"], weights=units_row, minlength=len(iv["job"])) / 1000.0
+    g_units = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0
+    c_units = np.bincount(iv["a_iv"], weights=iv["a_c"], minlength=len(iv["job"])) / 1000.0
+    units = g_units if res == "gpus" else c_units
     # allocated and lost resource-seconds inside the window (the lost part of an attempt is its tail after
     # the last checkpoint)
     held = units * _clip(iv["start"], iv["end"], first, last)
@@ -108,8 +109,6 @@ def compute(sim, wl) -> dict:
     allocated = float(held.sum())
     min_rt = sim.array("min_rt")
     free_alloc = float(held[min_rt[iv["job"]] == 0].sum()) if len(held) else 0.0
-    g_units = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0
-    c_units = np.bincount(iv["a_iv"], weights=iv["a_c"], minlength=len(iv["job"])) / 1000.0
     lost = float((units * tail).sum())
     useful = allocated - lost
 
@@ -152,16 +151,15 @@ def compute(sim, wl) -> dict:
     gpu_cap_s = sum(pool.cap_g) / 1000.0 * span
     out["fragmentation_gpu_hours"] = sim.frag_g_seconds / 1000.0 / 3600.0
     out["fragmentation_share"] = (sim.frag_g_seconds / 1000.0 / gpu_cap_s) if gpu_cap_s > 0 else None
-    out["gpu_busy_utilisation"] = _busy(iv, wl, first, last) if res == "gpus" else None
+    out["gpu_busy_utilisation"] = _busy(iv, wl, held) if res == "gpus" else None
     return out
 
 
-def _busy(iv, wl, w0, w1):
+def _busy(iv, wl, gs):
+    """``gs``: each interval's GPU-seconds inside the window."""
     if "mean_gpu_util" not in wl.frame.columns:
         return None
     util = wl.frame["mean_gpu_util"].cast(float).to_numpy()
-    gs = np.bincount(iv["a_iv"], weights=iv["a_g"], minlength=len(iv["job"])) / 1000.0 * \
-        _clip(iv["start"], iv["end"], w0, w1)
     u = util[iv["job"]] if len(iv["job"]) else np.zeros(0)
     ok = (iv["how"] == 0) & ~np.isnan(u)
     den = float(gs[ok].sum())
