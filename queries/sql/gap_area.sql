@@ -47,6 +47,18 @@ sampled_jobs as (
     select distinct cluster, job_id from resource_samples where value is not null
 ),
 
+gap_levels as (
+    -- per job: the resource's requested level, its level from job totals, and whether samples exist
+    select
+        r.*,
+        case st.resource when 'cpu' then r.cpus when 'gpu' then r.gpus else r.mem_gb end as req_level,
+        case st.resource when 'cpu' then r.cpu_rate_totals when 'gpu' then r.gpu_rate_totals
+             else r.mem_rate_peak end as totals_level,
+        exists (select 1 from sampled_jobs as sj where sj.cluster = r.cluster and sj.job_id = r.job_id)
+            as sampled
+    from job_rates as r, settings as st
+),
+
 gap_jobs as materialized (
     -- one level, one group key and where its usage comes from per job: a narrow build side for the join
     -- with the samples. Usage is known as in job_usage: no GPUs = 0 GPUs used; else samples or totals, and
@@ -63,16 +75,7 @@ gap_jobs as materialized (
         j.sampled,
         j.req_level is not null
             and ((st.resource = 'gpu' and j.req_level = 0) or j.sampled or j.totals_level is not null) as usage_known
-    from (
-        select
-            r.*,
-            case st.resource when 'cpu' then r.cpus when 'gpu' then r.gpus else r.mem_gb end as req_level,
-            case st.resource when 'cpu' then r.cpu_rate_totals when 'gpu' then r.gpu_rate_totals
-                 else r.mem_rate_peak end as totals_level,
-            exists (select 1 from sampled_jobs as sj where sj.cluster = r.cluster and sj.job_id = r.job_id)
-                as sampled
-        from job_rates as r, settings as st
-    ) as j, settings as st
+    from gap_levels as j, settings as st
 ),
 
 segments as (
