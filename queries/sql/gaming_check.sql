@@ -7,15 +7,24 @@
 with
 -- include: _jobs
 -- include: _job_usage
-largest as (
+job_size as (
+    -- each job's GPU-equivalent footprint, the ordering key for "largest"
     select
         "user",
-        -- the same ordering key for both halves of the job key: they come from one row (ties: by name)
-        arg_max(cluster, (gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
-                          + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double, cluster, job_id)) as cluster,
-        arg_max(job_id, (gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
-                         + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double, cluster, job_id)) as job_id
+        cluster,
+        job_id,
+        gpu_seconds_requested + coalesce(cpu_seconds_requested, 0) / $cpus_per_gpu::double
+            + coalesce(mem_seconds_requested, 0) / $gb_per_gpu::double as footprint
     from job_usage
+),
+
+largest as (
+    -- both halves of the job key from one row: the same ordering key (ties: by name)
+    select
+        "user",
+        arg_max(cluster, (footprint, cluster, job_id)) as cluster,
+        arg_max(job_id, (footprint, cluster, job_id)) as job_id
+    from job_size
     group by "user"
 ),
 
