@@ -83,6 +83,9 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
     start, end = _parse_ts(start), _parse_ts(end)
     if start is None or end is None or end <= start:
         raise ValueError(f"attainment needs a window start < end, got {start} .. {end}")
+    if capacity_gpus == 0:  # a known layout without GPUs (a CPU-only machine), not an unknown one
+        raise ValueError("the cluster has no GPUs: fair-share attainment is measured in GPU-hours of GPU-time "
+                         "budgets")
     gpus = capacity_gpus or store_capacity_gpus(store, cluster) or tree.cluster_gpus
     if not gpus:
         raise ValueError("cluster capacity unknown: pass capacity_gpus=, ingest a node inventory, or set "

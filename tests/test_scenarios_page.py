@@ -223,3 +223,21 @@ def test_custom_mix_idle_reservation_counts_what_the_jobs_used(app, store):
     cmp, _ = data.custom_comparison(flt, scn, base, base, (tree, tree))
     row = cmp.filter(pl.col("metric") == "usage.idle_cpu_hours").row(0, named=True)
     assert row["baseline"] == pytest.approx(want["idle_cpu_hours"]) and row["scenario"] == row["baseline"]
+
+
+def test_a_cpu_only_cluster_says_why_there_is_nothing_to_compare(tmp_path, monkeypatch):
+    """A CPU-only machine (an SWF trace, its nodes without GPUs): the custom mix replays it, then explains that
+    GPU-time attainment needs GPUs, in a message instead of a traceback."""
+    from queries.ingest import ingest
+
+    store = tmp_path / "cpu-only"
+    ingest([Path(__file__).parent / "fixtures" / "swf" / "tiny.swf"], store, fmt="swf", procs_per_node=2)
+    monkeypatch.setenv("QUOTALOOP_STORE", str(store))
+    monkeypatch.setenv("QUOTALOOP_AUTH", "open")
+    monkeypatch.setenv("QUOTALOOP_ADMINS", "")
+    monkeypatch.delenv("QUOTALOOP_CONFIG", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/fairshare.py").run()
+    at.button(key="fs_simulate").click().run()
+    no_errors(at)
+    assert any("the cluster has no GPUs" in i.value for i in at.info)

@@ -331,8 +331,11 @@ def _custom_comparison(store: str, token: str, start, end, cluster, run_key, bud
     lo, hi = _window(jobs, start, end)
     inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster, warm_start=start is not None)
     cap = inputs.capacity_gpus
-    ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
-    sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
+    try:
+        ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
+        sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
+    except ValueError as exc:  # e.g. a CPU-only cluster: no GPU-time attainment to compare
+        raise NotAvailable(str(exc)) from exc
     w0, w1 = (lo, hi) if start is not None else (None, None)
     return (runner.compare(_base, _scen, ba.summary, sa.summary, w0, w1),
             runner.team_table(_base, _scen, ba.table, sa.table, inputs))

@@ -188,7 +188,11 @@ if is_named:
         st.caption(f":material/info: {note}")
     cmp, t = result.comparison, result.teams
 else:
-    cmp, t = data.custom_comparison(sim_flt, scn, base, scen, trees)
+    try:
+        cmp, t = data.custom_comparison(sim_flt, scn, base, scen, trees)
+    except data.NotAvailable as exc:
+        ui.empty(f"Cannot compare the runs: {exc}.")
+        st.stop()
 rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
