@@ -35,7 +35,8 @@ with real_tab:
     slots = ui.fetch(data.layout_at, flt, at_utc, see_all, ident.user)
     if slots is not None:
         if slots.is_empty():
-            ui.empty("The store has no node list for this cluster (nodes table), so there is no GPU grid to draw.")
+            ui.empty("The store's node list (nodes table) has no GPU nodes for this cluster, so there is no GPU grid "
+                     "to draw (a CPU-only machine, or no node inventory ingested).")
         else:
             n = shaping.slot_counts(slots)
             total = sum(n.values())
