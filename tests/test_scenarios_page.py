@@ -165,15 +165,15 @@ def test_logged_attainment_history_matches_queries(app, store):
     assert hist.height >= 1 and (hist["window_end"] - hist["window_start"]).unique().len() == 1
 
 
-def test_custom_mix_measures_attainment_like_the_explanation(app, store):
-    """The cards, the per-team table and the "why" tab show one attainment: queries.budgets on the run's jobs."""
+def simulate_default_mix(at, store):
+    """Press Simulate with the default custom mix: (replayed filters, scenario, budgets, and the same run made
+    independently: the window's jobs with the log's use rates, the engine, the page's budgets)."""
     import engine
     from dashboard import scenario
-    from queries import budgets as qb
+    from dashboard.scenarios import transforms
     from queries import schema
     from queries.store import Store
 
-    at = app
     at.button(key="fs_simulate").click().run()
     no_errors(at)
     flt, scn = at.session_state["last_scenario"]
@@ -181,8 +181,17 @@ def test_custom_mix_measures_attainment_like_the_explanation(app, store):
     st_ = Store(store)
     jobs = st_.read("jobs").filter((pl.col("submit") >= flt.start) & (pl.col("submit") < flt.end))
     budgets = scenario.default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
-    res = engine.simulate(schema.conform(jobs.sort("submit", "job_id"), "jobs"), schema.conform(st_.read("nodes"), "nodes"),
-                          scenario.sim_config(scn, budgets))
+    res = engine.simulate(transforms.with_usage(schema.conform(jobs.sort("submit", "job_id"), "jobs")),
+                          schema.conform(st_.read("nodes"), "nodes"), scenario.sim_config(scn, budgets))
+    return flt, scn, budgets, res
+
+
+def test_custom_mix_measures_attainment_like_the_explanation(app, store):
+    """The cards, the per-team table and the "why" tab show one attainment: queries.budgets on the run's jobs."""
+    from queries import budgets as qb
+
+    at = app
+    flt, _, budgets, res = simulate_default_mix(at, store)
     att = qb.attainment_of(res.jobs, to_tree(budgets), flt.start, flt.end, capacity_gpus=32)
     card = [m for m in at.metric if m.label == "Mean attainment"][0]
     assert card.value == f"{100 * att.summary['mean']:.1f} %" and card.delta == "no change"
@@ -199,25 +208,12 @@ def test_custom_mix_idle_reservation_counts_what_the_jobs_used(app, store):
     """The custom mix's "Idle reserved CPU-hours" is allocated minus used CPU-hours, as for the named kinds: every
     fixture job uses a known fraction of its CPUs (``fx.USERS``), so idle lies strictly between 0 and allocated
     and equals that run's ``runner.usage_metrics`` with the log's use rates (``transforms.with_usage``)."""
-    import engine
-    from dashboard import scenario
-    from dashboard.scenarios import transforms
-    from queries import schema
-    from queries.store import Store
-
-    at = app
-    at.button(key="fs_simulate").click().run()
-    no_errors(at)
-    flt, scn = at.session_state["last_scenario"]
-    st_ = Store(store)
-    jobs = st_.read("jobs").filter((pl.col("submit") >= flt.start) & (pl.col("submit") < flt.end))
-    budgets = scenario.default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
-    res = engine.simulate(transforms.with_usage(schema.conform(jobs.sort("submit", "job_id"), "jobs")),
-                          schema.conform(st_.read("nodes"), "nodes"), scenario.sim_config(scn, budgets))
-    want = runner.usage_metrics(res, flt.start, flt.end)
-    assert 0 < want["idle_cpu_hours"] < want["allocated_cpu_hours"]
     from dashboard import data
 
+    at = app
+    flt, scn, budgets, res = simulate_default_mix(at, store)
+    want = runner.usage_metrics(res, flt.start, flt.end)
+    assert 0 < want["idle_cpu_hours"] < want["allocated_cpu_hours"]
     base = data.simulate(flt, scn)  # the page's cached run (AppTest runs the page in this process)
     tree = to_tree(budgets)
     cmp, _ = data.custom_comparison(flt, scn, base, base, (tree, tree))
