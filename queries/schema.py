@@ -97,6 +97,9 @@ INGEST_LOG: dict[str, tuple[pl.DataType, str]] = {
     "ts": (UTC_TS, "when the ingest ran, UTC"),
     "source_file": (pl.String, "input file"),
     "format": (pl.String, "detected or given format"),
+    "time_zone": (pl.String, "zone the file's local wall-clock times were read in (sacct text: `--timezone`, "
+                             "else the machine's), or the site zone the file names (SWF `TimeZoneString`); "
+                             "null when its times are absolute or relative and it names none. Stored times are UTC"),
     "cluster": (pl.String, "cluster name"),
     "rows_read": (pl.Int64, "data rows read (= rows_accepted + rows_rejected)"),
     "rows_accepted": (pl.Int64, "rows that contributed to a stored job/sample/node"),

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# `quotaloop ingest` reads sacct text in this machine's zone by default; the tests state theirs (subprocesses
+# inherit this), so they pass on a machine in any zone
+os.environ["TZ"] = "UTC"
 SHARED_DATA = Path(os.environ.get("QUOTALOOP_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

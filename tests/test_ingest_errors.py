@@ -204,4 +204,5 @@ def test_sacct_rejects_through_the_cli(tmp_path, store):
     # the plain summary line says the same
     plain = cli(str(src), "--store", str(store), "--cluster", "lab")
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout.strip() == f"{src}: sacct: read 17 = accepted 4 + rejected 13; 2 jobs, 0 samples, 0 nodes"
+    assert plain.stdout.strip() == (f"{src}: sacct: read 17 = accepted 4 + rejected 13; 2 jobs, 0 samples, 0 nodes;"
+                                    " local times read in UTC (this machine's zone; pass --timezone to change)")

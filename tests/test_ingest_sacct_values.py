@@ -182,7 +182,7 @@ def test_timestamps_in_a_local_zone():
     got = one(df, common.timestamp_expr(pl.col("x"), tz="Europe/Berlin"))
     assert got[0] == dt.datetime(2026, 7, 1, 10, tzinfo=UTC)   # CEST = UTC+2
     assert got[1] == dt.datetime(2026, 1, 15, 11, tzinfo=UTC)  # CET = UTC+1
-    assert got[2] is None                                       # does not exist (clocks jump 02:00 -> 03:00)
+    assert got[2] == dt.datetime(2026, 3, 29, 1, 30, tzinfo=UTC)  # in the gap (02:00 -> 03:00): offset before it
     assert got[3] == dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # ambiguous: the earlier (CEST) instant
 
 

@@ -15,6 +15,10 @@ def register(sub):
     p.add_argument("--cluster", help="cluster name (default: from the file, else 'default')")
     p.add_argument("--fields", help="sacct without header: comma-separated column names, as given to sacct --format")
     p.add_argument("--delimiter", help="sacct delimiter (default: detected)")
+    p.add_argument("--timezone", metavar="ZONE",
+                   help="IANA zone sacct text's wall-clock times are in, e.g. Europe/Amsterdam (default: this "
+                        "machine's zone); times are stored as UTC. Epoch times (sacct --json, SWF) and relative "
+                        "ones (openb, PAI) are never shifted")
     p.add_argument("--procs-per-node", type=int, help="SWF: processors per node")
     p.add_argument("--gpus-per-node", type=int, help="SWF: GPUs per node (processors map to GPUs)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -39,7 +43,8 @@ def run(args) -> int:
         "fields": args.fields, "delimiter": args.delimiter,
         "procs_per_node": args.procs_per_node, "gpus_per_node": args.gpus_per_node,
     }.items() if v is not None}
-    summaries = ingest(args.paths, args.store, fmt=args.format, cluster=args.cluster, **options)
+    summaries = ingest(args.paths, args.store, fmt=args.format, cluster=args.cluster, timezone=args.timezone,
+                       **options)
     if args.json:
         json.dump([s.__dict__ for s in summaries], sys.stdout, indent=1)
         print()

@@ -48,6 +48,9 @@ class Parsed:
         default_factory=lambda: pl.DataFrame(schema={"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String})
     )
     cluster: str | None = None  # a cluster name found in the file itself (sacct-json, SWF header)
+    # the zone the file's local wall-clock times were read in (sacct text), or the site zone it names (SWF
+    # TimeZoneString); None when its times are absolute or relative and it names no zone
+    time_zone: str | None = None
 
 
 @dataclass
@@ -61,12 +64,22 @@ class FileSummary:
     jobs: int
     samples: int
     nodes: int
+    time_zone: str | None = None  # as ``Parsed.time_zone``
+    time_note: str = ""  # how the zone was chosen, when not given (``timezone.resolve``)
 
     def line(self) -> str:
         return (
             f"{self.source_file}: {self.format}: read {self.rows_read} = accepted {self.rows_accepted}"
             f" + rejected {self.rows_rejected}; {self.jobs} jobs, {self.samples} samples, {self.nodes} nodes"
+            + self._zone_text()
         )
+
+    def _zone_text(self) -> str:
+        if self.format == "sacct":
+            return f"; local times read in {self.time_zone}" + (f" ({self.time_note})" if self.time_note else "")
+        if self.time_zone:
+            return f"; site zone {self.time_zone} (times are absolute, stored as UTC)"
+        return ""
 
 
 def _with_cluster(df: pl.DataFrame, explicit: str | None, fallback: str) -> pl.DataFrame:
@@ -135,9 +148,17 @@ def ingest(
     store: str | Path,
     fmt: str = "auto",
     cluster: str | None = None,
+    timezone: str | None = None,
     **options,
 ) -> list[FileSummary]:
-    """Parse every file, then write all of them in one transaction. Raises ``IngestError`` before writing."""
+    """Parse every file, then write all of them in one transaction. Raises ``IngestError`` before writing.
+
+    ``timezone``: the IANA zone of local wall-clock times without a zone (sacct text); default this machine's
+    zone (``timezone.resolve``). Formats with absolute (epoch) or relative times ignore it."""
+    from . import timezone as TZ
+
+    zone, zone_note = TZ.resolve(timezone if timezone is not None else options.pop("tz", None))
+    options["tz"] = zone
     parsed: list[tuple[Path, str, str, Parsed, float]] = []
     for p in paths:
         p = Path(p)
@@ -181,11 +202,12 @@ def ingest(
             )
             tx.replace_rejects(cl, src, rej)
             s = FileSummary(src, f, cl, res.rows_read, res.rows_accepted, res.rejects.height,
-                            jobs.height, samples.height, res.nodes.height)
+                            jobs.height, samples.height, res.nodes.height, res.time_zone,
+                            zone_note if f == "sacct" else "")
             summaries.append(s)
             tx.append("ingest_log", pl.DataFrame([{
                 "ingest_id": ingest_id, "ts": dt.datetime.now(dt.timezone.utc), "source_file": src, "format": f,
-                "cluster": cl, "rows_read": s.rows_read, "rows_accepted": s.rows_accepted,
+                "time_zone": s.time_zone, "cluster": cl, "rows_read": s.rows_read, "rows_accepted": s.rows_accepted,
                 "rows_rejected": s.rows_rejected, "jobs": s.jobs, "samples": s.samples, "nodes": s.nodes,
                 "duration_s": took,
             }]))

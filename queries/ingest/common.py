@@ -308,9 +308,26 @@ def normalise_state(text: str | None) -> str | None:
 TIME_NULL = ("", "Unknown", "None", "N/A", "NONE", "UNKNOWN", "(null)")
 
 
+def _local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
+    """Naive wall-clock times of ``tz`` -> UTC, ``fold=0`` (see ``timestamp_expr``)."""
+    def to_utc(t: pl.Expr) -> pl.Expr:
+        return t.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+
+    def with_offset_before(hours: int) -> pl.Expr:
+        # the UTC offset a few hours earlier is the one in force before a gap (3 h covers every DST gap, 25 h
+        # a skipped day such as Samoa's 2011-12-30); the time minus that offset is the shifted instant
+        probe = naive - pl.duration(hours=hours)
+        offset = probe - to_utc(probe).dt.replace_time_zone(None)
+        return naive - offset
+
+    shifted = pl.coalesce(with_offset_before(3), with_offset_before(25)).dt.replace_time_zone("UTC")
+    return pl.coalesce(to_utc(naive), shifted)
+
+
 def timestamp_fast_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
     """Only sacct's default ``YYYY-MM-DDTHH:MM:SS``; for ``with_fallbacks`` in front of ``timestamp_expr``."""
     naive = e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+    # a time in a spring-forward gap is null here and left to ``timestamp_expr``
     local = (naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
              if tz else naive.dt.replace_time_zone("UTC"))
     return local.cast(schema.UTC_TS)
@@ -318,12 +335,17 @@ def timestamp_fast_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
 
 def timestamp_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
     """``2026-11-01T10:00:00`` (local time of ``tz``, else UTC) or epoch seconds -> UTC datetime; null for
-    "no value" tokens and for unparseable text. A local time that does not exist (spring-forward gap) is null
-    (so a caller's ``unparsed`` flags it); an ambiguous one takes the earlier instant."""
+    "no value" tokens and for unparseable text.
+
+    Local times the clocks skip or repeat are read as Python's ``zoneinfo`` reads them with ``fold=0``: an
+    ambiguous one (the hour the clocks go back) takes the earlier instant (``sacct_values.settle_folds`` may
+    pick the later one by the job's Elapsed); one that does not exist (the hour the clocks skip) is read with
+    the UTC offset in force before the gap, i.e. shifted forward by the gap: ``2024-03-31T02:30:00`` in
+    Europe/Amsterdam -> 01:30 UTC (= 03:30 CEST). sacct never prints such a time (it formats instants with
+    ``localtime``); a file that holds one was written in another zone or edited."""
     naive = pl.coalesce(e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
                         e.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False))
-    local = (naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
-             if tz else naive.dt.replace_time_zone("UTC"))
+    local = _local_to_utc(naive, tz) if tz else naive.dt.replace_time_zone("UTC")
     epoch = pl.when(e.str.contains(r"^\d{9,11}$")).then(
         pl.from_epoch(e.cast(pl.Int64, strict=False), time_unit="s").dt.replace_time_zone("UTC"))
     return pl.coalesce(epoch, local).cast(schema.UTC_TS)

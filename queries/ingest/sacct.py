@@ -10,7 +10,11 @@ Options (``parse(path, fields=, delimiter=, tz=)``, unknown options ignored):
   (``--noheader``). A header in the file wins over it. Neither -> ``IngestError`` naming line 1.
 - ``delimiter``: default detected - from the header (the separator between field names), else the first of
   ``| ☃ TAB ; ,`` (then any other punctuation) that splits the first data line into exactly the given fields.
-- ``tz``: IANA zone sacct printed its times in (the local time of the host it ran on); default UTC.
+- ``tz``: IANA zone sacct printed its times in (the local time of the host it ran on); default UTC (``quotaloop
+  ingest --timezone`` passes its zone, by default the machine's). Submit/Start/End become UTC instants. A time
+  the clocks skip (spring forward) is read with the offset before the gap, i.e. shifted forward by it; one they
+  repeat (fall back) takes the earlier instant, except that Start and End take the readings whose difference
+  matches the row's Elapsed (``sacct_values.settle_folds``). See ``common.timestamp_expr``.
 
 Rows: an *allocation row* (JobID without a dot: ``123``, ``123_4``, ``123_[1-5]``, ``123+0``) carries the
 request; a *step row* (``123.batch``, ``.extern``, ``.0``, ``.interactive``) carries usage. Per job:
@@ -27,7 +31,8 @@ request; a *step row* (``123.batch``, ``.extern``, ``.0``, ``.interactive``) car
   MB for the whole job, Slurm >= 21.08; ``Mn`` per node x nodes; ``Mc`` per CPU x req_cpus) > ReqTRES mem >
   AllocTRES mem; ``ReqMem`` 0 (``--mem=0``: "all of the node") is not a size and falls through to the TRES.
 - ``alloc_*`` only for jobs that started; ``nodes`` NNodes > AllocNodes > ReqNodes > TRES ``node=``;
-  ``elapsed_s`` Elapsed > ElapsedRaw > end - start > 0 (never started); ``time_limit_s`` Timelimit (UNLIMITED ->
+  ``elapsed_s`` Elapsed > ElapsedRaw > end - start > 0 (never started): Slurm's own run time wins, so a job across
+  a DST change keeps its true length whatever zone the file was read in; ``time_limit_s`` Timelimit (UNLIMITED ->
   null) > TimelimitRaw minutes; ``min_runtime_s`` from Comment ``min_runtime_s=N``; job_class via
   ``common.job_class_expr``; ``array_job_id`` ``123`` for ``123_4`` and for the pending record ``123_[1-5]``
   (kept as one PENDING job); a ``Cluster`` column (``sacct -L``) keys jobs by (cluster, JobID).
@@ -155,7 +160,7 @@ def _evaluate(df: pl.DataFrame, is_step: pl.Series, tz, has: set[str], lines: te
                                ).collect().to_series()
     shared = [k for k in full.columns if k.startswith("_") and k not in df.columns] + [
         k for k in ("_aord", "_fields_ok", "jobid", "cluster") if k not in only.columns]
-    alloc = only.hstack(full.select(shared).filter(~is_step).rechunk().get_columns())
+    alloc = V.settle_folds(only.hstack(full.select(shared).filter(~is_step).rechunk().get_columns()), tz)
     maybe_alloc = alloc.lazy().select(pl.any_horizontal([m.fill_null(False) for *_, m, _, _, sh in chk if not sh])
                                       ).collect().to_series()
     suspects = pl.concat([full["_line"].filter(maybe), alloc["_line"].filter(maybe_alloc)]).unique()
@@ -180,6 +185,7 @@ def _exact(df: pl.DataFrame, tz, has: set[str], lines: textio.Lines, delim: str,
     for rows, part in (("alloc", df.filter(~step)), ("step", df.filter(step))):
         chk = V.checks(rows, has)
         done = V.parse_values(part.rechunk(), "alloc" if rows == "alloc" else "shared", tz, has)
+        done = V.settle_folds(done, tz) if rows == "alloc" else done
         bad_rows = done.filter(pl.any_horizontal([b.fill_null(False) for _, b, *_ in chk]))
         code = pl.lit(0)
         for i in range(len(chk), 0, -1):
@@ -282,4 +288,5 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
         rejected.drop("_jobid"), orphans]).sort("line")
     clusters = jobs["cluster"].drop_nulls().unique()
     return Parsed(rows_read=n_data + len(bad_utf8), rows_accepted=alloc_ok.height + steps.height,
-                  jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None)
+                  jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None,
+                  time_zone=tz or "UTC")

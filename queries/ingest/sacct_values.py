@@ -8,9 +8,11 @@ contributes (``shared``), so a bad request field never rejects a step.
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from . import common as c
+from . import timezone as TZ
 
 CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
          "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
@@ -90,6 +92,53 @@ def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame
         specs += [(f"_{k}", k, c.duration_fast_expr(col(k)), c.duration_expr(col(k))) for k in durations]
     df = df.with_columns(v.alias(k) for k, v in found.items())
     return c.with_fallbacks(df, specs, plain)
+
+
+def settle_folds(df: pl.DataFrame, tz: str | None) -> pl.DataFrame:
+    """Start and End printed in the hour the clocks go back have two readings, and parsing took the earlier
+    (``fold=0``). Where either has a later one, keep the pair whose ``End - Start`` is closest to the row's
+    Elapsed (else ElapsedRaw), which Slurm computes from the instants; without either, the earliest pair with
+    End >= Start. Ties go to the earlier readings, End's first. Submit keeps its earlier reading.
+
+    Only rows whose instants fall in a fall-back window of ``tz`` are looked at (a binary search over the few
+    windows of the data's years), so a dump without such rows costs two ``searchsorted`` calls."""
+    if not tz or df.height == 0:
+        return df
+    years = pl.concat([df["_start"], df["_end"]]).dt.year().unique().drop_nulls().to_list()
+    windows = TZ.fall_back_windows(tz, years)
+    if not windows:
+        return df
+    lo, hi, shift = (np.array([w[k] for w in windows], dtype=np.int64) * 1_000_000 for k in range(3))
+    none = np.iinfo(np.int64).min
+    us = {k: df[k].to_physical().fill_null(none).to_numpy() for k in ("_start", "_end")}
+
+    def later(x: np.ndarray) -> np.ndarray:  # microseconds to add for the later reading, 0 when there is none
+        i = np.searchsorted(lo, x, side="right") - 1
+        inside = (i >= 0) & (x != none) & (x < hi[np.maximum(i, 0)])
+        return np.where(inside, shift[np.maximum(i, 0)], 0)
+
+    d_start, d_end = later(us["_start"]), later(us["_end"])
+    rows = np.flatnonzero((d_start > 0) | (d_end > 0))
+    if rows.size == 0:
+        return df
+    elapsed = df.select(pl.coalesce(pl.col("_elapsed"), pl.col("_elapsedraw"))).to_series().to_numpy()
+    start, end = us["_start"].copy(), us["_end"].copy()
+    for r in rows:
+        s0, e0 = int(start[r]), int(end[r])
+        if s0 == none or e0 == none:
+            continue  # one instant alone: nothing to compare it with
+        el, ds, de = float(elapsed[r]), int(d_start[r]), int(d_end[r])
+        pairs = [(s0, e0), (s0, e0 + de), (s0 + ds, e0), (s0 + ds, e0 + de)]
+
+        def score(pair: tuple[int, int]) -> float:
+            run_s = (pair[1] - pair[0]) / 1e6
+            return abs(run_s - el) if not np.isnan(el) else float(run_s < 0)
+
+        start[r], end[r] = min(pairs, key=score)  # min keeps the first of equal scores
+    like = df.get_column("_start")
+    fixed = {k: c.align_chunks(pl.Series(k, v).replace(none, None).cast(like.dtype), like)
+             for k, v in (("_start", start), ("_end", end))}
+    return df.with_columns(fixed.values())
 
 
 def usage_values(df: pl.DataFrame, has: set[str], const) -> dict[str, pl.Series]:

@@ -3,7 +3,12 @@
 One job per line, 18 whitespace-separated numbers, -1 = missing (fractional values allowed); header lines
 start with ``;``. Mapping to the canonical schema (all decisions that the format leaves open are here):
 
-- timestamps: ``submit = UnixStartTime + submit_s`` (UTC; 0 when the header has no UnixStartTime).
+- timestamps: ``submit = UnixStartTime + submit_s`` (0 when the header has no UnixStartTime). UnixStartTime is
+  epoch seconds, an absolute instant, so the stored times are UTC and no zone shifts them (``ingest
+  --timezone`` is ignored). The header's ``TimeZoneString`` (``Europe/Stockholm``) names the site's zone, for
+  local hours of the day only: it is reported as ``Parsed.time_zone`` (the ingest log's ``time_zone``), never
+  applied; the deprecated ``TimeZone`` offset (wrong in some logs: LLNL-Atlas says 3600 for US/Pacific) is
+  ignored.
   ``start = submit + wait`` and ``end = start + run``. A wait of -1 counts as 0 (the archive notes for
   NASA-iPSC that its submit times *are* start times; LLNL-Atlas has no waits at all), so wait analyses on
   such logs are meaningless but usage is kept. A run time of -1 means the job never ran: ``start`` is null,
@@ -209,7 +214,7 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     jobs = _jobs(ok, h, procs_per_node, gpus_per_node)
     nodes = _nodes(h, procs_per_node, gpus_per_node)
     return Parsed(rows_read=data.height, rows_accepted=jobs.height, jobs=jobs, nodes=nodes, rejects=rej,
-                  cluster=_cluster_slug(h))
+                  cluster=_cluster_slug(h), time_zone=h.get("TimeZoneString") or None)
 
 
 def _missing(col: str) -> pl.Expr:
