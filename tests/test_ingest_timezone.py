@@ -331,3 +331,17 @@ def test_real_swf_header_is_utc_epoch_with_a_site_zone(shared_data):
         assert local.year == int(printed[-1]), path.name
         seen += 1
     assert seen >= 5
+
+
+def test_sample_store_reads_its_utc_export_as_utc_on_any_machine(tmp_path, monkeypatch):
+    """The generator prints UTC wall-clock times into its sacct text: the machine's zone must not shift them."""
+    from queries import samplegen
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    paths, summaries = samplegen.build_store(tmp_path / "store", export_dir=tmp_path / "export", seed=3, days=2,
+                                             nodes=8)
+    assert summaries[0].format == "sacct" and summaries[0].time_zone == "UTC"
+    header, first = Path(paths["sacct"]).read_text().splitlines()[:2]
+    row = dict(zip(header.split("|"), first.split("|")))
+    stored = Store(tmp_path / "store").read("jobs").filter(pl.col("job_id") == row["JobID"]).row(0, named=True)
+    assert stored["submit"] == dt.datetime.fromisoformat(row["Submit"]).replace(tzinfo=UTC)

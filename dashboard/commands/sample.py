@@ -48,7 +48,8 @@ def run(args) -> int:
     if not args.no_ingest:
         from queries.ingest import ingest
 
-        summaries = ingest([paths["sacct"], paths["samples"], paths["nodes"]], args.store, cluster=args.cluster)
+        summaries = ingest([paths["sacct"], paths["samples"], paths["nodes"]], args.store, cluster=args.cluster,
+                           timezone="UTC")  # the generated sacct text prints UTC wall-clock times
     took = time.perf_counter() - t0
     if args.json:
         json.dump({"files": {k: str(v) for k, v in paths.items()}, "generate_s": round(took_gen, 2),

@@ -11,7 +11,8 @@ Unit conventions (every format module relies on them; see ``queries/schema.py``)
   the ``mem=``/``gres/gpumem=`` of TRESUsageIn* are bytes. An ``n``/``c`` suffix (Slurm < 21.08 ReqMem) means
   per node / per CPU; the caller multiplies.
 - utilisation -> 0..1 (``gres/gpuutil`` is printed in percent).
-- timestamps -> UTC. ``YYYY-MM-DDTHH:MM:SS`` (or with a space) is local time of ``tz`` when given, else UTC;
+- timestamps -> UTC. ``YYYY-MM-DDTHH:MM:SS`` (or with a space) is local time of ``tz`` when given, else UTC
+  (a time the clocks skip or repeat is read as ``zoneinfo`` reads it with ``fold=0``: see ``timestamp_expr``);
   a bare integer is epoch seconds (``SLURM_TIME_FORMAT=%s``). ``Unknown``, ``None``, ``N/A`` and empty -> null.
 
 Invariants: every ``*_expr`` parser yields null for empty input, for a "no value" token and for anything it
@@ -36,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from .. import schema
+from .timezone import UTC_NAMES
 
 # ---------------------------------------------------------------------------------------------- generic
 def unparsed(raw: pl.Expr, value: pl.Expr, tokens: tuple[str, ...] = ()) -> pl.Expr:
@@ -326,6 +328,7 @@ def _local_to_utc(naive: pl.Expr, tz: str) -> pl.Expr:
 
 def timestamp_fast_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
     """Only sacct's default ``YYYY-MM-DDTHH:MM:SS``; for ``with_fallbacks`` in front of ``timestamp_expr``."""
+    tz = None if tz in UTC_NAMES else tz  # the plain UTC path is several times cheaper
     naive = e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
     # a time in a spring-forward gap is null here and left to ``timestamp_expr``
     local = (naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
@@ -343,6 +346,7 @@ def timestamp_expr(e: pl.Expr, tz: str | None = None) -> pl.Expr:
     the UTC offset in force before the gap, i.e. shifted forward by the gap: ``2024-03-31T02:30:00`` in
     Europe/Amsterdam -> 01:30 UTC (= 03:30 CEST). sacct never prints such a time (it formats instants with
     ``localtime``); a file that holds one was written in another zone or edited."""
+    tz = None if tz in UTC_NAMES else tz
     naive = pl.coalesce(e.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
                         e.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False))
     local = _local_to_utc(naive, tz) if tz else naive.dt.replace_time_zone("UTC")

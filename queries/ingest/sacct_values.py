@@ -94,51 +94,71 @@ def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame
     return c.with_fallbacks(df, specs, plain)
 
 
+def _years(df: pl.DataFrame, cols: tuple[str, ...]) -> list[int]:
+    """The UTC years of the instants in ``cols``: every year from the first to the last when they span up to 60,
+    else only the years that occur (a stray far-future date must not make the caller scan centuries)."""
+    ends = [v for k in cols for v in (df[k].min(), df[k].max()) if v is not None]
+    if not ends:
+        return []
+    first, last = min(ends).year, max(ends).year
+    if last - first <= 60:
+        return list(range(first, last + 1))
+    return sorted(pl.concat([df[k] for k in cols]).dt.year().unique().drop_nulls().to_list())
+
+
 def settle_folds(df: pl.DataFrame, tz: str | None) -> pl.DataFrame:
     """Start and End printed in the hour the clocks go back have two readings, and parsing took the earlier
     (``fold=0``). Where either has a later one, keep the pair whose ``End - Start`` is closest to the row's
     Elapsed (else ElapsedRaw), which Slurm computes from the instants; without either, the earliest pair with
     End >= Start. Ties go to the earlier readings, End's first. Submit keeps its earlier reading.
 
-    Only rows whose instants fall in a fall-back window of ``tz`` are looked at (a binary search over the few
-    windows of the data's years), so a dump without such rows costs two ``searchsorted`` calls."""
+    Only rows whose instants fall in a fall-back window of ``tz`` are looked at (one binary search per column
+    over the few windows of the data's years); the rest of the frame is not copied."""
     if not tz or df.height == 0:
         return df
-    years = pl.concat([df["_start"], df["_end"]]).dt.year().unique().drop_nulls().to_list()
-    windows = TZ.fall_back_windows(tz, years)
+    windows = TZ.fall_back_windows(tz, _years(df, ("_start", "_end")))
     if not windows:
         return df
-    lo, hi, shift = (np.array([w[k] for w in windows], dtype=np.int64) * 1_000_000 for k in range(3))
-    none = np.iinfo(np.int64).min
+    # windows are disjoint and sorted: an instant lies inside one when it sorts after an odd number of bounds
+    bounds = np.array([b for w in windows for b in w[:2]], dtype=np.int64) * 1_000_000
+    shift = np.array([w[2] for w in windows], dtype=np.int64) * 1_000_000
+    none = np.iinfo(np.int64).min  # sorts before every bound: never inside
     us = {k: df[k].to_physical().fill_null(none).to_numpy() for k in ("_start", "_end")}
 
-    def later(x: np.ndarray) -> np.ndarray:  # microseconds to add for the later reading, 0 when there is none
-        i = np.searchsorted(lo, x, side="right") - 1
-        inside = (i >= 0) & (x != none) & (x < hi[np.maximum(i, 0)])
-        return np.where(inside, shift[np.maximum(i, 0)], 0)
+    def later(x: np.ndarray) -> dict[int, int]:  # row -> microseconds to add for its later reading
+        idx = np.searchsorted(bounds, x, side="right")
+        rows = np.flatnonzero(idx & 1)
+        return dict(zip(rows.tolist(), shift[idx[rows] // 2].tolist()))
 
     d_start, d_end = later(us["_start"]), later(us["_end"])
-    rows = np.flatnonzero((d_start > 0) | (d_end > 0))
-    if rows.size == 0:
+    if not d_start and not d_end:
         return df
-    elapsed = df.select(pl.coalesce(pl.col("_elapsed"), pl.col("_elapsedraw"))).to_series().to_numpy()
-    start, end = us["_start"].copy(), us["_end"].copy()
-    for r in rows:
-        s0, e0 = int(start[r]), int(end[r])
+    elapsed = df.select(pl.coalesce(pl.col("_elapsed"), pl.col("_elapsedraw"))).to_series()
+    moved: dict[str, dict[int, int]] = {"_start": {}, "_end": {}}
+    for r in sorted(d_start.keys() | d_end.keys()):
+        s0, e0 = int(us["_start"][r]), int(us["_end"][r])
         if s0 == none or e0 == none:
             continue  # one instant alone: nothing to compare it with
-        el, ds, de = float(elapsed[r]), int(d_start[r]), int(d_end[r])
+        el, ds, de = elapsed[r], d_start.get(r, 0), d_end.get(r, 0)
         pairs = [(s0, e0), (s0, e0 + de), (s0 + ds, e0), (s0 + ds, e0 + de)]
 
         def score(pair: tuple[int, int]) -> float:
             run_s = (pair[1] - pair[0]) / 1e6
-            return abs(run_s - el) if not np.isnan(el) else float(run_s < 0)
+            return abs(run_s - el) if el is not None and el == el else float(run_s < 0)
 
-        start[r], end[r] = min(pairs, key=score)  # min keeps the first of equal scores
-    like = df.get_column("_start")
-    fixed = {k: c.align_chunks(pl.Series(k, v).replace(none, None).cast(like.dtype), like)
-             for k, v in (("_start", start), ("_end", end))}
-    return df.with_columns(fixed.values())
+        s1, e1 = min(pairs, key=score)  # min keeps the first of equal scores
+        if s1 != s0:
+            moved["_start"][r] = s1
+        if e1 != e0:
+            moved["_end"][r] = e1
+    fixed = []
+    for k, rows in moved.items():
+        if rows:
+            col = df.get_column(k)
+            values = pl.Series(list(rows.values()), dtype=pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone(
+                "UTC").cast(col.dtype)
+            fixed.append(c.align_chunks(col.clone().scatter(list(rows), values), col))
+    return df.with_columns(fixed) if fixed else df
 
 
 def usage_values(df: pl.DataFrame, has: set[str], const) -> dict[str, pl.Series]:

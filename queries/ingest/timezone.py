@@ -20,6 +20,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 UTC = "UTC"
+UTC_NAMES = frozenset({UTC, "Etc/UTC", "Etc/UCT", "UCT", "GMT", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0",
+                       "GMT0", "Zulu", "Etc/Zulu", "Universal", "Etc/Universal", "Greenwich", "Etc/Greenwich"})
 DEFAULT_NOTE = "this machine's zone; pass --timezone to change"
 UNKNOWN_NOTE = "this machine's zone is not an IANA name, UTC assumed; pass --timezone"
 
@@ -111,7 +113,7 @@ def fall_back_windows(zone: str, years) -> list[tuple[int, int, int]]:
     """``(from, to, d)`` in epoch seconds, sorted: a wall-clock time whose earlier reading lies in
     ``[from, to)`` also reads as that instant + ``d``. ``years``: the UTC years the data's instants fall in
     (the next year's windows are included, for a change just after New Year)."""
-    if zone in (UTC, "Etc/UTC", "GMT", "Etc/GMT", "Zulu", "Etc/Zulu"):
+    if zone in UTC_NAMES:
         return []
     found = set()
     for y in years:

@@ -193,5 +193,5 @@ def build_store(store: str | Path, export_dir: str | Path | None = None, **param
 
     paths = generate(export_dir if export_dir is not None else default_export_dir(store), **params)
     summaries = ingest([paths["sacct"], paths["samples"], paths["nodes"]], store,
-                       cluster=params.get("cluster", "acme"))
+                       cluster=params.get("cluster", "acme"), timezone="UTC")  # the export's clock is UTC
     return paths, summaries
