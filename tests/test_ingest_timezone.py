@@ -23,7 +23,7 @@ import pytest
 from queries import run
 from queries.ingest import IngestError, ingest, sacct
 from queries.ingest import timezone as TZ
-from queries.store import MANIFEST, Store
+from queries.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -201,6 +201,7 @@ def test_cli_flag_converts_and_names_the_zone(tmp_path):
     ("/usr/share/zoneinfo/Europe/Amsterdam", "Europe/Amsterdam", TZ.DEFAULT_NOTE),
     ("CET-1CEST,M3.5.0,M10.5.0/3", "UTC", TZ.UNKNOWN_NOTE),  # a POSIX rule names no IANA zone
     ("Nowhere/Special", "UTC", TZ.UNKNOWN_NOTE),
+    ("", "UTC", TZ.DEFAULT_NOTE),  # set but empty: UTC, as the C library reads it
 ])
 def test_machine_zone_from_tz(monkeypatch, env_tz, zone, note):
     monkeypatch.setenv("TZ", env_tz)

@@ -51,9 +51,12 @@ def _key_from_path(path: str) -> str | None:
 def machine_zone() -> tuple[str, str]:
     """``(IANA name, note)`` of this machine's local zone. ``TZ`` wins (``Europe/Amsterdam``, ``:Europe/Amsterdam``
     or a zoneinfo file path), then the ``/etc/localtime`` link, then ``/etc/timezone``. A POSIX rule string
-    (``CET-1CEST``) or a copied ``/etc/localtime`` names no zone: UTC, and the note says so."""
+    (``CET-1CEST``) or a copied ``/etc/localtime`` names no zone: UTC, and the note says so. ``TZ`` set but
+    empty is UTC, as for the C library."""
     candidates = []
     env = os.environ.get("TZ")
+    if env == "":  # set but empty: the C library's UTC
+        return UTC, DEFAULT_NOTE
     if env:
         env = env.removeprefix(":")
         candidates.append(_key_from_path(env) if env.startswith("/") else env)
