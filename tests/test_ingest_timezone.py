@@ -143,6 +143,15 @@ def test_both_dst_changes_east_and_west(tmp_path, zone, elapsed_column):
         assert j["elapsed_s"] == elapsed_s == run_s(j), f"job {i}"
 
 
+def test_sacct_epoch_times_are_not_shifted(tmp_path):
+    """``SLURM_TIME_FORMAT=%s`` prints epoch seconds: absolute, whatever the zone."""
+    f = tmp_path / "epoch.txt"
+    f.write_text("JobID|State|Submit|Start|End|Elapsed\n1|COMPLETED|1711846800|1711846800|1711850400|01:00:00\n")
+    for zone in ("UTC", "Europe/Amsterdam", "America/New_York"):
+        j = job(sacct.parse(f, tz=zone), "1")
+        assert (j["start"], j["end"], j["elapsed_s"]) == (utc(2024, 3, 31, 1), utc(2024, 3, 31, 2), 3600.0), zone
+
+
 def test_expected_instants_agree_with_zoneinfo():
     """An independent check of the hand-computed table: Python's zoneinfo, fold=0 unless the case is one that
     Elapsed (or End >= Start) moves to the second pass."""
