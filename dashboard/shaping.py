@@ -310,3 +310,16 @@ def sim_efficiency(jobs: pl.DataFrame) -> dict:
     if "mean_gpu_util" not in jobs.columns:
         return {}
     return dict(zip(jobs["job_id"].to_list(), jobs["mean_gpu_util"].to_list()))
+
+
+def idle_gpus_text(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (job_waste rows) with ``idle_gpus``: "2 of 8 never used" where a per-GPU summary (jobstats) found
+    GPUs whose mean utilisation was 0 %, "none of N" where it found none, null without per-GPU data; the job's
+    mean utilisation hides such GPUs."""
+    if not {"gpus_idle", "gpus_measured"} <= set(df.columns):
+        return df
+    idle, n = pl.col("gpus_idle"), pl.col("gpus_measured")
+    text = (pl.when(n.is_null() | (n <= 0)).then(pl.lit(None, pl.String))
+            .when(idle > 0).then(pl.format("{} of {} never used", idle.cast(pl.Int64), n.cast(pl.Int64)))
+            .otherwise(pl.format("none of {}", n.cast(pl.Int64))))
+    return df.with_columns(text.alias("idle_gpus"))

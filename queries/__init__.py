@@ -158,7 +158,7 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     for table in schema.TABLES:
         files = st.files(table)
         if files:
-            con.read_parquet(files, union_by_name=True).create_view(table, replace=True)
+            _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
         else:
             con.register(table, schema.empty(table).to_arrow())
     for name, frame in (extra or {}).items():
@@ -167,6 +167,21 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
         if name not in (extra or {}):
             con.register(name, pl.DataFrame(schema=rel_schema).to_arrow())
     return con
+
+
+def _with_all_columns(rel, table: str):
+    """``rel`` with the schema's columns its files lack added as typed nulls: a store written before a column
+    was added (jobstats' ``gpus_idle``, a sample's ``source``) still answers every query."""
+    import duckdb
+
+    have = {c.lower() for c in rel.columns}
+    missing = [(k, v[0]) for k, v in schema.TABLES[table].items() if k.lower() not in have]
+    if not missing:
+        return rel
+    empty = pl.DataFrame(schema=dict(missing)).to_arrow()
+    types = dict(zip(empty.column_names, duckdb.from_arrow(empty).types))
+    return rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
+                       *[duckdb.ConstantExpression(None).cast(types[k]).alias(k) for k, _ in missing])
 
 
 def run(name: str, store: str | os.PathLike | None = None, *, con=None, **params) -> pl.DataFrame:

@@ -54,6 +54,10 @@ JOBS: dict[str, tuple[pl.DataType, str]] = {
     "max_gpu_util": (pl.Float64, "peak GPU utilisation, 0..1"),
     "max_cpu_util": (pl.Float64, "peak CPU utilisation (used cores / allocated cores), 0..1"),
     "gpu_mem_used_bytes": (pl.Float64, "peak GPU memory used, bytes"),
+    "gpus_measured": (pl.Float64, "GPUs with a per-GPU usage summary (jobstats); null = no per-GPU data"),
+    "gpus_idle": (pl.Float64, "of gpus_measured, GPUs whose mean utilisation over the run was 0 % (never used)"),
+    "node_mem_peak_bytes": (pl.Float64, "peak memory of the job's busiest node, bytes (jobstats); null = unknown"),
+    "jobstats": (pl.String, "jobstats summary in AdminComment: ok, short, none, rejected, untrusted; null = none"),
     "min_runtime_s": (pl.Float64, "declared minimum runtime (non-preemptible period), seconds"),
     "priority": (pl.Float64, "scheduler priority"),
     "source": (pl.String, "ingest format: sacct, sacct-json, swf, pai, openb, csv, parquet, sample, sim"),
@@ -69,6 +73,7 @@ SAMPLES: dict[str, tuple[pl.DataType, str]] = {
     "mem_bytes": (pl.Float64, "resident memory, bytes"),
     "gpu_util": (pl.Float64, "mean utilisation of the job's GPUs, 0..1"),
     "gpu_mem_bytes": (pl.Float64, "GPU memory in use, bytes"),
+    "source": (pl.String, "where the sample came from: the ingest format (samples, prometheus, ...) unless the file names one"),
 }
 
 NODES: dict[str, tuple[pl.DataType, str]] = {
@@ -90,6 +95,7 @@ REJECTS: dict[str, tuple[pl.DataType, str]] = {
     "field": (pl.String, "field that failed, if one did"),
     "reason": (pl.String, "why the row was rejected"),
     "raw": (pl.String, "the raw input text of the row"),
+    "kind": (pl.String, "row: the row was rejected; field: only this field was (the row was kept); null = row"),
 }
 
 INGEST_LOG: dict[str, tuple[pl.DataType, str]] = {
@@ -104,6 +110,7 @@ INGEST_LOG: dict[str, tuple[pl.DataType, str]] = {
     "rows_read": (pl.Int64, "data rows read (= rows_accepted + rows_rejected)"),
     "rows_accepted": (pl.Int64, "rows that contributed to a stored job/sample/node"),
     "rows_rejected": (pl.Int64, "rows written to rejects"),
+    "fields_rejected": (pl.Int64, "fields of accepted rows rejected or flagged (rejects with kind = field)"),
     "jobs": (pl.Int64, "jobs written after roll-up"),
     "samples": (pl.Int64, "samples written"),
     "nodes": (pl.Int64, "nodes written"),

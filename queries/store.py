@@ -183,8 +183,10 @@ class Transaction:
         """Write rows of a partitioned table; rows of existing (cluster, key) in touched partitions are replaced
         (for ``jobs`` in every partition of the cluster, so a job whose submit month changed is not kept twice).
 
-        For ``samples`` the key is ``job_id``: all earlier samples of a re-ingested job in the touched
-        partitions are dropped, so re-ingesting a samples file is idempotent. Every file is sorted by the key.
+        For ``samples`` the key is ``job_id``: the earlier samples of a job inside the time span its new samples
+        cover (first to last ``ts``) are dropped, so re-ingesting a samples file is idempotent, while samples of
+        another span are kept (a cron job that ingests the last hour of Prometheus data adds to the earlier
+        hours). Every file is sorted by the key.
         """
         if df.height == 0:
             return 0
@@ -200,9 +202,15 @@ class Transaction:
         def merged(rel_dir: str, part: pl.DataFrame) -> pl.DataFrame:
             old = self._live_in(table, rel_dir)
             if old:
-                keys = part.select(pl.col(key).unique())
                 previous = pl.concat([pl.read_parquet(self.store.root / r) for r in old], how="diagonal_relaxed")
-                previous = schema.conform(previous, table).join(keys, on=key, how="anti")
+                if table == "samples":
+                    spans = part.group_by(key).agg(pl.col("ts").min().alias("__lo"), pl.col("ts").max().alias("__hi"))
+                    previous = schema.conform(previous, table).join(spans, on=key, how="left").filter(
+                        pl.col("__lo").is_null() | (pl.col("ts") < pl.col("__lo")) | (pl.col("ts") > pl.col("__hi"))
+                    ).drop("__lo", "__hi")
+                else:
+                    keys = part.select(pl.col(key).unique())
+                    previous = schema.conform(previous, table).join(keys, on=key, how="anti")
                 part = pl.concat([previous, part]).sort(order, maintain_order=True)
                 self.tables[table] = [r for r in self.tables[table] if r not in old]
             return part

@@ -11,7 +11,8 @@ def register(sub):
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--store", required=True, help="store directory (created if missing)")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples"])
+                   choices=["auto", "sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples",
+                            "prometheus"])
     p.add_argument("--cluster", help="cluster name (default: from the file, else 'default')")
     p.add_argument("--fields", help="sacct without header: comma-separated column names, as given to sacct --format")
     p.add_argument("--delimiter", help="sacct delimiter (default: detected)")
@@ -21,6 +22,10 @@ def register(sub):
                         "ones (openb, PAI) are never shifted")
     p.add_argument("--procs-per-node", type=int, help="SWF: processors per node")
     p.add_argument("--gpus-per-node", type=int, help="SWF: GPUs per node (processors map to GPUs)")
+    p.add_argument("--job-label", help="prometheus: label(s) naming the job, comma list joined with '/' "
+                                       "(e.g. namespace,pod; default: jobid, else hpc_job, else slurm_job_id)")
+    p.add_argument("--step", type=float, help="prometheus: the query_range step in seconds (default: inferred)")
+    p.add_argument("--metric", help="prometheus: metric name of series without __name__ (e.g. DCGM_FI_DEV_GPU_UTIL)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
 
@@ -42,6 +47,7 @@ def run(args) -> int:
     options = {k: v for k, v in {
         "fields": args.fields, "delimiter": args.delimiter,
         "procs_per_node": args.procs_per_node, "gpus_per_node": args.gpus_per_node,
+        "job_label": args.job_label, "step": args.step, "metric": args.metric,
     }.items() if v is not None}
     summaries = ingest(args.paths, args.store, fmt=args.format, cluster=args.cluster, timezone=args.timezone,
                        **options)

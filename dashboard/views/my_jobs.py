@@ -95,8 +95,9 @@ ui.chart(charts.waste_scatter(mine, requested="gpu_hours_requested", wasted="gpu
          "waste_scatter", key="my_scatter")
 
 st.markdown(f"**All of {user}'s jobs in the window** ({mine.height:,})")
-cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", "gpus", "gpu_hours_requested",
+cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", "gpus", "idle_gpus", "gpu_hours_requested",
         "gpu_hours_wasted", "gpu_efficiency", "cpu_efficiency", "mem_efficiency", "usage_source"]
+mine = shaping.idle_gpus_text(mine)  # "2 of 8 never used": what a mean utilisation hides (jobstats)
 st.dataframe(mine.select([c for c in cols if c in mine.columns]), hide_index=True,
              column_config=ui.hours_columns("h"), key="my_all_jobs")
 ui.download(mine, f"{user}_jobs.csv", key="dl_mine")

@@ -7,6 +7,9 @@ anywhere leaves the previous store intact.
 Invariants (checked here for every file, whatever the parser):
 - ``rows_read == rows_accepted + rows_rejected``;
 - every rejected row is kept in ``rejects`` with file, line, field, reason and raw text;
+- a rejected *field* of an accepted row (a parser's ``field_rejects``: a malformed jobstats summary, a
+  Prometheus point that is not a number) is kept there too, with ``kind = 'field'``; it does not count as a
+  rejected row;
 - a file that cannot be read at all raises ``IngestError`` whose ``str`` is one line naming file, line, field.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import polars as pl
 from .. import schema
 from ..store import Store
 
-FORMATS = ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples")
+FORMATS = ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples", "prometheus")
 
 
 class IngestError(Exception):
@@ -51,6 +54,11 @@ class Parsed:
     # the zone the file's local wall-clock times were read in (sacct text), or the site zone it names (SWF
     # TimeZoneString); None when its times are absolute or relative and it names no zone
     time_zone: str | None = None
+    # fields of accepted rows that were rejected or flagged (same columns as ``rejects``); the rows stay
+    field_rejects: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema={"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String})
+    )
+    notes: list[str] = field(default_factory=list)  # one-line remarks for the summary (e.g. unmatched series)
 
 
 @dataclass
@@ -66,12 +74,15 @@ class FileSummary:
     nodes: int
     time_zone: str | None = None  # as ``Parsed.time_zone``
     time_note: str = ""  # how the zone was chosen, when not given (``timezone.resolve``)
+    fields_rejected: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
+        extra = f"; {self.fields_rejected} fields rejected (rows kept)" if self.fields_rejected else ""
         return (
             f"{self.source_file}: {self.format}: read {self.rows_read} = accepted {self.rows_accepted}"
             f" + rejected {self.rows_rejected}; {self.jobs} jobs, {self.samples} samples, {self.nodes} nodes"
-            + self._zone_text()
+            + self._zone_text() + extra + "".join(f"; {n}" for n in self.notes)
         )
 
     def _zone_text(self) -> str:
@@ -99,6 +110,7 @@ _PARSERS = {
     "csv": ("canonical", "parse_csv"),
     "parquet": ("canonical", "parse_parquet"),
     "samples": ("canonical", "parse_samples"),
+    "prometheus": ("prometheus", "parse"),
 }
 
 
@@ -112,7 +124,7 @@ def _parser(fmt: str):
 
 def detect_format(path: str | Path) -> str:
     """Guess a file's format from its name and first bytes; ``IngestError`` if nothing matches."""
-    from . import alibaba, canonical, openb, sacct, sacct_json, swf
+    from . import alibaba, canonical, openb, prometheus, sacct, sacct_json, swf
 
     path = Path(path)
     try:
@@ -131,6 +143,7 @@ def detect_format(path: str | Path) -> str:
     for fmt, mod in (
         ("parquet", canonical.sniff_parquet),
         ("sacct-json", sacct_json.sniff),
+        ("prometheus", prometheus.sniff),
         ("swf", swf.sniff),
         ("openb", openb.sniff_openb),
         ("pai", alibaba.sniff_pai),
@@ -191,24 +204,30 @@ def ingest(
             jobs = _with_cluster(res.jobs, cluster, cl).with_columns(
                 pl.lit(f).alias("source"), pl.lit(src).alias("source_file"))
             samples = _with_cluster(res.samples, cluster, cl)
+            if samples.height:
+                have = pl.col("source") if "source" in samples.columns else pl.lit(None, pl.String)
+                samples = samples.with_columns(pl.coalesce(have.cast(pl.String), pl.lit(f)).alias("source"))
             tx.upsert("jobs", jobs)
             tx.upsert("samples", samples)
             if res.nodes.height:
                 nodes = _with_cluster(res.nodes, cluster, cl)
                 for (node_cluster,), part in nodes.group_by(["cluster"], maintain_order=True):
                     tx.replace_nodes(node_cluster, part)
-            rej = res.rejects.with_columns(
+            rej = pl.concat([res.rejects.with_columns(pl.lit("row").alias("kind")),
+                             res.field_rejects.with_columns(pl.lit("field").alias("kind"))],
+                            how="diagonal_relaxed").with_columns(
                 pl.lit(ingest_id).alias("ingest_id"), pl.lit(cl).alias("cluster"), pl.lit(src).alias("source_file")
             )
             tx.replace_rejects(cl, src, rej)
             s = FileSummary(src, f, cl, res.rows_read, res.rows_accepted, res.rejects.height,
                             jobs.height, samples.height, res.nodes.height, res.time_zone,
-                            zone_note if f == "sacct" else "")
+                            zone_note if f == "sacct" else "", res.field_rejects.height, list(res.notes))
             summaries.append(s)
             tx.append("ingest_log", pl.DataFrame([{
                 "ingest_id": ingest_id, "ts": dt.datetime.now(dt.timezone.utc), "source_file": src, "format": f,
                 "time_zone": s.time_zone, "cluster": cl, "rows_read": s.rows_read, "rows_accepted": s.rows_accepted,
-                "rows_rejected": s.rows_rejected, "jobs": s.jobs, "samples": s.samples, "nodes": s.nodes,
+                "rows_rejected": s.rows_rejected, "fields_rejected": s.fields_rejected,
+                "jobs": s.jobs, "samples": s.samples, "nodes": s.nodes,
                 "duration_s": took,
             }]))
     return summaries

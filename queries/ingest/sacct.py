@@ -36,6 +36,9 @@ request; a *step row* (``123.batch``, ``.extern``, ``.0``, ``.interactive``) car
   null) > TimelimitRaw minutes; ``min_runtime_s`` from Comment ``min_runtime_s=N``; job_class via
   ``common.job_class_expr``; ``array_job_id`` ``123`` for ``123_4`` and for the pending record ``123_[1-5]``
   (kept as one PENDING job); a ``Cluster`` column (``sacct -L``) keys jobs by (cluster, JobID).
+- ``AdminComment``: a jobstats summary (``JS1:...``) of the allocation row is decoded and, when trusted,
+  overrides the CPU, memory and GPU usage above with its per-node / per-GPU values (``jobstats`` module); a
+  malformed or untrusted one is a field reject (``Parsed.field_rejects``), the row stays accepted.
 
 Rejects (line = 1-based physical line of the file, field, reason, raw text): wrong number of fields,
 non-UTF-8 bytes, malformed JobID, unknown state, unparseable timestamp/duration/number/memory/TRES, negative
@@ -56,6 +59,7 @@ import polars as pl
 
 from . import IngestError, Parsed
 from . import common as c
+from . import jobstats
 from . import sacct_rollup as R
 from . import sacct_values as V
 from . import textio
@@ -131,7 +135,7 @@ def _layout(path, line_no: int, text: str, terminated: bool, fields, delimiter):
     return cols, delimiter, len(parts) == len(cols) + 1 and parts[-1] == "", None
 
 
-TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster"]
+TEXT = ["jobname", "user", "account", "partition", "qos", "exitcode", "nodelist", "cluster", "admincomment"]
 STEP_VALUES = ["_elapsed", "_totalcpu", "_usercpu", "_systemcpu", "_maxrss", "_umem", "_util_ave", "_util_max",
                "_gmem", "_alloccpus", "_ncpus", "_alloctres_cpu"]
 
@@ -281,6 +285,8 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
         steps = steps.filter(~orphan)
 
     out = R.rollup(jobs, R.last_distinct(steps, "_key"), "totalcpu" in has, "maxrss" in has)
+    # jobstats summaries in AdminComment (rollup keeps the allocation rows' order)
+    out, field_rejects = jobstats.apply(out, jobs["admincomment"], jobs["_line"])
     utf8 = pl.DataFrame(bad_utf8, schema={"line": pl.Int64, "raw": pl.String}, orient="row")
     rejects = pl.concat([
         utf8.select("line", pl.lit(None, pl.String).alias("field"), pl.lit("line is not valid UTF-8").alias("reason"),
@@ -289,4 +295,4 @@ def parse(path, *, fields=None, delimiter=None, tz=None, **_) -> Parsed:
     clusters = jobs["cluster"].drop_nulls().unique()
     return Parsed(rows_read=n_data + len(bad_utf8), rows_accepted=alloc_ok.height + steps.height,
                   jobs=out, rejects=rejects, cluster=clusters[0] if clusters.len() == 1 else None,
-                  time_zone=tz or "UTC")
+                  time_zone=tz or "UTC", field_rejects=field_rejects)

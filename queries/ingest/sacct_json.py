@@ -16,6 +16,8 @@ GPUs are counted once (``gres`` ``gpu`` entry, else the sum of typed ``gpu:TYPE`
 Per job: ``cpu_seconds_used`` = ``time.total`` (user + system), else the steps' sum; ``max_rss_bytes``,
 ``max_gpu_util``, ``gpu_mem_used_bytes`` = max over steps; ``mean_gpu_util`` = Elapsed-weighted mean of the
 steps' average; ``max_cpu_util`` = max over the job and its steps of CPU time / (elapsed x CPUs), capped at 1.
+``comment.administrator`` (sacct's AdminComment) may hold a jobstats summary: decoded and applied as for text
+dumps (``jobstats`` module); a malformed or untrusted one is a field reject, the record stays accepted.
 Records rejected: not an object, no job id, unknown state, end before start, negative or absurd sizes.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ import polars as pl
 from .. import schema
 from . import IngestError, Parsed
 from . import common as c
+from . import jobstats
 from . import textio
 
 MAX_COUNT = 1e6
@@ -128,6 +131,13 @@ def _comment(job: dict) -> str | None:
     if isinstance(com, dict):
         com = " ".join(v for v in (com.get("job"), com.get("administrator"), com.get("system")) if v)
     return com if isinstance(com, str) else None
+
+
+def _admin_comment(job: dict) -> str | None:
+    """The administrator comment (where jobstats writes its summary), or None."""
+    com = job.get("comment")
+    admin = com.get("administrator") if isinstance(com, dict) else None
+    return admin if isinstance(admin, str) else None
 
 
 def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
@@ -234,18 +244,24 @@ def parse(path, **_) -> Parsed:
         raise IngestError(path, f"not valid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise IngestError(path, "not sacct --json output: no top-level \"jobs\" list", line=1, field="jobs")
-    rows, rejects = [], []
+    rows, rejects, admin, where = [], [], [], []
     for i, job in enumerate(doc["jobs"], 1):
         row, field, reason = _job(job)
         if row is None:
             rejects.append({"line": i, "field": field, "reason": reason, "raw": json.dumps(job, sort_keys=True)})
         else:
             rows.append(row)
+            admin.append(_admin_comment(job))
+            where.append(i)
     jobs = schema.conform(pl.DataFrame(rows, schema=schema.polars_schema("jobs"), orient="row"), "jobs") if rows \
         else schema.empty("jobs")
+    # jobstats summaries in comment.administrator (before the de-duplication below, which keeps row order)
+    jobs, field_rejects = jobstats.apply(jobs, pl.Series(admin, dtype=pl.String), pl.Series(where, dtype=pl.Int64),
+                                         field="comment.administrator")
     jobs = jobs.unique(subset=["cluster", "job_id"], keep="last", maintain_order=True)
     clusters = {r["cluster"] for r in rows if r["cluster"]}
     meta_cluster = ((doc.get("meta") or {}).get("slurm") or {}).get("cluster")
     rej = pl.DataFrame(rejects, schema={"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String})
     return Parsed(rows_read=len(doc["jobs"]), rows_accepted=len(rows), jobs=jobs, rejects=rej,
+                  field_rejects=field_rejects,
                   cluster=clusters.pop() if len(clusters) == 1 else (meta_cluster if not clusters else None))

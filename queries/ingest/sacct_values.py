@@ -17,7 +17,7 @@ from . import timezone as TZ
 CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
          "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
          "ReqTRES AllocTRES ReqGRES AllocGRES TotalCPU UserCPU SystemCPU MaxRSS TRESUsageInAve TRESUsageInMax "
-         "Priority Comment Cluster").split()
+         "Priority Comment Cluster AdminComment").split()
 USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
 CODED = ["state", "elapsed", "timelimit", "reqmem", "reqtres", "alloctres", "reqgres", "allocgres"]
 SHOWN = {n.lower(): n for n in CANON}

@@ -72,7 +72,11 @@ stg_jobs as not materialized (
         max_rss_bytes / 1e9 as max_rss_gb,
         mean_gpu_util,
         max_gpu_util,
-        max_cpu_util
+        max_cpu_util,
+        gpus_measured,
+        gpus_idle,
+        node_mem_peak_bytes / 1e9 as node_mem_peak_gb,
+        jobstats
     from jobs
     left join account_teams as t on t.account = coalesce(jobs.account, '(none)')
 ),
