@@ -231,3 +231,16 @@ def test_store_round_trip_and_job_waste(tmp_path, kind):
     assert multi.height >= 3
     assert (multi["peak_mem_util"] >= multi["mem_efficiency"] - 1e-12).all()
     assert by["102"]["peak_mem_util"] == pytest.approx(50 / 128)
+
+
+def test_a_real_summary():
+    """A della CPU job's AdminComment as shown by `sacct -o jobid,admincomment` in the public jdh4/jobstats
+    README (job 39861033): "gpus" is false for a CPU job, one node, 8 cores."""
+    text = ("JS1:H4sIACj7KWIC/1XNQQrCMBCF4bvMOkonIzNpLyOhGUVIGmnSRSm5u1FEcPt/PN4BSw5aYDogaIz+tNoZF+R3qLn6eE2a8rrDxE5w"
+            "vAgLsYGtaPiJFbRCxCMP5juqj6QdHJE79zg/t37hWvt34gEN3D9487FoewEKn+eojwAAAA==")
+    status, doc = jobstats.decode(text)
+    assert status == "ok"
+    got = jobstats.values(doc)
+    assert got["cpu_seconds_used"] == 28338.0 and got["max_rss_bytes"] == 27127336960.0
+    assert got["gpus_measured"] == 0.0 and got["mean_gpu_util"] is None
+    assert not jobstats.disagrees(got["cpu_seconds_used"], 28338.0)

@@ -217,3 +217,27 @@ def test_cli(files, capsys):
     out = capsys.readouterr().out
     assert "prometheus: read 8 = accepted 7 + rejected 1" in out and "1 series matched no job" in out
     assert detect_format(files / "util.json") == "prometheus"
+
+
+def test_jobstats_exporter_job_from_the_jobid_metric(tmp_path):
+    """jobstats' exporter: nvidia_gpu_jobId's value names the job holding a GPU; GPU 0 of node d1 is handed
+    from job 7 to nobody (0) to job 8; the duty cycle follows its owner at every instant."""
+    lab = {"instance": "d1:9445", "minor_number": "0", "cluster": "della"}
+    doc = response([
+        {"metric": {"__name__": "nvidia_gpu_jobId", **lab},
+         "values": [[T0, "7"], [T0 + 30, "7"], [T0 + 60, "0"], [T0 + 90, "8"], [T0 + 120, "8"]]},
+        {"metric": {"__name__": "nvidia_gpu_duty_cycle", **lab},
+         "values": [[T0, "50"], [T0 + 30, "70"], [T0 + 60, "0"], [T0 + 90, "100"], [T0 + 120, "90"]]},
+        {"metric": {"__name__": "nvidia_gpu_memory_used_bytes", **lab}, "values": [[T0, "1024"], [T0 + 90, "2048"]]},
+        {"metric": {"__name__": "nvidia_gpu_duty_cycle", "instance": "d2:9445", "minor_number": "3",
+                    "cluster": "della"}, "values": [[T0, "10"]]},  # no owner ever: unmatched
+    ])
+    f = tmp_path / "js.json"
+    f.write_text(json.dumps(doc))
+    p = prometheus.parse(f)
+    assert (p.rows_read, p.rows_accepted, p.rejects.height) == (4, 3, 1)
+    assert p.notes == ["1 series matched no job (rejected)", "1 points of GPUs no job held at the time (not stored)"]
+    s = p.samples.sort("job_id", "ts")
+    assert s["job_id"].to_list() == ["7", "7", "8", "8"] and set(s["cluster"]) == {"della"}
+    assert s["gpu_util"].to_list() == pytest.approx([0.5, 0.7, 1.0, 0.9])
+    assert s["gpu_mem_bytes"].to_list() == [1024.0, None, 2048.0, None]

@@ -181,38 +181,41 @@ def apply(jobs: pl.DataFrame, comments: pl.Series, lines: pl.Series, field: str 
     Only rows whose comment starts with ``JS1:`` are looked at (a Python loop over those alone)."""
     rejects = {"line": [], "field": [], "reason": [], "raw": []}
     has = comments.cast(pl.String).str.strip_chars_start().str.starts_with(PREFIX).fill_null(False)
-    status = [None] * jobs.height
-    new = {k: jobs[k].to_list() if k in jobs.columns else [None] * jobs.height for k in COLUMNS}
-    if has.any():
-        sacct_cpu = jobs["cpu_seconds_used"]
-        for i in has.arg_true().to_list():
-            text = comments[i]
-            try:
-                st, doc = decode(text)
-            except SummaryError as exc:
-                st, doc = "rejected", None
-                reason = f"jobstats summary rejected: {exc}"
-            else:
-                reason = None
-                if doc is not None:
-                    got = values(doc)
-                    if disagrees(got["cpu_seconds_used"], sacct_cpu[i]):
-                        st = "untrusted"
-                        reason = (f"jobstats summary not used: its CPU time {got['cpu_seconds_used']:.0f} s disagrees"
-                                  f" with TotalCPU {sacct_cpu[i]:.0f} s (tolerance {CPU_TOLERANCE_S:.0f} s and"
-                                  f" {CPU_TOLERANCE_FRACTION:.0%})")
-                    else:
-                        for k, v in got.items():
-                            if v is not None:  # a CPU job's summary leaves sacct's GPU values alone
-                                new[k][i] = v
-            status[i] = st
-            if reason:
-                rejects["line"].append(lines[i])
-                rejects["field"].append(field)
-                rejects["reason"].append(reason)
-                rejects["raw"].append(text if len(text) <= 2000 else text[:2000] + "...")
-    out = jobs.with_columns(
-        *[pl.Series(k, v, dtype=dt) for k, v in new.items() for dt in [COLUMNS[k]]],
-        pl.Series("jobstats", status, dtype=pl.String))
+    where, status = has.arg_true().to_list(), []
+    patch: dict[str, tuple[list[int], list[float]]] = {k: ([], []) for k in COLUMNS}
+    sacct_cpu = jobs["cpu_seconds_used"]
+    for i in where:
+        text = comments[i]
+        try:
+            st, doc = decode(text)
+        except SummaryError as exc:
+            st, doc = "rejected", None
+            reason = f"jobstats summary rejected: {exc}"
+        else:
+            reason = None
+            if doc is not None:
+                got = values(doc)
+                if disagrees(got["cpu_seconds_used"], sacct_cpu[i]):
+                    st = "untrusted"
+                    reason = (f"jobstats summary not used: its CPU time {got['cpu_seconds_used']:.0f} s disagrees"
+                              f" with TotalCPU {sacct_cpu[i]:.0f} s (tolerance {CPU_TOLERANCE_S:.0f} s and"
+                              f" {CPU_TOLERANCE_FRACTION:.0%})")
+                else:
+                    for k, v in got.items():
+                        if v is not None:  # a CPU job's summary leaves sacct's GPU values alone
+                            patch[k][0].append(i)
+                            patch[k][1].append(v)
+        status.append(st)
+        if reason:
+            rejects["line"].append(lines[i])
+            rejects["field"].append(field)
+            rejects["reason"].append(reason)
+            rejects["raw"].append(text if len(text) <= 2000 else text[:2000] + "...")
+    cols = []
+    for k, (idx, vals) in patch.items():
+        base = jobs[k].cast(COLUMNS[k]).clone() if k in jobs.columns else pl.Series(k, [None] * jobs.height, COLUMNS[k])
+        cols.append(base.scatter(idx, pl.Series(vals, dtype=COLUMNS[k])) if idx else base)
+    stat = pl.Series("jobstats", [None] * jobs.height, pl.String)
+    out = jobs.with_columns(*cols, stat.scatter(where, pl.Series(status, dtype=pl.String)) if where else stat)
     rej = pl.DataFrame(rejects, schema={"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String})
     return out, rej

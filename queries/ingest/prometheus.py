@@ -21,7 +21,11 @@ Metrics (``__name__``; a series without one - PromQL drops it from ``avg_over_ti
 ``metric``): ``DCGM_FI_DEV_GPU_UTIL`` and ``nvidia_gpu_duty_cycle`` (percent, as nvidia-smi's utilisation),
 ``DCGM_FI_PROF_SM_ACTIVE`` (a 0..1 ratio; used for a job only when it has neither of the first two, since it
 reads lower for the same work), ``DCGM_FI_DEV_FB_USED`` (MiB) and ``nvidia_gpu_memory_used_bytes`` (bytes).
-Other metrics are rejected rows.
+Other metrics are rejected rows. jobstats' exporter names the job in a metric's *value*, not a label:
+``nvidia_gpu_jobId`` (one series per GPU, labels ``instance`` and ``minor_number`` like the others; 0 = no
+job). Fetch it in the same query (``{__name__=~"nvidia_gpu_duty_cycle|nvidia_gpu_memory_used_bytes|
+nvidia_gpu_jobId"}``) and each point of a series without a job label gets the job that held its GPU at that
+instant; points of a GPU no job held are counted in the summary and not stored.
 
 Time (Prometheus' documented query semantics): a range query evaluates its expression at ``start + k x step``;
 at each instant a series has the value of its latest raw sample within the lookback delta (5 min by default)
@@ -64,6 +68,7 @@ METRICS = {
     "nvidia_gpu_memory_used_bytes": ("gpu_mem_bytes", 1.0, 0),
 }
 MAX_BYTES = float(2**60)
+JOB_ID_METRIC = "nvidia_gpu_jobId"  # jobstats' exporter: the value is the job holding the GPU (0 = none)
 REJECT_SCHEMA = {"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String}
 
 
@@ -105,7 +110,7 @@ def _value(point, column: str, scale: float) -> tuple[float | None, float | None
     if not math.isfinite(x) or x < 0:
         return None, None, f"value {str(v)[:40]!r} is not a finite non-negative number"
     x *= scale
-    if (column == "gpu_util" and x > 1.0 + 1e-9) or (column == "gpu_mem_bytes" and x > MAX_BYTES):
+    if (column == "gpu_util" and x > 1.0 + 1e-9) or (column != "gpu_util" and x > MAX_BYTES):
         return None, None, f"value {str(v)[:40]!r} is out of range for {column}"
     return float(ts), x, None
 
@@ -137,8 +142,9 @@ def parse(path, *, job_label: str | None = None, step: float | None = None, metr
     if step is not None and not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
         raise IngestError(path, f"step {step!r} is not a positive number of seconds", field="step")
 
-    rejects, field_rejects, points = [], [], []
-    unmatched = 0
+    rejects, field_rejects, points, pending = [], [], [], []
+    owner: dict[tuple, str] = {}  # (cluster, node, GPU, t) -> job, from jobstats' nvidia_gpu_jobId series
+    unmatched = unowned = 0
     for i, series in enumerate(result, 1):
         raw = json.dumps(series, sort_keys=True)
         raw = raw if len(raw) <= 2000 else raw[:2000] + "..."
@@ -148,43 +154,69 @@ def parse(path, *, job_label: str | None = None, step: float | None = None, metr
             rejects.append((i, None, "series is not {\"metric\": {...}, \"values\": [...]}", raw))
             continue
         name = labels.get("__name__") or metric
+        node, gpu = _first(labels, NODE_LABELS), _first(labels, GPU_LABELS)
+        cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
+        if name == JOB_ID_METRIC:
+            n_ok = 0
+            for p in values:
+                ts, x, why = _value(p, "job", 1.0)
+                if why or x != int(x):
+                    field_rejects.append((i, name, why or f"job id {x!r} is not an integer", _shown(p)))
+                    continue
+                n_ok += 1
+                if x > 0:  # 0: no job held the GPU
+                    owner[(cluster, node, gpu, ts)] = str(int(x))
+            if not n_ok:
+                rejects.append((i, name, "series has no usable point", raw))
+            continue
         if name not in METRICS:
             rejects.append((i, "__name__", f"metric {str(name)[:80]!r} is not one quotaloop reads", raw))
             continue
-        job = _job_id(labels, job_label)
-        if job is None:
+        pending.append((i, raw, name, _job_id(labels, job_label), cluster, node, gpu, values))
+    for i, raw, name, job, cluster, node, gpu, values in pending:
+        if job is None and not owner:
             unmatched += 1
             shown = job_label or "|".join(JOB_LABELS)
-            rejects.append((i, shown, f"series matches no job: no {shown} label", raw))
+            rejects.append((i, shown, f"series matches no job: no {shown} label (and no {JOB_ID_METRIC} series)",
+                            raw))
             continue
         column, scale, rank = METRICS[name]
-        node, gpu = _first(labels, NODE_LABELS), _first(labels, GPU_LABELS)
-        cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
-        good = 0
+        good = matched = idle = 0
         for p in values:
             ts, x, why = _value(p, column, scale)
             if why:
-                field_rejects.append((i, name, why, json.dumps(p)[:200] if _jsonable(p) else repr(p)[:200]))
+                field_rejects.append((i, name, why, _shown(p)))
                 continue
             good += 1
-            points.append((i, cluster, job, node, gpu if gpu is not None else f"series{i}", name, column, rank,
+            held_by = job if job is not None else owner.get((cluster, node, gpu, ts))
+            if held_by is None:
+                idle += 1
+                continue
+            matched += 1
+            points.append((i, cluster, held_by, node, gpu if gpu is not None else f"series{i}", name, column, rank,
                            ts, x))
+        unowned += idle if matched else 0  # an unmatched series is reported as such, not per point
         if not good:
             rejects.append((i, name, "series has no usable point", raw))
+        elif not matched:
+            unmatched += 1
+            rejects.append((i, JOB_ID_METRIC, f"series matches no job: no {JOB_ID_METRIC} point names a job for "
+                                              "its GPU at its instants", raw))
     parsed_rejects = pl.DataFrame(rejects, schema=REJECT_SCHEMA, orient="row")
     parsed_fields = pl.DataFrame(field_rejects, schema=REJECT_SCHEMA, orient="row")
     notes = [f"{unmatched} series matched no job (rejected)"] if unmatched else []
+    if unowned:
+        notes.append(f"{unowned} points of GPUs no job held at the time (not stored)")
     samples = _samples(path, points, step)
     return Parsed(rows_read=len(result), rows_accepted=len(result) - len(rejects), samples=samples,
                   rejects=parsed_rejects, field_rejects=parsed_fields, notes=notes)
 
 
-def _jsonable(p) -> bool:
+def _shown(p) -> str:
     try:
-        json.dumps(p)
-        return True
+        return json.dumps(p)[:200]
     except (TypeError, ValueError):
-        return False
+        return repr(p)[:200]
 
 
 def _samples(path, points: list, step: float | None) -> pl.DataFrame:
