@@ -244,3 +244,22 @@ def test_a_real_summary():
     assert got["cpu_seconds_used"] == 28338.0 and got["max_rss_bytes"] == 27127336960.0
     assert got["gpus_measured"] == 0.0 and got["mean_gpu_util"] is None
     assert not jobstats.disagrees(got["cpu_seconds_used"], 28338.0)
+
+
+def test_idle_gpus_text_for_my_jobs():
+    from dashboard import shaping
+
+    df = pl.DataFrame({"gpus_idle": [2.0, 0.0, None, 0.0], "gpus_measured": [8.0, 4.0, None, 0.0]})
+    assert shaping.idle_gpus_text(df)["idle_gpus"].to_list() == ["2 of 8 never used", "none of 4", None, None]
+    assert "idle_gpus" not in shaping.idle_gpus_text(pl.DataFrame({"x": [1]})).columns
+
+
+def test_a_store_written_before_the_new_columns_still_answers(tmp_path):
+    """Parquet files without gpus_idle & co (an older quotaloop wrote them): the queries see null columns."""
+    src = write_text_dump(tmp_path / "d.txt")
+    store = tmp_path / "old"
+    ingest([src], store, cluster="c1")
+    for f in Store(store).files("jobs"):  # strip the new columns, as an older version would have written
+        pl.read_parquet(f).drop("gpus_idle", "gpus_measured", "node_mem_peak_bytes", "jobstats").write_parquet(f)
+    w = queries.run("job_waste", store)
+    assert w.height == len(jobs_spec()) and w["gpus_idle"].null_count() == w.height
