@@ -241,3 +241,12 @@ def test_jobstats_exporter_job_from_the_jobid_metric(tmp_path):
     assert s["job_id"].to_list() == ["7", "7", "8", "8"] and set(s["cluster"]) == {"della"}
     assert s["gpu_util"].to_list() == pytest.approx([0.5, 0.7, 1.0, 0.9])
     assert s["gpu_mem_bytes"].to_list() == [1024.0, None, 2048.0, None]
+
+
+def test_summary_names_jobs_missing_from_the_store(files):
+    store = files / "only-samples"
+    [s] = ingest([files / "util.json"], store, cluster="c1")
+    assert "2 of 2 jobs are not in the store" in s.line()
+    ingest([files / "jobs.txt"], store, cluster="c1")
+    [s] = ingest([files / "util.json"], store, cluster="c1")
+    assert "not in the store" not in s.line()

@@ -156,6 +156,27 @@ def detect_format(path: str | Path) -> str:
     raise IngestError(path, "unknown format; pass --format one of " + "|".join(FORMATS), line=1)
 
 
+def _note_jobs_not_in_store(parsed: list, store: str | Path, cluster: str | None) -> None:
+    """Metric samples (Prometheus) name jobs by id only: say how many of those jobs neither the store nor this
+    ingest holds (their samples are kept, and count once the job is ingested), so a wrong ``--job-label`` or
+    ``--cluster`` shows at once instead of as silently empty results."""
+    metric = [(f, cl, res) for _, f, cl, res, _ in parsed if f == "prometheus" and res.samples.height]
+    if not metric:
+        return
+    known = [pl.concat([_with_cluster(res.jobs, cluster, cl).select("cluster", "job_id")
+                        for _, _, cl, res, _ in parsed])]
+    files = Store(store).files("jobs")
+    if files:
+        known.append(pl.scan_parquet(files).select("cluster", "job_id").collect())
+    known_jobs = pl.concat(known).unique()
+    for _, cl, res in metric:
+        ids = _with_cluster(res.samples, cluster, cl).select("cluster", "job_id").unique()
+        missing = ids.join(known_jobs, on=["cluster", "job_id"], how="anti").height
+        if missing:
+            res.notes.append(f"{missing} of {ids.height} jobs are not in the store (samples kept: they count once "
+                             "the job is ingested; check --job-label and --cluster)")
+
+
 def ingest(
     paths: list[str | Path],
     store: str | Path,
@@ -196,6 +217,7 @@ def ingest(
             )
         parsed.append((p, f, cluster or res.cluster or "default", res, time.perf_counter() - t0))
 
+    _note_jobs_not_in_store(parsed, store, cluster)
     summaries = []
     ingest_id = uuid.uuid4().hex[:12]
     with Store(store).transaction() as tx:
