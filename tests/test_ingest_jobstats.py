@@ -263,3 +263,31 @@ def test_a_store_written_before_the_new_columns_still_answers(tmp_path):
         pl.read_parquet(f).drop("gpus_idle", "gpus_measured", "node_mem_peak_bytes", "jobstats").write_parquet(f)
     w = queries.run("job_waste", store)
     assert w.height == len(jobs_spec()) and w["gpus_idle"].null_count() == w.height
+
+
+def test_arbitrary_summaries_never_raise_anything_but_summary_error():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                       st.text(max_size=6))
+    keys = st.sampled_from(["nodes", "gpus", "total_time", "cpus", "used_memory", "total_memory", "gpu_utilization",
+                            "gpu_used_memory", "gpu_total_memory", "0", "1", "n1", "x"])
+    doc = st.recursive(scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(keys, c, max_size=5),
+                       max_leaves=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(doc, st.booleans())
+    def check(d, as_text):
+        try:
+            if as_text:
+                status, got = jobstats.decode(summary(d))
+                assert status == "ok"
+            else:
+                got = jobstats.check(d)
+            v = jobstats.values(got)
+        except jobstats.SummaryError:
+            return
+        assert v["gpus_idle"] <= v["gpus_measured"] and v["cpu_seconds_used"] >= 0
+
+    check()

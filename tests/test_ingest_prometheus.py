@@ -250,3 +250,36 @@ def test_summary_names_jobs_missing_from_the_store(files):
     ingest([files / "jobs.txt"], store, cluster="c1")
     [s] = ingest([files / "util.json"], store, cluster="c1")
     assert "not in the store" not in s.line()
+
+
+def test_arbitrary_json_never_raises_anything_but_ingest_error(tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
+                       st.text(max_size=8), st.sampled_from(["NaN", "+Inf", "1e999", "7", "DCGM_FI_DEV_GPU_UTIL"]))
+    anything = st.recursive(scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(
+        st.sampled_from(["__name__", "jobid", "gpu", "Hostname", "cluster", "minor_number", "x"]), c, max_size=4),
+        max_leaves=12)
+    label = st.one_of(st.sampled_from(["DCGM_FI_DEV_GPU_UTIL", "nvidia_gpu_jobId", "DCGM_FI_DEV_FB_USED"]),
+                      anything)
+    point = st.one_of(st.tuples(st.integers(T0, T0 + 300), st.sampled_from(["1", "50", "NaN", "-1", "x"])).map(list),
+                      anything)
+    series_st = st.one_of(st.fixed_dictionaries({
+        "metric": st.one_of(st.fixed_dictionaries({"__name__": label, "jobid": anything, "gpu": anything}), anything),
+        "values": st.one_of(st.lists(point, max_size=5), anything)}), anything)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(series_st, max_size=5))
+    def check(result):
+        f = tmp_path / "fuzz.json"
+        f.write_text(json.dumps(response(result)))
+        try:
+            p = prometheus.parse(f)
+        except IngestError as exc:
+            assert "\n" not in str(exc)
+            return
+        assert p.rows_read == p.rows_accepted + p.rejects.height
+        assert p.samples.select(pl.struct("cluster", "job_id", "ts").is_unique().all()).item()
+
+    check()

@@ -154,6 +154,7 @@ def parse(path, *, job_label: str | None = None, step: float | None = None, metr
             rejects.append((i, None, "series is not {\"metric\": {...}, \"values\": [...]}", raw))
             continue
         name = labels.get("__name__") or metric
+        name = name if isinstance(name, str) else repr(name)[:80]
         node, gpu = _first(labels, NODE_LABELS), _first(labels, GPU_LABELS)
         cluster = labels.get("cluster") if isinstance(labels.get("cluster"), str) else None
         if name == JOB_ID_METRIC:
