@@ -31,8 +31,8 @@ Time (Prometheus' documented query semantics): a range query evaluates its expre
 at each instant a series has the value of its latest raw sample within the lookback delta (5 min by default)
 and no point at all when there is none or the series went stale (a staleness marker: target gone, series
 ended). So a missing point means *no data* - it is never read as zero; a point at ``t`` stands for the
-interval ``[t, t + step)`` (``interval_s = step``), and a gap in a series is a gap in the samples, which the
-usage queries treat as not sampled. ``step`` is inferred as the smallest gap between two points of one series
+interval ``[t, t + step)`` (``interval_s = step``), and a gap in a series is a gap in the samples (no row is
+written for it; the usage queries report it as ``sample_coverage`` < 1). ``step`` is inferred as the smallest gap between two points of one series
 (every point of a range query lies on the step grid) unless given. A restarted exporter starts a new series
 (another ``instance``/``pod`` label) for the same GPU: where two series of one job, node, GPU and metric have a
 point at the same instant, the newer series (latest first point) wins, so a GPU is never counted twice.
