@@ -213,7 +213,8 @@ def apply(jobs: pl.DataFrame, comments: pl.Series, lines: pl.Series, field: str 
             rejects["raw"].append(text if len(text) <= 2000 else text[:2000] + "...")
     cols = []
     for k, (idx, vals) in patch.items():
-        base = jobs[k].cast(COLUMNS[k]).clone() if k in jobs.columns else pl.Series(k, [None] * jobs.height, COLUMNS[k])
+        base = (jobs[k].cast(COLUMNS[k]).clone() if k in jobs.columns
+                else pl.Series(k, [None] * jobs.height, COLUMNS[k]))
         cols.append(base.scatter(idx, pl.Series(vals, dtype=COLUMNS[k])) if idx else base)
     stat = pl.Series("jobstats", [None] * jobs.height, pl.String)
     out = jobs.with_columns(*cols, stat.scatter(where, pl.Series(status, dtype=pl.String)) if where else stat)

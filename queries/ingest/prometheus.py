@@ -11,8 +11,9 @@ A *row* is one series of ``result`` (``line`` in rejects is its 1-based index th
 Label mapping (options ``job_label``, ``step``, ``metric``; CLI ``--job-label``, ``--step``, ``--metric``):
 - job: ``job_label`` (default: the first of ``jobid``, ``hpc_job``, ``slurm_job_id`` a series has; DCGM's HPC
   job mapping writes ``hpc_job``; never ``job``, Prometheus' own label for the scrape job). A comma list joins
-  several labels with ``/``: ``--job-label namespace,pod`` gives Kubernetes jobs the id ``namespace/pod``. A series without the label (a GPU no job held) *matches no
-  job*: it is counted, rejected with that reason and named in the summary, never silently dropped.
+  several labels with ``/``: ``--job-label namespace,pod`` gives Kubernetes jobs the id ``namespace/pod``. A
+  series without the label (a GPU no job held) *matches no job*: it is counted, rejected with that reason and
+  named in the summary, never silently dropped.
 - node: ``Hostname`` (DCGM), else ``instance`` without its port; GPU: ``gpu`` (DCGM), else ``minor_number``
   (jobstats' exporter), else ``UUID``/``device``. A series without a GPU label stands for one GPU of its own.
 - cluster: a ``cluster`` label when present (jobstats' relabelling adds one), else ``--cluster`` / default.
@@ -33,9 +34,10 @@ and no point at all when there is none or the series went stale (a staleness mar
 ended). So a missing point means *no data* - it is never read as zero; a point at ``t`` stands for the
 interval ``[t, t + step)`` (``interval_s = step``), and a gap in a series is a gap in the samples (no row is
 written for it; the usage queries report it as ``sample_coverage`` < 1). ``step`` is inferred as the smallest
-gap between two points of one series (every point of a range query lies on the step grid) unless given. A restarted exporter starts a new series
-(another ``instance``/``pod`` label) for the same GPU: where two series of one job, node, GPU and metric have a
-point at the same instant, the newer series (latest first point) wins, so a GPU is never counted twice.
+gap between two points of one series (every point of a range query lies on the step grid) unless given. A
+restarted exporter starts a new series (another ``instance``/``pod`` label) for the same GPU: where two series
+of one job, node, GPU and metric have a point at the same instant, the newer series (latest first point) wins,
+so a GPU is never counted twice.
 
 Per job and instant the GPUs that reported are combined: ``gpu_util`` = their mean utilisation (0..1; a GPU
 without a point at that instant is left out, not taken as idle), ``gpu_mem_bytes`` = their sum. Points that are
