@@ -4,7 +4,8 @@ The engine computes it from the simulated jobs frame (the ``jobs.parquet`` it wr
 ``queries.budgets.attainment`` over that file gives the same numbers (tested). Per window [start, end), cut at
 the budget tree's effective dates, and per account:
 - received = run resources x running time inside the window (run resources = ``alloc_*``, else ``req_*``; a
-  RUNNING job without an end runs to the window end);
+  RUNNING job without an end runs until its logged start + elapsed, the last instant the log knows of it, or
+  to the window end when its elapsed is unknown: ``budget_usage.sql`` on a store without a recorded snapshot);
 - demanded = received + requested resources x queued time inside the window (submit -> start, or -> end for a
   job that never started, or -> window end while PENDING);
 - entitled = hierarchical water-filling of capacity x window hours over the demand buckets
@@ -76,11 +77,12 @@ class Spans:
         self.submit, self.start, self.end = _us(jobs, "submit"), _us(jobs, "start"), _us(jobs, "end")
         elapsed = num("elapsed_s")
         self.elapsed_us = np.round(np.where(np.isnan(elapsed), 0.0, elapsed) * 1e6)
+        self.elapsed_known = ~np.isnan(elapsed)
 
     def sums(self, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
         """(received, demanded) resource-seconds per account inside [w0, w1) (µs bounds)."""
         run_to = np.where(~np.isnan(self.end), self.end,
-                          np.where(self.running, w1, self.start + self.elapsed_us))
+                          np.where(self.running & ~self.elapsed_known, w1, self.start + self.elapsed_us))
         wait_to = np.where(~np.isnan(self.start), self.start,
                            np.where(~np.isnan(self.end), self.end, np.where(self.pending, w1, np.nan)))
         run_s = _overlap(self.start, run_to, w0, w1)

@@ -11,7 +11,8 @@ formatted into SQL. An unknown query or parameter is a ``QueryError`` naming it.
 A line ``-- include: _NAME`` is replaced by the text of ``queries/sql/_NAME.sql`` (a fragment of named CTEs,
 dbt's "ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
 starting with ``_`` are fragments, not queries. Optional relations (``budget_shares``) are registered empty
-unless ``connect(extra=...)`` provides them, so a query may always reference them.
+unless ``connect(extra=...)`` provides them, so a query may always reference them; ``store_snapshot``
+(cluster, snapshot: the last instant each cluster's log knows) always exists, from the store's manifest.
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ _PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
 _INCLUDE_RE = re.compile(r"^--\s*include:\s*(_[a-z0-9_]+)\s*$")
 # Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
 OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
+# The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
+# for a flat store (a simulation's output) or a store ingested before it was recorded.
+SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": pl.Datetime("us", "UTC")}
 _TYPES = {
     "timestamp": lambda v: _parse_ts(v),
     "double": float,
@@ -161,6 +165,10 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
             _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
         else:
             con.register(table, schema.empty(table).to_arrow())
+    if "store_snapshot" not in (extra or {}):
+        snaps = st.snapshots()
+        con.register("store_snapshot", pl.DataFrame({"cluster": list(snaps), "snapshot": list(snaps.values())},
+                                                    schema=SNAPSHOT_SCHEMA).to_arrow())
     for name, frame in (extra or {}).items():
         con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
     for name, rel_schema in OPTIONAL_RELATIONS.items():

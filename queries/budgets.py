@@ -5,10 +5,10 @@ water-filling; it imports neither DuckDB nor queries). DuckDB does the per-accou
 (``queries/sql/budget_usage.sql``); the tree math is Python.
 
 Definitions, per window [start, end) and per account (then summed over the tree):
-- received GPU-hours: allocated GPUs x running time inside the window (a RUNNING job with no end runs to the
-  window end).
+- received GPU-hours: allocated GPUs x running time inside the window (a RUNNING job with no end runs until the
+  last instant its cluster's log knows, ``store_snapshot``; else its start + elapsed; else the window end).
 - demanded GPU-hours: received + requested GPUs x queued time inside the window (submit -> start, or -> end for
-  a job cancelled before it started, or -> window end while PENDING). It is what the account asked to hold.
+  a job cancelled before it started, or -> the snapshot, else the window end, while PENDING). It is what the account asked to hold.
 - capacity GPU-hours: cluster GPUs x window hours. GPUs: ``capacity_gpus=`` if given, else the store's ``nodes``
   table (of ``cluster``), else the tree's ``cluster_gpus``.
 - entitled GPU-hours: hierarchical water-filling of capacity over demand (``engine.budget_tree.entitlements``,

@@ -16,6 +16,10 @@ Invariants:
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
 - ``(cluster, job_id)`` is unique in ``jobs``: an upsert rewrites the partitions it touches.
 - One writer at a time (``flock`` on ``STORE/.lock``); readers never lock.
+- The manifest's ``snapshots`` maps each cluster to the last instant its ingested logs know (the latest submit,
+  start, end, start + elapsed or sample time of any file ingested for it: for a ``sacct`` export, its export
+  time). A job still RUNNING in the log ran until then, never later (``Store.snapshots``; SQL sees it as the
+  ``store_snapshot`` relation).
 
 A directory without a manifest is read as a *flat* store (``DIR/jobs.parquet`` or ``DIR/jobs/**.parquet``),
 which is what ``quotaloop simulate --out DIR`` writes, so every query runs on simulated history too.
@@ -23,6 +27,7 @@ which is what ``quotaloop simulate --out DIR`` writes, so every query runs on si
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import os
@@ -100,6 +105,11 @@ class Store:
             return json.loads(self.manifest_path.read_text())
         return {"version": 0, "tables": {}}
 
+    def snapshots(self) -> dict[str, dt.datetime]:
+        """Cluster -> the last instant its ingested logs know (UTC); empty for a flat store or an older manifest."""
+        raw = self.manifest().get("snapshots", {}) if self.manifest_path.exists() else {}
+        return {c: dt.datetime.fromisoformat(t) for c, t in sorted(raw.items())}
+
     def files(self, table: str) -> list[str]:
         """Absolute paths of the live Parquet files of ``table`` (possibly empty)."""
         if self.manifest_path.exists():
@@ -139,7 +149,17 @@ class Transaction:
         self.version = base.get("version", 0)
         self.tables: dict[str, list[str]] = {k: list(v) for k, v in base.get("tables", {}).items()}
         self.base_files = {r for files in self.tables.values() for r in files}
+        self.snapshots: dict[str, str] = dict(base.get("snapshots", {}))
         self.written: list[Path] = []
+
+    def record_snapshot(self, cluster: str, last: dt.datetime | None) -> None:
+        """The cluster's log knows up to ``last`` (UTC): the store keeps the latest such instant per cluster."""
+        if last is None:
+            return
+        last = last.astimezone(dt.timezone.utc) if last.tzinfo else last.replace(tzinfo=dt.timezone.utc)
+        old = self.snapshots.get(cluster)
+        if old is None or dt.datetime.fromisoformat(old) < last:
+            self.snapshots[cluster] = last.isoformat()
 
     def _stage(self, table: str, rel_dir: str) -> tuple[str, Path]:
         """A new file of ``table`` under ``rel_dir`` (relative and absolute path), registered for commit and abort
@@ -279,6 +299,8 @@ class Transaction:
         # Files this commit replaces stay on disk until the next commit: a reader that opened the old
         # manifest a moment ago can still read them.
         manifest = {"version": self.version + 1, "tables": self.tables, "retired": sorted(self.base_files - live)}
+        if self.snapshots:
+            manifest["snapshots"] = dict(sorted(self.snapshots.items()))
         tmp = root / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         with open(tmp, "rb+") as fh:

@@ -16,7 +16,7 @@ from test_queries_random import DAY, T0, _close, reference_job_waste, store  # n
 def test_backtest_terms_equal_the_ranking_of_each_period(store, tmp_path):
     """Per user and day, the back-test's raw terms are user_ranking's with that day as the window: on a store
     whose samples stick out of their jobs and whose jobs span days, with null levels and missing usage.
-    (RUNNING jobs are left out: with a window they run to its end, without one to start + elapsed_s.)"""
+    (RUNNING jobs are left out here: this store has no recorded snapshot; test_queries_snapshot checks them.)"""
     st = Store(store)
     with Store(tmp_path).transaction() as tx:
         tx.upsert("jobs", st.read("jobs").filter(pl.col("state") != "RUNNING"))

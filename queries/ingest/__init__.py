@@ -101,6 +101,26 @@ def _with_cluster(df: pl.DataFrame, explicit: str | None, fallback: str) -> pl.D
     return df.with_columns(pl.lit(explicit or fallback).alias("cluster"))
 
 
+def last_instants(jobs: pl.DataFrame, samples: pl.DataFrame) -> dict[str, dt.datetime]:
+    """Per cluster, the last instant a file's log knows: its latest submit, start, end, start + elapsed (what
+    ``sacct`` prints for a job still running is its run time until the export) or sample time."""
+    parts = []
+    if jobs.height:
+        ts = pl.Datetime("us", "UTC")
+        cols = [pl.col(c).cast(ts) for c in ("submit", "start", "end") if c in jobs.columns]
+        if "start" in jobs.columns and "elapsed_s" in jobs.columns:
+            cols.append(pl.col("start").cast(ts)
+                        + pl.duration(microseconds=(pl.col("elapsed_s").cast(pl.Float64) * 1e6).round(0).cast(pl.Int64)))
+        if cols:
+            parts.append(jobs.select("cluster", pl.max_horizontal(cols).alias("t")))
+    if samples.height and "ts" in samples.columns:
+        parts.append(samples.select("cluster", pl.col("ts").cast(pl.Datetime("us", "UTC")).alias("t")))
+    if not parts:
+        return {}
+    last = pl.concat(parts).drop_nulls().group_by("cluster").agg(pl.col("t").max())
+    return {c: t for c, t in last.iter_rows()}
+
+
 _PARSERS = {
     "sacct": ("sacct", "parse"),
     "sacct-json": ("sacct_json", "parse"),
@@ -231,6 +251,8 @@ def ingest(
                 samples = samples.with_columns(pl.coalesce(have.cast(pl.String), pl.lit(f)).alias("source"))
             tx.upsert("jobs", jobs)
             tx.upsert("samples", samples)
+            for snap_cluster, last in last_instants(jobs, samples).items():
+                tx.record_snapshot(snap_cluster, last)
             if res.nodes.height:
                 nodes = _with_cluster(res.nodes, cluster, cl)
                 for (node_cluster,), part in nodes.group_by(["cluster"], maintain_order=True):

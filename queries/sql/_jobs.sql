@@ -1,6 +1,9 @@
 -- Fragment (not a query): jobs staged and filtered; a query includes it right after its `with`.
 -- stg_jobs only renames and casts: times become float epoch seconds (t_*), the run interval is
--- [t_start, t_end) with t_end = end, or the window end for a RUNNING job without one, or start + elapsed_s.
+-- [t_start, t_end) with t_end = end, or start + elapsed_s; a RUNNING job without an end runs until the last
+-- instant its cluster's log knows (store_snapshot, recorded at ingest; else start + elapsed_s, which sacct
+-- prints for a running job as its run time until the export; else, nothing known, the window end): never
+-- into the future, so a window ending after the export counts no run time that did not happen.
 -- The window [w_start, w_end) is carried as columns (-inf/+inf when a bound is null).
 -- filtered_jobs applies the common attribute filters (not the window: each query decides how a job counts).
 -- param: start timestamp null  window start (UTC, inclusive); a job counts by the overlap of its run interval with [start, end), clipped
@@ -30,6 +33,12 @@ account_teams as (
     from (select unnest(list(distinct coalesce(account, '(none)'))) as account from jobs)
 ),
 
+cluster_snapshots as (
+    select cluster, max(epoch_us(snapshot) / 1e6) as t_snapshot
+    from store_snapshot
+    group by cluster
+),
+
 stg_jobs as not materialized (
     -- not materialized: every reference scans only the columns it needs (a narrow one for the samples join,
     -- a wide one for the output) instead of DuckDB materialising every column of every job once
@@ -55,7 +64,8 @@ stg_jobs as not materialized (
         greatest(
             coalesce(
                 epoch_us("end") / 1e6,
-                case when state = 'RUNNING' then epoch_us($end::timestamptz) / 1e6 end,
+                case when state = 'RUNNING' then coalesce(snap.t_snapshot, epoch_us(start) / 1e6 + elapsed_s,
+                                                          epoch_us($end::timestamptz) / 1e6) end,
                 epoch_us(start) / 1e6 + elapsed_s,
                 epoch_us(start) / 1e6
             ),
@@ -79,6 +89,7 @@ stg_jobs as not materialized (
         jobstats
     from jobs
     left join account_teams as t on t.account = coalesce(jobs.account, '(none)')
+    left join cluster_snapshots as snap on snap.cluster = jobs.cluster
 ),
 
 filtered_jobs as (

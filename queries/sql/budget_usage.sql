@@ -1,7 +1,8 @@
 -- Per-account GPU-seconds received and demanded inside a window: the inputs of budget attainment.
--- received = allocated GPUs x running time clipped to the window (a RUNNING job with no end runs to $end);
+-- received = allocated GPUs x running time clipped to the window (a RUNNING job with no end runs until the last
+-- instant its cluster's log knows: store_snapshot, else start + elapsed, else $end; never into the future);
 -- waiting = requested GPUs x queued time clipped to the window (queued = submit until start; until end for a
--- job that never started; until $end while PENDING); demanded = received + waiting.
+-- job that never started; while PENDING until the snapshot, else $end); demanded = received + waiting.
 -- queries/budgets.py maps accounts onto the budget tree and does the water-filling.
 -- param: start timestamp null  window start (UTC, inclusive); null = first submit in the store
 -- param: end timestamp null  window end (UTC, exclusive); null = latest submit/start/end in the store
@@ -12,6 +13,9 @@ with bounds as (
         coalesce(cast($end as timestamptz), greatest(max(submit), max(start), max("end"))) as w_end
     from jobs
 ),
+snapshots as (
+    select cluster, max(snapshot) as snapshot from store_snapshot group by cluster
+),
 spans as (
     -- greatest/least skip nulls in DuckDB, so a missing bound must null the whole span explicitly
     select
@@ -21,14 +25,19 @@ spans as (
         j.start as run_from,
         coalesce(
             j."end",
-            case when j.state = 'RUNNING' then b.w_end end,
+            case when j.state = 'RUNNING' then coalesce(
+                sn.snapshot,
+                j.start + to_microseconds(cast(round(j.elapsed_s * 1e6) as bigint)),
+                b.w_end) end,
             j.start + to_microseconds(cast(round(coalesce(j.elapsed_s, 0) * 1e6) as bigint))
         ) as run_to,
         j.submit as wait_from,
-        coalesce(j.start, j."end", case when j.state = 'PENDING' then b.w_end end) as wait_to,
+        coalesce(j.start, j."end", case when j.state = 'PENDING' then coalesce(sn.snapshot, b.w_end) end) as wait_to,
         b.w_start,
         b.w_end
-    from jobs as j, bounds as b
+    from jobs as j
+    cross join bounds as b
+    left join snapshots as sn on sn.cluster = j.cluster
     where cast($cluster as varchar) is null or j.cluster = cast($cluster as varchar)
 ),
 clipped as (
