@@ -231,7 +231,7 @@ def test_rankings_gaming_check_runs_on_demand(make_app):
     for r in every.itertuples():
         assert r.job_count_after == r.job_count_before + 9 == jobs.filter(pl.col("user") == r.user)["len"][0] + 9
     assert metric(at, "Recommended coefficient would rise") == f"0 of {len(fx.USERS)}"
-    assert int(metric(at, "Legacy coefficient would rise").split()[0]) == int(every["legacy_improves"].sum())
+    assert int(metric(at, "Legacy score would fall").split()[0]) == int(every["legacy_improves"].sum())
 
 
 def test_layout_time_slider_moves_the_grid(make_app):

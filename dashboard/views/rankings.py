@@ -126,7 +126,8 @@ with loop_tab:
 with gaming_tab:
     st.caption("A metric that sets quota is an incentive. Split jobs into N equal back-to-back jobs — the same "
                "work, the same waste — and re-score: a sound score does not move; the legacy score divides by "
-               "ln(job_count / 10 + 1), so it improves, and a neighbour pays for it.")
+               "ln(job_count / 10 + 1), so for some users it improves (their rank rises and a neighbour pays "
+               "for it), while for others the average task score rises more and it gets worse.")
     g1, g2, g3 = st.columns([2, 2, 1])
     users_all = data.options().users
     if restricted:  # a researcher may test the score on their own history only
@@ -143,8 +144,9 @@ with gaming_tab:
         if every is not None and every.height:
             m1, m2, m3 = st.columns(3)
             m1.metric("Users checked", f"{every.height:,}", border=True)
-            m2.metric("Legacy coefficient would rise", f"{int(every['legacy_improves'].sum()):,} of {every.height:,}",
-                      border=True, help="Splitting their largest job alone would raise their legacy coefficient.")
+            m2.metric("Legacy score would fall", f"{int(every['legacy_improves'].sum()):,} of {every.height:,}",
+                      border=True, help="Splitting their largest job alone would lower (improve) their legacy "
+                                        "score; for the others it would rise.")
             m3.metric("Recommended coefficient would rise",
                       f"{int(every['recommended_improves'].sum()):,} of {every.height:,}", border=True,
                       help="Must be 0: the recommended terms are sums, which a split does not change.")
