@@ -289,21 +289,23 @@ def over_cap(self, j) -> bool:
 
 def min_runtimes(wl, cfg, budgeting) -> list:
     """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else the config
-    default; none at all = no contract (``inf``: never preempted)."""
+    default; none at all = no contract (``inf``: never preempted). A warm start's pinned job (started before T)
+    runs as logged, so a what-if's per-class value never applies to it: it keeps the budget file's."""
     inf = float("inf")
     if (not cfg.min_runtime_by_class and budgeting.tree is None and
             ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
         return [inf if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
     cache: dict = {}
     out = []
-    for v, cls, a in zip(wl.log_min_rt, wl.job_class, wl.acct):
+    pinned = wl.pinned if cfg.min_runtime_by_class else [False] * wl.n
+    for v, cls, a, pin in zip(wl.log_min_rt, wl.job_class, wl.acct, pinned):
         if v is not None and v == v and v >= 0:
             out.append(float(v))
             continue
-        key = (cls, a)
+        key = (cls, a, bool(pin))
         r = cache.get(key)
         if r is None:
-            r = cfg.min_runtime_by_class.get(cls) if cls is not None else None
+            r = cfg.min_runtime_by_class.get(cls) if cls is not None and not pin else None
             if r is None:
                 r = budgeting.min_runtime(cls, wl.accounts[a])
             if r is None:

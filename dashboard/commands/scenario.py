@@ -58,7 +58,7 @@ def register(sub):
     g.add_argument("--checkpoint-interval", metavar="DURATION", help="work since the last checkpoint is lost")
     g = p.add_argument_group("right-size")
     g.add_argument("--margin", type=float, help="headroom over what a job used (default 0.2)")
-    g.add_argument("--gpus", choices=["whole", "fraction", "keep"], help="GPU count of small GPU users (default whole)")
+    g.add_argument("--gpus", choices=["whole", "fraction", "keep"], help="GPU count of a single-node job whose GPUs x mean utilisation x (1 + margin) < 1 (default whole: 1 GPU)")
     g = p.add_argument_group("quota-loop")
     g.add_argument("--period", help="quota period (default 7d)")
     g.add_argument("--history-periods", type=int, help="back-test periods before the window (default 4)")

@@ -237,6 +237,8 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
         if mult.is_empty():
             notes.append("the back-test produced no coefficients in this window: the loop changes nothing")
         scen = dataclasses.replace(base, budgets=transforms.with_multipliers(inputs.tree, mult))
+    # the jobs that started before a warm start run exactly as logged, in the scenario too
+    scen_jobs = transforms.as_logged_before(jobs, scen_jobs, inputs.start if inputs.warm_start else None)
     return jobs, base, scen_jobs, scen, extra, notes
 
 

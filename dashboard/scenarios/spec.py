@@ -14,9 +14,13 @@ Kinds and parameters (defaults in ``KINDS``):
   preempted attempt loses all its work).
 - ``rightsize``: every job's CPU and memory request replaced by what it used plus ``margin`` (cores rounded
   up, memory to whole GiB, never above the request); with ``gpus`` = "whole" a single-node job whose GPU use
-  (GPUs x mean utilisation x (1 + margin)) fits in one GPU asks for 1 GPU, "fraction" asks for that fraction
-  (GPU sharing, MIG/MPS), "keep" leaves GPU counts. Run times are the logged ones (right-sizing is assumed not
-  to slow a job down).
+  with the margin is below one GPU (requested GPUs x mean utilisation x (1 + margin) < 1: with margin 0.2 a job
+  that used 0.83 GPU or more keeps its count) asks for 1 GPU, "fraction" asks for that fraction (GPU sharing,
+  MIG/MPS), "keep" leaves GPU counts. Run times are the logged ones (right-sizing is assumed not to slow a job
+  down).
+
+With a warm start, every kind leaves the jobs that started before the window start as logged (requests,
+allocation, min runtime: ``transforms.as_logged_before``); only the jobs the window simulates change.
 - ``quota_loop``: the ``quota_backtest`` coefficients (period ``period_s``, its stabiliser parameters in
   ``backtest``) become multipliers of the leaf shares, each period's applied from the next period on, as
   effective-dated budget versions (``queries.budgets.quota_loop_multipliers``). The back-test starts

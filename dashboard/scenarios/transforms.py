@@ -2,6 +2,8 @@
 
 Pure functions of frames and trees (no Streamlit, no store access). Invariants:
 - inputs are never mutated: each returns a new frame / tree;
+- a warm start's jobs that started before the window start run exactly as logged, so no workload transform
+  touches them (``as_logged_before`` restores their logged values after any transform);
 - ``rightsize`` never raises a request and never touches run times, submit times or usage columns; a job
   whose usage is unknown keeps its request;
 - ``with_multipliers`` keeps every version of the tree and adds one per multiplier date; a version's leaf
@@ -63,6 +65,19 @@ def rightsize(jobs: pl.DataFrame, margin: float = 0.2, gpus: str = "whole") -> p
     return out.with_columns(*(pl.coalesce(r, a).alias(a) for r, a in
                               (("req_cpus", "alloc_cpus"), ("req_mem_bytes", "alloc_mem_bytes"),
                                ("req_gpus", "alloc_gpus")) if a in out.columns and r in out.columns))
+
+
+def as_logged_before(logged: pl.DataFrame, changed: pl.DataFrame, start) -> pl.DataFrame:
+    """``changed`` with every row whose logged start lies before ``start`` back to its ``logged`` values (the
+    warm start's pinned jobs: those still running at ``start`` and the lookback history); ``start`` None (a
+    cold start) changes nothing. Rows are matched by position: transforms keep rows and their order."""
+    if start is None or changed is logged or "start" not in logged.columns:
+        return changed
+    before = (logged["start"].is_not_null() & (logged["start"] < start)).fill_null(False)
+    if not before.any():
+        return changed
+    cols = [c for c in changed.columns if c in logged.columns and not changed[c].equals(logged[c])]
+    return changed.with_columns(pl.when(before).then(logged[c]).otherwise(changed[c]).alias(c) for c in cols)
 
 
 def set_min_runtimes(jobs: pl.DataFrame, by_class: dict[str, float]) -> pl.DataFrame:

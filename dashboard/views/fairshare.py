@@ -86,8 +86,8 @@ with st.form("scenario_form", border=True):
         elif kind == "rightsize":
             named["margin"] = st.slider("Margin over what each job used", 0.0, 1.0, 0.2, 0.05, key="fs_margin",
                                         format="%.2f", help="CPU and memory requests become use x (1 + margin)")
-            named["gpus"] = st.radio("GPU count of jobs that used less than one GPU", ["whole", "fraction", "keep"],
-                                     key="fs_gpus", horizontal=True,
+            named["gpus"] = st.radio("GPU count of single-node jobs whose use x (1 + margin) is below one GPU",
+                                     ["whole", "fraction", "keep"], key="fs_gpus", horizontal=True,
                                      format_func={"whole": "1 whole GPU", "fraction": "the fraction used (sharing)",
                                                   "keep": "unchanged"}.get)
         elif kind == "quota_loop":
