@@ -90,6 +90,7 @@ class Parser:
             raise self.error(f"must be a string, got {cluster!r}", ("cluster",))
         defaults = self.min_runtime(doc.get("min_runtime", {}), ("min_runtime",))
         cluster_gpus = self.number(doc, "cluster_gpus", ())
+        qos_preempts = self.qos(doc.get("qos", {}), ("qos",))
         spec: dict[str, dict] = {}
         where: dict[str, tuple] = {}  # path -> key of the table that last set it (for error messages)
         self.nested(doc.get("tree", {}), "", ("tree",), spec, where, override=False)
@@ -116,7 +117,24 @@ class Parser:
             self.nested(period.get("tree", {}), "", key + ("tree",), spec, where, override=True)
             self.flat(period.get("node", []), key + ("node",), spec, where, override=True)
             versions.append(BudgetVersion(start, self.build(spec, where, f" (in force from {start:%Y-%m-%d})")))
-        return BudgetTree(tuple(versions), defaults, cluster_gpus, cluster, self.source)
+        return BudgetTree(tuple(versions), defaults, cluster_gpus, cluster, self.source, qos_preempts)
+
+    def qos(self, table, key: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """``[qos]``: QoS name = { preempts = [QoS names] } (Slurm's preempt/qos pairs)."""
+        if not isinstance(table, dict):
+            raise self.error("must be a table of QoS = { preempts = [...] }", key)
+        out = []
+        for name, spec in table.items():
+            if not isinstance(spec, dict):
+                raise self.error("must be a table, e.g. high = { preempts = [\"low\"] }", key + (name,))
+            self.keys(spec, {"preempts"}, key + (name,))
+            victims = spec.get("preempts", [])
+            if not isinstance(victims, list) or not all(isinstance(v, str) and v for v in victims):
+                raise self.error("preempts must be a list of QoS names", key + (name, "preempts"))
+            if name in victims:
+                raise self.error(f"QoS {name!r} cannot preempt itself", key + (name, "preempts"))
+            out.append((name, tuple(sorted(set(victims)))))
+        return tuple(sorted(out))
 
     def keys(self, table: dict, allowed: set[str], key: tuple) -> None:
         for k in table:

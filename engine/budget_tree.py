@@ -10,6 +10,10 @@ File format (TOML; every key optional unless marked)::
     debug = 0
     default = "1h"                 # classes not listed (optional)
 
+    [qos]                          # Slurm's PreemptType=preempt/qos: a job of QoS `high` may preempt running
+    high = { preempts = ["low", "normal"] }   # jobs of these QoS once they have run their min runtime
+    #                                (requeued; a victim without a min runtime contract is never preempted)
+
     [tree.research]                # an org; tables nest org -> group -> team/project (any depth)
     share = 3                      # relative weight among its siblings (default 1; 0 = unfunded, leftovers only)
     guaranteed_gpus = 400          # guarantee (Kubernetes-style min; Hadoop fair-scheduler min share)
@@ -62,7 +66,7 @@ DIRECT = "(direct)"
 JOB_CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
 NODE_KEYS = {"share", "guaranteed_gpus", "max_gpus", "min_runtime", "description"}
 FLAT_KEYS = NODE_KEYS | {"name", "parent", "path"}
-TOP_KEYS = {"cluster", "cluster_gpus", "description", "min_runtime", "tree", "node", "period"}
+TOP_KEYS = {"cluster", "cluster_gpus", "description", "min_runtime", "qos", "tree", "node", "period"}
 PERIOD_KEYS = {"start", "description", "tree", "node"}
 _NAME = re.compile(r"[^\s/()]+")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
@@ -130,6 +134,7 @@ class BudgetTree:
     cluster_gpus: float | None = None
     cluster: str | None = None
     source: str = ""
+    qos_preempts: tuple[tuple[str, tuple[str, ...]], ...] = ()   # [qos]: (QoS, QoS it may preempt), sorted
 
     def at(self, when: dt.datetime | None = None) -> BudgetNode:
         """The root in force at ``when`` (UTC); ``None`` = the latest version."""

@@ -60,6 +60,11 @@ def parse_duration(value, field_name: str = "duration") -> float:
     return seconds
 
 
+def _plain(t):
+    """An instant for metrics.json: seconds as they are, a datetime as ISO text."""
+    return t.isoformat() if isinstance(t, dt.datetime) else t
+
+
 def instant(value, field_name: str):
     """None, an aware UTC datetime (from a datetime, naive = UTC, or an ISO string), or finite seconds."""
     if value is None:
@@ -82,11 +87,14 @@ def instant(value, field_name: str):
 class NodeEvent:
     """A node failure (``fail``: running jobs are killed and requeued now) or drain (``drain``: running
     jobs are requeued as each reaches its min runtime; the node takes no new work). Either way the node is
-    down for ``repair_time_s`` once empty."""
+    down for ``repair_time_s`` once empty, or until ``until`` when given (a drain file's end; never before it
+    is empty). ``time_s`` and ``until``: seconds on the simulation clock, or instants (datetime / ISO) of a
+    datetime workload."""
 
-    time_s: float
+    time_s: object
     node: str
     kind: str = "fail"
+    until: object = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,8 @@ class SimConfig:
     repair_time_s: float = 4 * 3600.0
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
     qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
+    qos_preempts: dict = field(default_factory=dict)  # QoS -> QoS its jobs may preempt (Slurm preempt/qos);
+    #                                                    empty = the budget file's [qos] table, if any
     replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
     warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm),
     #                                           the rest are simulated from T; metrics cover [T, window_end)
@@ -135,10 +145,12 @@ class SimConfig:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name == "qos_preempts" and not v:
+                continue  # absent unless used: older runs' metrics.json stay byte-identical
             if f.name == "budgets":
                 v = None if v is None else type(v).__name__
             elif f.name == "node_events":
-                v = [[e.time_s, e.node, e.kind] for e in v]
+                v = [[_plain(e.time_s), e.node, e.kind] + ([] if e.until is None else [_plain(e.until)]) for e in v]
             elif isinstance(v, dt.datetime):
                 v = v.isoformat()
             elif isinstance(v, dict):
@@ -188,6 +200,17 @@ class SimConfig:
                                            for k, v in self.min_runtime_by_class.items()}
         if not isinstance(self.qos_priority, dict):
             bad("qos_priority", "must map QoS name -> number")
+        if not isinstance(self.qos_preempts, dict):
+            bad("qos_preempts", "must map QoS name -> QoS names it may preempt")
+        pre = {}
+        for q, victims in self.qos_preempts.items():
+            victims = (victims,) if isinstance(victims, str) else victims
+            if not isinstance(victims, (list, tuple, set, frozenset)) or not all(isinstance(v, str) for v in victims):
+                bad(f"qos_preempts.{q}", f"must be a list of QoS names, got {victims!r}")
+            if q in victims:
+                bad(f"qos_preempts.{q}", "a QoS cannot preempt itself")
+            pre[str(q)] = tuple(sorted(set(victims)))
+        changes["qos_preempts"] = pre
         events = []
         for i, e in enumerate(self.node_events or ()):
             if not isinstance(e, NodeEvent):
@@ -197,9 +220,16 @@ class SimConfig:
                     bad(f"node_events[{i}]", f"expected (time_s, node[, kind]), got {e!r}")
             if e.kind not in NODE_EVENT_KINDS:
                 bad(f"node_events[{i}].kind", f"{e.kind!r} is not one of fail|drain")
-            if not isinstance(e.time_s, (int, float)) or not math.isfinite(e.time_s):
-                bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
-            events.append(NodeEvent(float(e.time_s), str(e.node), e.kind))
+            if isinstance(e.time_s, (int, float)) and not isinstance(e.time_s, bool):
+                if not math.isfinite(e.time_s):
+                    bad(f"node_events[{i}].time_s", f"not a number of seconds: {e.time_s!r}")
+                t = float(e.time_s)
+            else:
+                t = instant(e.time_s, f"node_events[{i}].time_s")
+            until = instant(e.until, f"node_events[{i}].until")
+            if until is not None and (isinstance(until, dt.datetime) != isinstance(t, dt.datetime) or until < t):
+                bad(f"node_events[{i}].until", f"must be an instant of the same kind at or after time_s, got {e.until!r}")
+            events.append(NodeEvent(t, str(e.node), e.kind, until))
         changes["node_events"] = tuple(events)
         for name in ("warm_start", "window_end"):
             changes[name] = instant(getattr(self, name), name)

@@ -97,6 +97,10 @@ class Simulator:
         self.preemptible_in: dict = {}    # placement group -> preemptible jobs holding resources on its nodes
         self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
         self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
+        # QoS preemption (Slurm preempt/qos): per job, the QoS names it may preempt (None: none), and its QoS
+        pairs = cfg.qos_preempts or dict(getattr(self.budgeting.tree, "qos_preempts", ()) or ())
+        self.qos = wl.qos if pairs else None
+        self.qos_victims = [pairs.get(q) or None for q in self.qos] if pairs else None
         self.version = 0                  # bumps on every change of running jobs or node availability
         self.seq_counter = 0
         self.now = 0.0

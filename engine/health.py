@@ -13,12 +13,23 @@ failure or drain of a node that is not up is ignored; every down node gets exact
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 from .config import ConfigError
 
 P_REPAIR, P_NODE, P_MINRT = 1, 2, 3
 UP, DRAINING, DOWN = "up", "draining", "down"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _clock(sim, t, i: int) -> float:
+    """An event instant on the simulation clock: seconds as given, a datetime against the workload's origin."""
+    if not isinstance(t, dt.datetime):
+        return float(t)
+    if sim.wl.datetime_dtype is None:
+        raise ConfigError(f"node_events[{i}]: a datetime instant needs a workload with datetime submit times")
+    return ((t - _EPOCH) // dt.timedelta(microseconds=1) - sim.wl.origin_us) / 1e6
 
 
 class Health:
@@ -33,10 +44,12 @@ class Health:
         index = {name: k for k, name in enumerate(sim.pool.names)}
         if (cfg.node_events or cfg.node_mtbf_s) and sim.pool.cluster.procs_mode:
             raise ConfigError("node_events: processor-count mode has no nodes to fail; use a node layout")
+        self.until: dict[int, float] = {}   # node -> when an explicit drain window ends (drain files)
         for i, e in enumerate(cfg.node_events):
             if e.node not in index:
                 raise ConfigError(f"node_events[{i}].node: unknown node {e.node!r}")
-            self.events.append((e.time_s, index[e.node], e.kind))
+            t, until = _clock(sim, e.time_s, i), None if e.until is None else _clock(sim, e.until, i)
+            self.events.append((t, index[e.node], e.kind) if until is None else (t, index[e.node], e.kind, until))
         if cfg.node_mtbf_s:
             rng = cfg.rng()
             horizon = max(sim.submit) if sim.n else 0.0
@@ -49,8 +62,8 @@ class Health:
                     self.events.append((t, n, "drain"))
 
     def schedule_events(self) -> None:
-        for t, n, kind in sorted(self.events):
-            self.sim.push(t, P_NODE, (kind, n))
+        for t, n, kind, *until in sorted(self.events):
+            self.sim.push(t, P_NODE, (kind, n, *until))
 
     def on_event(self, prio, payload, t) -> bool:
         """Apply one health or min-runtime event; True when the next pass must be a full one."""
@@ -67,10 +80,12 @@ class Health:
             self.down_intervals.append((n, self._down_at.pop(n), t))
             sim.version += 1
             return True
-        kind, n = payload
+        kind, n, *until = payload
         if self.state[n] != UP:
             self.counts["ignored"] += 1
             return False
+        if until:
+            self.until[n] = until[0]
         self.counts[kind] += 1
         sim.pool.set_avail(n, False)
         sim.version += 1
@@ -94,7 +109,8 @@ class Health:
     def _go_down(self, n, t) -> None:
         self.state[n] = DOWN
         self._down_at[n] = t
-        self.sim.push(t + self.sim.cfg.repair_time_s, P_REPAIR, n)
+        until = self.until.pop(n, None)
+        self.sim.push(t + self.sim.cfg.repair_time_s if until is None else max(t, until), P_REPAIR, n)
 
     def on_draining_node(self, j) -> bool:
         return any(self.state[x[0]] == DRAINING for x in self.sim.alloc[j])

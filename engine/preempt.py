@@ -8,6 +8,9 @@ Who may be preempted (a *victim*), always only once it has run its min runtime i
   fair share, weighted dominant share for DRF. DRF's served is what is held now, so DRF also needs the
   preemptor's bucket, with it started, served no more than each victim's bucket with its victims stopped
   (``_final_share_ok``): one large job must not flip two buckets across their shares and start a ping-pong;
+- with QoS pairs (``SimConfig.qos_preempts`` or the budget file's ``[qos]`` table, Slurm's
+  ``PreemptType=preempt/qos``): a job whose QoS the preemptor's QoS lists, by any funded job of that QoS,
+  whatever the policy;
 - with ``quota="guarantee"``: a *burst* job (running beyond its tenant's guarantee) to start a job that fits
   within its own tenant's guarantee (reclaim). When guaranteed capacity frees up, the tenant's running burst
   jobs move into it (oldest first) and stop being reclaimable.
@@ -147,8 +150,11 @@ def _victims(sim, J, now):
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
     vs, svs, by_share = [], {}, set()
     near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
+    by_qos = sim.qos_victims[J] if sim.qos_victims is not None else None
     for v in near:
         if min_rt[v] == 0:
+            vs.append(v)
+        elif by_qos and sim.qos[v] in by_qos:
             vs.append(v)
         elif fair_ok or reclaim:
             bv = bucket[accounts[acct[v]]]

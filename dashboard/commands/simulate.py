@@ -6,6 +6,8 @@
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
         [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
+        [--drain NODES@TIME[..END]]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
+        [--qos-preempt QOS=QOS[,QOS]]...
         --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
@@ -20,6 +22,13 @@ TIME (``engine.warm``): jobs that started before it run as logged on their logge
 from TIME on (a job pending then keeps its real submit time); only the jobs that matter are replayed (running or
 pending at TIME, submitted before ``--window-end``, and those of the fair-share lookback before TIME), and
 metrics and attainment cover [TIME, --window-end) (default: to the last end).
+``--drain NODES@TIME`` drains nodes at TIME (repeatable; NODES a name, a comma list or a Slurm hostlist like
+``gpu[001-004]``; TIME like ``--warm-start``; ``..END`` brings them back at END): no new work, each running job is
+requeued once it has run its min runtime (DOMAIN.md section 6's drain at min runtime), the node is down once
+empty and returns ``--repair-time`` later (default 4h) or at END. ``--drain-file CSV`` reads drain windows
+(header ``node,start,end,reason``, ``engine.drains``); ``--node-mtbf DURATION`` adds random drains (seeded).
+``--qos-preempt high=low,normal`` (repeatable; or a ``[qos]`` table in the budget file) lets jobs of QoS high
+preempt running jobs of QoS low and normal once they have run their min runtime (Slurm's preempt/qos).
 """
 from __future__ import annotations
 
@@ -67,6 +76,15 @@ def register(sub):
     p.add_argument("--window-end", metavar="TIME", help="end of the measured window (default: the last job end)")
     p.add_argument("--attainment-history", action="store_true",
                    help="also report attainment per lookback-long window ending every day")
+    p.add_argument("--drain", action="append", default=[], metavar="NODES@TIME[..END]",
+                   help="drain these nodes at TIME (repeatable): jobs leave at their min runtime, e.g. "
+                        "gpu[001-004]@2026-11-25T06:00")
+    p.add_argument("--drain-file", metavar="CSV", help="drain windows, header node,start,end,reason")
+    p.add_argument("--node-mtbf", metavar="DURATION", help="random drains: mean time between drains per node")
+    p.add_argument("--repair-time", metavar="DURATION", default="4h",
+                   help="a drained node returns this long after it emptied (default 4h)")
+    p.add_argument("--qos-preempt", action="append", default=[], metavar="QOS=QOS[,QOS]",
+                   help="jobs of the first QoS may preempt the others' after their min runtime (repeatable)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -171,6 +189,7 @@ def run(args) -> int:
 
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
+    events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
         backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
@@ -180,7 +199,9 @@ def run(args) -> int:
         checkpoint_interval_s=(None if args.checkpoint_interval is None
                                else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
         lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,
-        attainment_history=args.attainment_history, seed=args.seed)
+        attainment_history=args.attainment_history, seed=args.seed, node_events=tuple(events),
+        node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
+        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
     res = simulate(jobs, cluster, cfg)
     out = res.write(args.out)
     m = res.metrics
@@ -199,6 +220,28 @@ def run(args) -> int:
               f"bounded slowdown {_num(m['bounded_slowdown_mean'])}; preemptions {m['preemptions']}, "
               f"lost GPU-hours {_num(m['lost_gpu_hours'])}")
     return 0
+
+
+def node_events(args) -> list:
+    """The ``--drain`` specs, then the ``--drain-file`` rows, as engine node events."""
+    from engine import drains
+
+    events = [e for spec in args.drain for e in drains.parse_spec(spec)]
+    if args.drain_file:
+        events += drains.load_file(args.drain_file)
+    return events
+
+
+def qos_pairs(specs) -> dict:
+    """``["high=low,normal", ...]`` -> {"high": ["low", "normal"]} (a later spec of the same QoS adds to it)."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        qos, eq, victims = spec.partition("=")
+        names = [v.strip() for v in victims.split(",") if v.strip()]
+        if not eq or not qos.strip() or not names:
+            raise _user_error(f"--qos-preempt {spec!r}: expected QOS=QOS[,QOS] (e.g. high=low,normal)")
+        out.setdefault(qos.strip(), []).extend(n for n in names if n not in out.get(qos.strip(), []))
+    return out
 
 
 def _pct(x):
