@@ -237,3 +237,25 @@ def test_a_cpu_only_cluster_says_why_there_is_nothing_to_compare(tmp_path, monke
     at.button(key="fs_simulate").click().run()
     no_errors(at)
     assert any("the cluster has no GPUs" in i.value for i in at.info)
+
+
+def test_drains_expander_runs_the_drains_scenario(app, store):
+    """The Node drains expander feeds the same ScenarioSpec as ``quotaloop scenario drains``: the page's scenario
+    run drains both nodes and its numbers are an independent run's."""
+    at = app
+    at.segmented_control(key="fs_kind").set_value("drains").run()
+    at.text_area(key="fs_drains").set_value("tiny-n[1-2]@2026-11-06T12:00..2026-11-07T00:00")
+    at.button(key="fs_simulate").click().run()
+    no_errors(at)
+    flt, spec = at.session_state["last_scenario"]
+    assert spec.kind == "drains" and spec.values["drains"] == ("tiny-n[1-2]@2026-11-06T12:00..2026-11-07T00:00",)
+    res = independent(store, at)
+    assert res.scenario.metrics["node_events"]["drain"] == 2
+    assert res.baseline.metrics["node_events"]["drain"] == 0
+    captions = " ".join(c.value for c in at.caption)
+    assert "node drains at min runtime: tiny-n[1-2]@" in captions
+    # a malformed line is a one-line message on the page, not a traceback
+    at.text_area(key="fs_drains").set_value("tiny-n1")
+    at.button(key="fs_simulate").click().run()
+    assert not at.exception
+    assert any("Cannot build the scenario" in e.value for e in at.error)

@@ -7,7 +7,10 @@
 NAME: ``shares`` (--share PATH=X, --guarantee PATH=GPUS), ``backfill`` (--to none|easy|conservative,
 --reservation-depth K, --walltime-margin F), ``min-runtime`` (--min-runtime CLASS=DURATION ..., default
 training=8h debug=0; --checkpoint-interval DURATION), ``right-size`` (--margin 0.2, --gpus whole|fraction|keep),
-``quota-loop`` (--period 7d, --history-periods 4, --backtest NAME=VALUE for quota_backtest's parameters).
+``quota-loop`` (--period 7d, --history-periods 4, --backtest NAME=VALUE for quota_backtest's parameters),
+``drains`` (the baseline with node drains: --drain NODES@TIME[..END] repeatable, NODES a name, a comma list or a
+hostlist like gpu[001-004], TIME an ISO instant inside the window; --drain-file CSV with node,start,end,reason;
+--drain-mode drain (default: jobs leave at their min runtime) | fail (killed at once); --node-mtbf DURATION).
 
 ``--out DIR`` gets ``baseline/`` and ``scenario/`` (each a flat store: jobs.parquet, timeline.parquet,
 metrics.json, so every query runs on them), ``comparison.csv``, ``teams.csv`` (attainment, received GPU-hours,
@@ -27,7 +30,7 @@ from __future__ import annotations
 import sys
 
 NAMES = {"shares": "shares", "backfill": "backfill", "min-runtime": "min_runtime", "right-size": "rightsize",
-         "quota-loop": "quota_loop"}
+         "quota-loop": "quota_loop", "drains": "drains"}
 
 
 def register(sub):
@@ -64,6 +67,13 @@ def register(sub):
     g.add_argument("--history-periods", type=int, help="back-test periods before the window (default 4)")
     g.add_argument("--backtest", action="append", default=[], metavar="NAME=VALUE",
                    help="a quota_backtest parameter (alpha, dead_band, max_step, ...)")
+    g = p.add_argument_group("drains")
+    g.add_argument("--drain", action="append", default=[], metavar="NODES@TIME[..END]",
+                   help="drain these nodes at TIME (repeat), e.g. h100-[001-008]@2026-11-25T06:00")
+    g.add_argument("--drain-file", metavar="CSV", help="drain windows: header node,start,end,reason")
+    g.add_argument("--drain-mode", choices=["drain", "fail"],
+                   help="drain: running jobs leave at their min runtime (default); fail: killed at once")
+    g.add_argument("--node-mtbf", metavar="DURATION", help="random drains: mean time between drains per node")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print scenario.json (parameters and summary)")
     return p
@@ -110,6 +120,19 @@ def params(args) -> dict:
             p["history_periods"] = args.history_periods
         if args.backtest:
             p["backtest"] = _pairs(args.backtest, "--backtest")
+    elif kind == "drains":
+        specs = list(args.drain)
+        if args.drain_file:
+            from engine import drains
+
+            specs += [f"{e.node}@{e.time_s.isoformat() if hasattr(e.time_s, 'isoformat') else e.time_s}"
+                      + ("" if e.until is None else f"..{e.until.isoformat() if hasattr(e.until, 'isoformat') else e.until}")
+                      for e in drains.load_file(args.drain_file)]
+        p["drains"] = specs
+        if args.drain_mode:
+            p["mode"] = args.drain_mode
+        if args.node_mtbf:
+            p["node_mtbf_s"] = parse_duration(args.node_mtbf, "--node-mtbf")
     return p
 
 

@@ -237,6 +237,16 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
         if mult.is_empty():
             notes.append("the back-test produced no coefficients in this window: the loop changes nothing")
         scen = dataclasses.replace(base, budgets=transforms.with_multipliers(inputs.tree, mult))
+    elif spec.kind == "drains":
+        from engine import drains
+
+        events = tuple(e for d in v["drains"] for e in drains.parse_spec(d, v["mode"]))
+        for e in events:
+            t = e.time_s
+            if not isinstance(t, dt.datetime) or not inputs.start <= t < inputs.end:
+                raise ValueError(f"drain of {e.node} at {t}: not an instant inside the window "
+                                 f"[{inputs.start:%Y-%m-%d %H:%M}, {inputs.end:%Y-%m-%d %H:%M}) UTC")
+        scen = dataclasses.replace(base, node_events=events, node_mtbf_s=v["node_mtbf_s"])
     # the jobs that started before a warm start run exactly as logged, in the scenario too
     scen_jobs = transforms.as_logged_before(jobs, scen_jobs, inputs.start if inputs.warm_start else None)
     return jobs, base, scen_jobs, scen, extra, notes

@@ -21,6 +21,11 @@ Kinds and parameters (defaults in ``KINDS``):
 
 With a warm start, every kind leaves the jobs that started before the window start as logged (requests,
 allocation, min runtime: ``transforms.as_logged_before``); only the jobs the window simulates change.
+- ``drains``: the baseline plus node drains: ``drains`` a list of ``NODES@TIME[..END]`` (``engine.drains``: a
+  node name, a comma list or a hostlist like ``gpu[001-004]``; ISO instants inside the window), ``mode``
+  "drain" (DOMAIN.md section 6: no new work, each running job requeued once it has run its min runtime, the
+  node down once empty until END or ``repair_time`` later) or "fail" (jobs killed at once), and
+  ``node_mtbf_s`` (random drains: mean time between drains per node, seeded; None = none).
 - ``quota_loop``: the ``quota_backtest`` coefficients (period ``period_s``, its stabiliser parameters in
   ``backtest``) become multipliers of the leaf shares, each period's applied from the next period on, as
   effective-dated budget versions (``queries.budgets.quota_loop_multipliers``). The back-test starts
@@ -44,10 +49,12 @@ KINDS: dict[str, dict] = {
     "min_runtime": {"min_runtime_s": {"training": 8 * 3600.0, "debug": 0.0}, "checkpoint_interval_s": None},
     "rightsize": {"margin": 0.2, "gpus": "whole"},
     "quota_loop": {"period_s": 7 * 86400.0, "history_periods": 4, "backtest": {}},
+    "drains": {"drains": (), "mode": "drain", "node_mtbf_s": None},
 }
 LABELS = {"shares": "Budget shares changed", "backfill": "Backfill mode and reservation depth",
           "min_runtime": "Min runtime per class and checkpoints", "rightsize": "Right-sized requests",
-          "quota_loop": "Quota loop on (back-test coefficients as budget multipliers)"}
+          "quota_loop": "Quota loop on (back-test coefficients as budget multipliers)",
+          "drains": "Node drains (at min runtime) or failures"}
 GPU_MODES = ("whole", "fraction", "keep")
 
 
@@ -125,6 +132,10 @@ class ScenarioSpec:
             what += f"; checkpoint every {ck / 60:g} min" if ck else "; no checkpoints"
         elif self.kind == "rightsize":
             what = f"right-sized requests (+{100 * v['margin']:g} % margin, GPUs: {v['gpus']})"
+        elif self.kind == "drains":
+            what = (f"node {'drains at min runtime' if v['mode'] == 'drain' else 'failures'}: "
+                    + (", ".join(v["drains"]) or "none listed"))
+            what += f"; random drains every {v['node_mtbf_s'] / 3600:g} h per node" if v["node_mtbf_s"] else ""
         else:
             what = f"quota loop on (period {v['period_s'] / 86400:g} d" + "".join(
                 f", {k} {x:g}" for k, x in v["backtest"].items()) + ")"
@@ -166,6 +177,20 @@ def _check(kind: str, p: dict) -> None:
         _num("margin", p["margin"], 0.0, 10.0)
         if p["gpus"] not in GPU_MODES:
             raise ScenarioError(f"gpus: {p['gpus']!r} is not one of {'|'.join(GPU_MODES)}")
+    elif kind == "drains":
+        from engine import drains
+        from engine.config import ConfigError
+
+        if not isinstance(p["drains"], (list, tuple)) or not all(isinstance(d, str) for d in p["drains"]):
+            raise ScenarioError("drains: must be a list of NODES@TIME[..END]")
+        if p["mode"] not in drains.KINDS:
+            raise ScenarioError(f"mode: {p['mode']!r} is not one of {'|'.join(drains.KINDS)}")
+        _num("node_mtbf_s", p["node_mtbf_s"], 60.0, none=True)
+        for d in p["drains"]:
+            try:
+                drains.parse_spec(d, p["mode"])
+            except ConfigError as exc:
+                raise ScenarioError(f"drains: {exc}") from None
     elif kind == "quota_loop":
         _num("period_s", p["period_s"], 3600.0)
         _num("history_periods", p["history_periods"], 0.0, 520.0)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dashboard import charts, charts_budget, data, scenario, ui
 from dashboard.scenarios import runner
-from dashboard.scenarios.spec import LABELS, ScenarioSpec
+from dashboard.scenarios.spec import LABELS, ScenarioError, ScenarioSpec
 
 flt = ui.filters()
 ui.page_header("Fair share & budgets",
@@ -38,7 +38,7 @@ classes = [c for c in data.options().job_classes if c] or list(scenario.CLASSES)
 HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]
 REPLAY = [1, 3, 7, 14, 0]
 KIND_NAMES = {"custom": "Custom mix", **{k: LABELS[k] for k in ("shares", "min_runtime", "rightsize", "quota_loop",
-                                                                   "backfill")}}
+                                                                   "backfill", "drains")}}
 base_mrt = {c: scenario.baseline_min_runtime_h(budgets, c) for c in classes}
 kind = st.segmented_control("Scenario kind", list(KIND_NAMES), default="custom", required=True, key="fs_kind",
                             format_func=KIND_NAMES.get)
@@ -98,6 +98,20 @@ with st.form("scenario_form", border=True):
                                                     key="fs_alpha"),
                                  "dead_band": st.slider("Dead band", 0.0, 0.5, 0.15, 0.05, key="fs_band"),
                                  "max_step": st.slider("Largest change per period", 0.05, 3.0, 0.25, 0.05, key="fs_step")}
+        elif kind == "drains":
+            with st.expander("Node drains", expanded=True):
+                text = st.text_area("Drains, one per line: NODES@TIME or NODES@TIME..END (UTC)", key="fs_drains",
+                                    placeholder="h100-[001-008]@2026-11-27T06:00..2026-11-27T18:00",
+                                    help="NODES: a node name, a comma list or a Slurm hostlist like gpu[001-004]; "
+                                         "TIME inside the replayed window. Without END the node returns 4 h after "
+                                         "it emptied.")
+                named["drains"] = [line.strip() for line in text.splitlines() if line.strip()]
+                named["mode"] = st.radio("Running jobs", ["drain", "fail"], key="fs_drain_mode", horizontal=True,
+                                         format_func={"drain": "leave at their min runtime (drain)",
+                                                      "fail": "are killed at once (failure)"}.get)
+                mtbf_h = st.number_input("Random drains: mean hours between drains per node (0 = none)", 0.0,
+                                         100000.0, 0.0, step=24.0, key="fs_mtbf")
+                named["node_mtbf_s"] = mtbf_h * 3600.0 or None
         else:
             named["to"] = st.segmented_control("Scenario backfill", ["none", "easy", "conservative"],
                                                default="conservative", required=True, key="fs_to")
@@ -134,7 +148,11 @@ if submitted:
         elif kind == "min_runtime":
             named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()},
                      "checkpoint_interval_s": float(ckpt) or None}
-        st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
+        try:
+            st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
+        except ScenarioError as exc:
+            st.error(f"Cannot build the scenario: {exc}", icon=":material/error:")
+            st.stop()
 scn = st.session_state.get("fs_scenario")
 if scn is None:
     st.info("Pick a scenario kind, set it up and press **Simulate** to replay the window under your settings.",
