@@ -1,5 +1,5 @@
--- Jobs whose run interval overlaps the window, for a Gantt chart: submit, start, run_end (end, or the window
--- end for a RUNNING job, or start + elapsed), wait, resources and nodes. The limit_rows jobs with the largest
+-- Jobs whose run interval overlaps the window, for a Gantt chart: submit, start, run_end (end, or for a RUNNING
+-- job the last instant the log knows (_jobs), or start + elapsed), wait, resources and nodes. The limit_rows jobs with the largest
 -- GPU (then CPU) footprint inside the window are kept, ordered by start.
 -- param: limit_rows integer 5000  return at most this many jobs
 with
