@@ -1,7 +1,9 @@
 """``quotaloop`` command line: routes to one module per sub-command under ``dashboard/commands``.
 
-Errors a user can fix (bad input, unknown query) print one line to stderr and exit 2; nothing else
-prints a traceback unless ``QUOTALOOP_DEBUG`` is set.
+Exit codes: 0 done; 2 an error the user can fix (a bad flag value, an unreadable input file, a store that is
+missing, not a directory, corrupt or not writable, an unknown query), printed as one line on stderr
+``quotaloop COMMAND: what is wrong`` (argparse's usage errors too); 1 anything else (a bug).
+Nothing prints a traceback unless ``QUOTALOOP_DEBUG`` is set.
 """
 from __future__ import annotations
 
@@ -16,8 +18,16 @@ from dashboard.errors import UserError  # noqa: F401  (re-exported for command m
 COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``quotaloop report: argument --window: ...``), exit 2, like
+    every other user error: a cron log or a wrapper script sees the reason, not a usage block."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="quotaloop", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="quotaloop", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -53,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from queries import QueryError
     from queries.ingest import IngestError
+    from queries.store import StoreError
 
-    errs: list[type[BaseException]] = [QueryError, IngestError]
+    errs: list[type[BaseException]] = [QueryError, IngestError, StoreError]
     try:
         from engine import ConfigError  # type: ignore[attr-defined]
 

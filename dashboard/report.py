@@ -27,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 import queries
-from queries.store import Store
+from queries.store import Store, StoreError
 
 from . import report_sections as sections
 from . import safe_csv
@@ -100,8 +100,10 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
 
     ``budgets``: a budgets.toml path; fair share then uses its water-filled entitlements (queries.budgets)."""
     _check_scope(audience, team, user)
-    if not Store(store).exists():
-        raise ReportError(f"store {store} does not exist or holds no jobs table")
+    try:
+        Store(store).check()
+    except StoreError as exc:  # missing, not a directory, not a store, corrupt manifest, truncated partition
+        raise ReportError(str(exc)) from None
     tree = _load_budgets(budgets)
     scope = sections.Scope(window, audience, team or None, user or None, team_level,
                            {k: (filters or {})[k] for k in FILTER_KEYS if (filters or {}).get(k) not in (None, "")})
@@ -177,7 +179,10 @@ def build_report(store, window_s: float, end=None, audience: str = "platform", t
     formats = parse_formats(formats)
     store = Path(store) if store else queries.DEFAULT_STORE
     try:
+        Store(store).check()  # before --end latest reads it: "no such directory", not "holds no job"
         last_day = parse_end(end, latest=lambda: latest_day(store))
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise ReportError(f"cannot read store {store}: {str(exc).splitlines()[0]}") from exc
     window = make_window(window_s, last_day)

@@ -20,6 +20,10 @@ Invariants:
   start, end, start + elapsed or sample time of any file ingested for it: for a ``sacct`` export, its export
   time). A job still RUNNING in the log ran until then, never later (``Store.snapshots``; SQL sees it as the
   ``store_snapshot`` relation).
+- What cannot be opened is a ``StoreError`` (one line naming the path): a missing store or one that is not a
+  directory, a manifest that does not parse or names a path outside the store, a live file that is missing or
+  not Parquet (``check`` looks at every live file's magic bytes, so a truncated partition is found before a
+  query or a writer reads it), a store the process may not write. A failed check changes nothing.
 
 A directory without a manifest is read as a *flat* store (``DIR/jobs.parquet`` or ``DIR/jobs/**.parquet``),
 which is what ``quotaloop simulate --out DIR`` writes, so every query runs on simulated history too.
@@ -68,6 +72,36 @@ def _write_parquet(df: pl.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
+class StoreError(ValueError):
+    """A store that cannot be opened, read or written; ``str`` is one line naming the store or the file."""
+
+
+def _check_parquet(path: Path) -> None:
+    """``StoreError`` unless ``path`` is readable and starts and ends with Parquet's magic ``PAR1`` (a truncated
+    file loses its footer)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(size - 4, 0))
+            tail = fh.read(4)
+    except FileNotFoundError:
+        raise StoreError(f"{path}: listed in the store's {MANIFEST} but missing") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size < 12 or head != b"PAR1" or tail != b"PAR1":
+        raise StoreError(f"{path}: not a Parquet file (truncated or corrupt; {size} bytes)")
+
+
+def _read_parquet(path, **kwargs) -> pl.DataFrame:
+    """``pl.read_parquet`` whose failures are one-line ``StoreError``s naming the file."""
+    try:
+        return pl.read_parquet(path, **kwargs)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"{path}: cannot read Parquet file: {first}") from None
+
+
 def _month_number(table: str) -> pl.Expr:
     """``YYYYMM`` of the table's partition timestamp as an integer (null when the timestamp is)."""
     ts = pl.col(PARTITIONED[table])
@@ -101,9 +135,57 @@ class Store:
         return self.manifest_path.exists() or (self.root / "jobs.parquet").exists() or (self.root / "jobs").is_dir()
 
     def manifest(self) -> dict:
-        if self.manifest_path.exists():
-            return json.loads(self.manifest_path.read_text())
-        return {"version": 0, "tables": {}}
+        """The parsed manifest (an empty one when there is none); ``StoreError`` when it cannot be trusted."""
+        path = self.manifest_path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"version": 0, "tables": {}}
+        except NotADirectoryError:
+            raise StoreError(f"store {self.root}: not a directory") from None
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise StoreError(f"{path}: corrupt manifest: {str(exc).splitlines()[0]}") from None
+        tables = data.get("tables") if isinstance(data, dict) else None
+        if not isinstance(tables, dict) or not isinstance(data.get("version", 0), int):
+            raise StoreError(f"{path}: corrupt manifest: expected an object with a version and tables")
+        for table, files in tables.items():
+            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+                raise StoreError(f"{path}: corrupt manifest: tables.{table} is not a list of file names")
+            for rel in files:  # a manifest never points outside its store
+                if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
+                    raise StoreError(f"{path}: corrupt manifest: tables.{table} names {rel!r}, outside the store")
+        return data
+
+    def check(self) -> "Store":
+        """This store, or ``StoreError`` unless it can be read: an existing directory holding a manifest or a
+        flat store, the manifest sound and every live file present and Parquet (magic bytes only: cheap)."""
+        if not self.root.exists():
+            raise StoreError(f"store {self.root}: no such directory")
+        if not self.root.is_dir():
+            raise StoreError(f"store {self.root}: not a directory")
+        if not self.exists():
+            raise StoreError(f"store {self.root}: not a store (no {MANIFEST}, jobs.parquet or jobs/); "
+                             "create one with `quotaloop ingest` or `quotaloop sample`")
+        self._check_files()
+        return self
+
+    def check_writable(self) -> "Store":
+        """This store, or ``StoreError`` unless a writer may commit to it: absent (it is created) or a directory
+        the process may write, with a sound manifest and live files (an upsert reads the partitions it merges)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store {self.root}: not a directory")
+        if self.root.is_dir():
+            self._check_files()
+            if not os.access(self.root, os.W_OK):
+                raise StoreError(f"store {self.root}: not writable (permission denied)")
+        return self
+
+    def _check_files(self) -> None:
+        for table in schema.TABLES:
+            for f in self.files(table):
+                _check_parquet(Path(f))
 
     def snapshots(self) -> dict[str, dt.datetime]:
         """Cluster -> the last instant its ingested logs know (UTC); empty for a flat store or an older manifest."""
@@ -123,13 +205,18 @@ class Store:
         files = self.files(table)
         if not files:
             return schema.empty(table)
-        return schema.conform(pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed"), table)
+        return schema.conform(pl.concat([_read_parquet(f) for f in files], how="diagonal_relaxed"), table)
 
     # ---------------------------------------------------------------- writing
     @contextlib.contextmanager
     def transaction(self) -> Iterator["Transaction"]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as lock:
+        self.check_writable()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = open(self.root / ".lock", "w")
+        except OSError as exc:
+            raise StoreError(f"store {self.root}: cannot write: {exc.strerror or exc}") from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             tx = Transaction(self)
             try:

@@ -31,7 +31,7 @@ def test_dry_run_is_headless_loopback_and_without_telemetry(tmp_path):
 def test_a_store_that_does_not_exist_is_one_clear_line(tmp_path):
     out = _run("--store", str(tmp_path / "nope"), "--dry-run")
     assert out.returncode == 2
-    assert out.stderr.strip().count("\n") == 0 and "is not a store" in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "no such directory" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_the_store_reaches_the_app_through_the_environment(tmp_path):

@@ -43,14 +43,20 @@ def _keep_freed_pages() -> None:
 def run(args) -> int:
     _keep_freed_pages()
     from queries.ingest import ingest
+    from queries.store import Store, StoreError
 
+    Store(args.store).check_writable()
     options = {k: v for k, v in {
         "fields": args.fields, "delimiter": args.delimiter,
         "procs_per_node": args.procs_per_node, "gpus_per_node": args.gpus_per_node,
         "job_label": args.job_label, "step": args.step, "metric": args.metric,
     }.items() if v is not None}
-    summaries = ingest(args.paths, args.store, fmt=args.format, cluster=args.cluster, timezone=args.timezone,
-                       **options)
+    try:
+        summaries = ingest(args.paths, args.store, fmt=args.format, cluster=args.cluster, timezone=args.timezone,
+                           **options)
+    except OSError as exc:  # inputs are read inside ingest (IngestError): this is the store failing mid-write
+        raise StoreError(f"store {args.store}: cannot write: {exc.strerror or exc}"
+                         f"{f' ({exc.filename})' if exc.filename else ''}; the store is unchanged") from None
     if args.json:
         json.dump([s.__dict__ for s in summaries], sys.stdout, indent=1)
         print()

@@ -99,6 +99,11 @@ def run(args) -> int:
     if not args.name:
         raise queries.QueryError("give a query NAME (see `quotaloop query --list`)")
     params = _parse_params(args.param)
+    queries.bind(queries.load(args.name), params)  # a bad name or value first, before the store is opened
+    from queries.store import Store
+
+    # a typo in --store (or $QUOTALOOP_STORE) must not print an empty table that looks like "nothing wasted"
+    Store(args.store or queries.DEFAULT_STORE).check()
     try:
         df = queries.run(args.name, store=args.store, **params)
     except duckdb.Error as exc:  # e.g. a parameter value the query rejects with error(...)

@@ -32,9 +32,12 @@ def register(sub):
 def run(args) -> int:
     from dashboard.cli import UserError
     from queries import samplegen
+    from queries.store import Store
 
     if args.days < 1 or args.nodes < 8 or args.scale <= 0:
         raise UserError("--days must be >= 1, --nodes >= 8 and --scale > 0")
+    if not args.no_ingest:
+        Store(args.store).check_writable()  # before minutes of generating: a bad --store fails at once
     params = dict(seed=args.seed, days=args.days, nodes=args.nodes, scale=args.scale, end=args.end,
                   cluster=args.cluster)
     export_dir = args.export_dir or samplegen.default_export_dir(args.store)

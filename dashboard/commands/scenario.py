@@ -156,6 +156,7 @@ def run(args) -> int:
     from engine.budget_tree import BudgetError, load, validate
     from queries.store import Store
 
+    Store(args.store).check()  # StoreError: missing, not a directory, corrupt manifest, truncated partition
     try:
         spec = ScenarioSpec.make(NAMES[args.name], policy=args.policy, backfill=args.backfill, seed=args.seed,
                                  **params(args))
@@ -170,8 +171,6 @@ def run(args) -> int:
         from dashboard.scenario import default_budgets
         from engine.tenants import to_tree
 
-        if not Store(args.store).exists():
-            raise UserError(f"--store {args.store}: not a store (no manifest, no jobs.parquet)")
         accounts = Store(args.store).read("jobs")["account"].drop_nulls().unique().to_list()
         tree, source = to_tree(default_budgets(accounts)), "equal shares per account (no budget file)"
     try:

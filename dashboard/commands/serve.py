@@ -55,11 +55,12 @@ def command(args) -> tuple[list[str], dict]:
     env = dict(os.environ)
     if args.store:
         store = Path(args.store).expanduser().resolve()
-        from queries.store import Store
+        from queries.store import Store, StoreError
 
-        if not Store(store).exists():
-            raise UserError(f"{store} is not a store (no _manifest.json, jobs.parquet or jobs/); "
-                            "create one with `quotaloop ingest` or `quotaloop sample`")
+        try:
+            Store(store).check()
+        except StoreError as exc:  # names what is wrong: missing, not a directory, not a store, corrupt
+            raise UserError(str(exc)) from None
     else:
         store = ensure_sample_store() if not args.dry_run else SAMPLE_STORE
     env["QUOTALOOP_STORE"] = str(store)

@@ -104,9 +104,7 @@ def _load_workload(args):
     if args.store:
         from queries.store import Store
 
-        store = Store(args.store)
-        if not store.exists():
-            raise _user_error(f"--store {args.store}: not a store (no manifest, no jobs.parquet)")
+        store = Store(args.store).check()  # StoreError: missing, not a directory, corrupt
         jobs, nodes = store.read("jobs"), store.read("nodes")
         clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
         if args.store_cluster:
@@ -167,6 +165,18 @@ def _instant(text, flag):
         raise _user_error(str(exc)) from None
 
 
+def _require_work_after(jobs, warm) -> None:
+    """A warm start at or after the log's last event (submit, start or end) leaves nothing to simulate: say so in
+    one line instead of failing inside the engine."""
+    import polars as pl
+
+    last = jobs.select(pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())).item()
+    if last is None or warm >= last:
+        raise _user_error(f"--warm-start {warm:%Y-%m-%d %H:%M:%S} UTC: after the log's last job event"
+                          f"{f' ({last:%Y-%m-%d %H:%M:%S} UTC)' if last is not None else ' (the log has no jobs)'}: "
+                          "nothing to simulate")
+
+
 def run(args) -> int:
     import datetime as dt
 
@@ -187,6 +197,7 @@ def run(args) -> int:
     if warm is not None and isinstance(warm, dt.datetime) and jobs.schema.get("submit") == pl.Datetime("us", "UTC"):
         from engine.warm import window_filter
 
+        _require_work_after(jobs, warm)
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
     events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
@@ -213,7 +224,7 @@ def run(args) -> int:
         w = m["wait_s"]
         ws = m.get("warm_start")
         pinned = (f", {ws['jobs_running']} running and {ws['jobs_history']} finished as logged before the warm start"
-                  if ws else "")
+                  if ws and "jobs_running" in ws else "")
         print(f"{out}: {m['jobs_simulated']} jobs simulated ({m['jobs_skipped']} skipped{pinned}); "
               f"occupancy {_pct(m['occupancy'])}, utilisation {_pct(m['utilisation'])}; "
               f"wait mean {_num(w['mean'])} s, p90 {_num(w['p90'])} s; "
