@@ -94,6 +94,23 @@ def _load_budgets(path):
         raise ReportError(f"budgets: {exc}") from exc
 
 
+def _check_budgets(tree, store, cluster: str | None) -> None:
+    """Oversold guarantees stop the report as they stop ``simulate`` and ``scenario``: one shared check,
+    ``engine.budget_tree.validate``, against the same capacity (the node list's GPUs, else the budget file's
+    ``cluster_gpus``). Its warnings are for the interactive commands."""
+    if tree is None:
+        return
+    from engine.budget_tree import validate
+
+    nodes = Store(store).read("nodes")
+    if cluster:
+        nodes = nodes.filter(pl.col("cluster") == cluster)
+    try:
+        validate(tree, float(nodes["gpus"].fill_null(0).sum()) or None)
+    except ValueError as exc:  # BudgetError: names the file and the guarantees
+        raise ReportError(f"budgets: {exc}") from exc
+
+
 def collect(store, window: Window, audience: str = "platform", team: str | None = None, user: str | None = None,
             team_level: int = 3, filters: dict | None = None, budgets=None) -> Report:
     """Run the queries of one report and return its model (no files written).
@@ -105,6 +122,7 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
     except StoreError as exc:  # missing, not a directory, not a store, corrupt manifest, truncated partition
         raise ReportError(str(exc)) from None
     tree = _load_budgets(budgets)
+    _check_budgets(tree, store, (filters or {}).get("cluster"))
     scope = sections.Scope(window, audience, team or None, user or None, team_level,
                            {k: (filters or {})[k] for k in FILTER_KEYS if (filters or {}).get(k) not in (None, "")})
     con = None

@@ -4,6 +4,7 @@ Invariants:
 - A report window is a whole number of UTC days ``[first_day 00:00, last_day + 1 00:00)``; its label
   ``YYYY-MM-DD_YYYY-MM-DD`` names the first and the last day, both inclusive, so a weekly report ending on
   Sunday 2026-11-29 is ``2026-11-23_2026-11-29``.
+- A window lies within ``FIRST_DAY`` .. ``LAST_DAY`` (1970-01-01 .. 9999-12-01); outside, ``ReportError``.
 - The end day defaults to today's date in UTC (the report then covers today so far); ``yesterday`` is the
   last complete UTC day (what a schedule wants); ``latest`` is the day of the newest job event in the store.
 - ``Staging`` writes every file of a report to a temporary name in the destination directory, fsyncs it,
@@ -25,6 +26,9 @@ from typing import Callable
 
 DAY_S = 86_400
 _UNITS_S = {"s": 1, "m": 60, "h": 3_600, "d": DAY_S, "w": 7 * DAY_S}
+# The days a report window may cover: job logs start with the Unix epoch, and the sections look back weeks
+# before the window (quota back-test) and a day past it, all of which Python's dates must hold.
+FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(9999, 12, 1)
 
 
 class ReportError(Exception):
@@ -106,6 +110,11 @@ def parse_end(end, latest: Callable[[], dt.date | None] | None = None,
 def make_window(window_s: float, end_day: dt.date) -> Window:
     """Whole UTC days ending on ``end_day``; a window that is not a whole number of days is rounded up."""
     days = max(1, math.ceil(float(window_s) / DAY_S - 1e-9))
+    if not FIRST_DAY <= end_day <= LAST_DAY:
+        raise ReportError(f"--end {end_day}: a report window lies between {FIRST_DAY} and {LAST_DAY}")
+    if days - 1 > (end_day - FIRST_DAY).days:
+        raise ReportError(f"--window of {days} days ending {end_day} would start before {FIRST_DAY}; "
+                          f"at most {(end_day - FIRST_DAY).days + 1} days end on that day")
     return Window(end_day - dt.timedelta(days=days - 1), end_day)
 
 

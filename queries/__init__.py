@@ -5,8 +5,10 @@ parameters it declares and returns a Polars frame. Each SQL file declares its pa
 
     -- param: start timestamp null  window start (UTC, inclusive)
 
-(name, type, default, description). Values are always bound with DuckDB's ``$name`` placeholders, never
-formatted into SQL. An unknown query or parameter is a ``QueryError`` naming it.
+(name, type, default, description). Bounds may follow the default (``-- param: team_level integer 1 >=1  ...``:
+``>=X``, ``>X``, ``<=X``, ``<X``). Values are always bound with DuckDB's ``$name`` placeholders, never
+formatted into SQL. An unknown query or parameter, a value of the wrong type, a number that is not finite or
+outside its bounds, and an ``end`` not after ``start`` are each a one-line ``QueryError`` naming it.
 
 A line ``-- include: _NAME`` is replaced by the text of ``queries/sql/_NAME.sql`` (a fragment of named CTEs,
 dbt's "ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
@@ -17,6 +19,7 @@ unless ``connect(extra=...)`` provides them, so a query may always reference the
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -33,6 +36,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
 
 _PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
+_BOUND_RE = re.compile(r"^(>=|>|<=|<)(-?\d+(?:\.\d+)?)$")
+_BOUND_OK = {">=": lambda v, b: v >= b, ">": lambda v, b: v > b, "<=": lambda v, b: v <= b, "<": lambda v, b: v < b}
 _INCLUDE_RE = re.compile(r"^--\s*include:\s*(_[a-z0-9_]+)\s*$")
 # Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
 OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
@@ -67,6 +72,15 @@ class Param:
     type: str
     default: object
     description: str
+    bounds: tuple[tuple[str, float], ...] = ()  # (operator, bound): (">=", 1.0)
+
+    def check(self, value, query: str) -> None:
+        """``QueryError`` unless a numeric ``value`` is finite and within the declared bounds."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise QueryError(f"query {query!r}: parameter {self.name}={value!r} is not a finite number")
+        for op, bound in self.bounds:
+            if not _BOUND_OK[op](value, bound):
+                raise QueryError(f"query {query!r}: parameter {self.name}={value!r} must be {op} {bound:g}")
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,14 @@ def load(name: str) -> Query:
                     raise QueryError(f"{path}: parameter {pname} declared as {declared[pname].type} and {ptype}")
                 continue
             value = None if default == "null" else _TYPES[ptype](default)
-            declared[pname] = Param(pname, ptype, value, pdesc.strip())
+            bounds = []
+            words = pdesc.split()
+            while words and _BOUND_RE.match(words[0]):
+                op, bound = _BOUND_RE.match(words.pop(0)).groups()
+                bounds.append((op, float(bound)))
+            if bounds and ptype not in ("integer", "double"):
+                raise QueryError(f"{path}: parameter {pname}: bounds on a {ptype}")
+            declared[pname] = Param(pname, ptype, value, " ".join(words), tuple(bounds))
     return Query(name, text, " ".join(desc), tuple(declared.values()))
 
 
@@ -143,7 +164,11 @@ def bind(query: Query, params: dict) -> dict:
                 value = _TYPES[p.type](value)
             except (TypeError, ValueError) as exc:
                 raise QueryError(f"query {query.name!r}: parameter {p.name}={value!r} is not a {p.type}") from exc
+            p.check(value, query.name)
         bound[p.name] = value
+    if bound.get("start") is not None and bound.get("end") is not None and bound["end"] <= bound["start"]:
+        raise QueryError(f"query {query.name!r}: end {bound['end']:%Y-%m-%d %H:%M:%S} is not after start "
+                         f"{bound['start']:%Y-%m-%d %H:%M:%S} (the window is [start, end))")
     return bound
 
 

@@ -47,7 +47,8 @@ def _list(out) -> None:
         out.write(f"{name}\n    {q.description}\n")
         for p in q.params:
             default = "null" if p.default is None else p.default
-            out.write(f"    --param {p.name}=<{p.type}> (default {default})  {p.description}\n")
+            bounds = "".join(f", {op}{b:g}" for op, b in p.bounds)
+            out.write(f"    --param {p.name}=<{p.type}> (default {default}{bounds})  {p.description}\n")
         out.write("\n")
 
 

@@ -201,6 +201,15 @@ def run(args) -> int:
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
     events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
+    if budgets is not None:  # the same check as `scenario` and `report --budgets`: oversold guarantees stop here
+        from engine.budget_tree import validate
+
+        try:
+            warnings = validate(budgets, sum(cluster.gpus) or None)
+        except BudgetError as exc:
+            raise _user_error(str(exc)) from None
+        for warning in warnings:
+            print(f"quotaloop simulate: warning: {warning}", file=sys.stderr)
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
         backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,

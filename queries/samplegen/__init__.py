@@ -107,12 +107,12 @@ def _followups(rng, org, jobs, n_subs):
 def generate(out_dir: str | Path, seed: int = 0, days: int = 30, nodes: int = 128, scale: float = 1.0,
              end: str = DEFAULT_END, cluster: str = "acme") -> dict[str, Path]:
     """Write the sample export into ``out_dir``; returns {'sacct', 'samples', 'nodes', 'truth'} -> path."""
+    t_end = _epoch(end)  # a bad end (ValueError) before anything is written
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     org = build_org(rng)
     layout = build_layout(nodes)
-    t_end = _epoch(end)
     t_win = t_end - int(days * DAY)
     t0 = t_win - WARMUP_S
 

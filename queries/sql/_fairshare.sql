@@ -7,7 +7,7 @@
 -- Capacity: capacity_gpus if given, else the nodes table's GPUs (cluster / partition filters), else the peak
 -- number of GPUs allocated at once in the logs (capacity_source says which).
 -- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
--- param: capacity_gpus double null  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
+-- param: capacity_gpus double null >0  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
 cluster_jobs as not materialized (
     -- the cluster's jobs, straight from the table with only the columns the teams and the observed capacity
     -- need (not stg_jobs: a second reference would make DuckDB materialise all of it)

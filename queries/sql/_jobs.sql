@@ -14,7 +14,7 @@
 -- param: state varchar null  only jobs in this normalised state (COMPLETED, FAILED, CANCELLED, ...)
 -- param: job_class varchar null  only this job class (debug, interactive, training, eval, dataprep, batch)
 -- param: user varchar null  only this user
--- param: team_level integer 1  a job's team is the first N `/`-separated components of its account (1 = top level)
+-- param: team_level integer 1 >=1  a job's team is the first N `/`-separated components of its account (1 = top level)
 window_bounds as (
     select
         coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double) as w_start,

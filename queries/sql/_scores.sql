@@ -12,18 +12,18 @@
 --   demand D = used GPU-equivalents per second of span_s / base_quota_gpus.
 --   factor f(E) = coef_min x (coef_max / coef_min) ^ clamp((E - eff_floor) / (eff_ceil - eff_floor), 0, 1);
 --   coefficient = min(f(E) ^ c, max(1, demand_headroom x D)); 1 when E is unknown. Always in [coef_min, coef_max].
--- param: cpus_per_gpu double 16  CPU cores that count as one GPU in GPU-equivalent footprints
--- param: gb_per_gpu double 128  memory GB that count as one GPU in GPU-equivalent footprints
--- param: legacy_time_unit_s double 60  unit of running_time in the legacy task score, seconds (60 = minutes)
--- param: legacy_coef_best double 3  legacy coefficient of the best-ranked (lowest score) entity
--- param: legacy_coef_worst double 0.25  legacy coefficient of the worst-ranked entity
--- param: eff_floor double 0.1  efficiency at or below which the efficiency factor is coef_min
--- param: eff_ceil double 0.9  efficiency at or above which the efficiency factor is coef_max
--- param: coef_min double 0.25  lower bound of the recommended coefficient
--- param: coef_max double 3  upper bound of the recommended coefficient
--- param: confidence_hours double 10  known GPU-equivalent footprint (hours) at which confidence is 0.5
--- param: base_quota_gpus double 8  the base quota (GPU-equivalents) a coefficient multiplies, for the demand term
--- param: demand_headroom double 2  a coefficient above 1 is capped at demand_headroom x demand
+-- param: cpus_per_gpu double 16 >0  CPU cores that count as one GPU in GPU-equivalent footprints
+-- param: gb_per_gpu double 128 >0  memory GB that count as one GPU in GPU-equivalent footprints
+-- param: legacy_time_unit_s double 60 >0  unit of running_time in the legacy task score, seconds (60 = minutes)
+-- param: legacy_coef_best double 3 >0  legacy coefficient of the best-ranked (lowest score) entity
+-- param: legacy_coef_worst double 0.25 >0  legacy coefficient of the worst-ranked entity
+-- param: eff_floor double 0.1 >=0 <=1  efficiency at or below which the efficiency factor is coef_min
+-- param: eff_ceil double 0.9 >=0 <=1  efficiency at or above which the efficiency factor is coef_max
+-- param: coef_min double 0.25 >0  lower bound of the recommended coefficient
+-- param: coef_max double 3 >0  upper bound of the recommended coefficient
+-- param: confidence_hours double 10 >0  known GPU-equivalent footprint (hours) at which confidence is 0.5
+-- param: base_quota_gpus double 8 >0  the base quota (GPU-equivalents) a coefficient multiplies, for the demand term
+-- param: demand_headroom double 2 >0  a coefficient above 1 is capped at demand_headroom x demand
 weighted_jobs as (
     select
         *,

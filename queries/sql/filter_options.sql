@@ -2,7 +2,7 @@
 -- cluster, partition, account (every subtree prefix of every account: `a`, `a/b`, `a/b/c`), team (at
 -- team_level), state, job_class, qos, gpu_type, user.
 -- param: cluster varchar null  only this cluster
--- param: team_level integer 1  teams are the first N `/`-separated components of the account
+-- param: team_level integer 1 >=1  teams are the first N `/`-separated components of the account
 with
 scoped as (
     select * from jobs where $cluster::varchar is null or cluster = $cluster::varchar

@@ -6,7 +6,7 @@
 -- tasks (on the sample at 4 pieces it falls for 57 of 150 users and rises for 93; the rank improves for 23
 -- and worsens for 37). legacy_improves says for whom it falls: the vulnerability of DOMAIN.md section 3, shown
 -- per user rather than hidden.
--- param: split_n integer 4  pieces the largest job is split into
+-- param: split_n integer 4 >=1  pieces the largest job is split into
 with
 -- include: _jobs
 -- include: _job_usage

@@ -1,7 +1,7 @@
 -- Jobs whose run interval overlaps the window, for a Gantt chart: submit, start, run_end (end, or for a RUNNING
 -- job the last instant the log knows (_jobs), or start + elapsed), wait, resources and nodes. The limit_rows jobs with the largest
 -- GPU (then CPU) footprint inside the window are kept, ordered by start.
--- param: limit_rows integer 5000  return at most this many jobs
+-- param: limit_rows integer 5000 >=0  return at most this many jobs
 with
 -- include: _jobs
 in_window as (

@@ -8,7 +8,7 @@
 -- Ordered by job (cluster, job_id); with limit_rows, the limit_rows jobs that wasted most GPU-seconds, then
 -- CPU-seconds, most first. (Sorting every job of a big store by its waste costs more than computing it; the
 -- key order is nearly free because the store's files are sorted by job_id. Re-sort a full frame if needed.)
--- param: limit_rows integer null  only this many jobs: those that wasted most GPU-seconds (then CPU-seconds), most first; null = all jobs, by job
+-- param: limit_rows integer null >=0  only this many jobs: those that wasted most GPU-seconds (then CPU-seconds), most first; null = all jobs, by job
 with
 -- include: _jobs
 -- include: _job_usage

@@ -10,11 +10,11 @@
 -- legacy_coefficient is the legacy rank coefficient of the same period, unsmoothed, for comparison.
 -- param: period_s double 604800  period length in seconds (604800 = a week)
 -- param: origin timestamp 1970-01-05  periods are aligned to this instant (default: a Monday, 00:00 UTC)
--- param: alpha double 0.2  EWMA weight of the newest period (1 = no smoothing; 0.2 = a memory of about 5 periods)
--- param: dead_band double 0.15  the applied coefficient ignores target moves at most this large (hysteresis)
--- param: max_step double 0.25  the applied coefficient moves at most this much per period
--- param: min_jobs integer 3  fewer jobs in a period: hold the previous coefficient
--- param: min_gpu_equiv_hours double 1  less known GPU-equivalent footprint in a period: hold the previous coefficient
+-- param: alpha double 0.2 >0 <=1  EWMA weight of the newest period (1 = no smoothing; 0.2 = a memory of about 5 periods)
+-- param: dead_band double 0.15 >=0  the applied coefficient ignores target moves at most this large (hysteresis)
+-- param: max_step double 0.25 >=0  the applied coefficient moves at most this much per period
+-- param: min_jobs integer 3 >=0  fewer jobs in a period: hold the previous coefficient
+-- param: min_gpu_equiv_hours double 1 >=0  less known GPU-equivalent footprint in a period: hold the previous coefficient
 with recursive
 -- include: _jobs
 -- include: _job_usage

@@ -6,13 +6,13 @@
 -- the user's similar jobs (same job class and name stem: the name without trailing digits) plus margin.
 -- suggested_request takes the history when at least min_similar similar jobs exist, else the job's peak.
 -- param: user varchar null  the user (required)
--- param: per_resource integer 5  rows per resource
--- param: min_footprint_gpu_equiv_hours double 0.25  smaller jobs are control jobs and left out
--- param: min_run_s double 600  failed / cancelled jobs shorter than this are left out
--- param: margin double 0.2  headroom added to an observed peak (0.2 = 20 %)
--- param: min_similar integer 3  similar jobs needed before the history-based suggestion is used
--- param: cpus_per_gpu double 16  CPU cores that count as one GPU in GPU-equivalent footprints
--- param: gb_per_gpu double 128  memory GB that count as one GPU in GPU-equivalent footprints
+-- param: per_resource integer 5 >=0  rows per resource
+-- param: min_footprint_gpu_equiv_hours double 0.25 >=0  smaller jobs are control jobs and left out
+-- param: min_run_s double 600 >=0  failed / cancelled jobs shorter than this are left out
+-- param: margin double 0.2 >=0  headroom added to an observed peak (0.2 = 20 %)
+-- param: min_similar integer 3 >=0  similar jobs needed before the history-based suggestion is used
+-- param: cpus_per_gpu double 16 >0  CPU cores that count as one GPU in GPU-equivalent footprints
+-- param: gb_per_gpu double 128 >0  memory GB that count as one GPU in GPU-equivalent footprints
 with
 -- include: _jobs
 -- include: _job_usage

@@ -3,7 +3,7 @@
 -- DOMAIN.md section 3: the legacy score (legacy_*) and the recommended one split into its terms
 -- (rec_efficiency, rec_confidence, rec_demand -> rec_coefficient). Jobs count by their run time inside the window.
 -- param: order_by varchar gpu  sort by wasted gpu | cpu | mem | equiv (GPU-equivalent) hours, or legacy | recommended (best first)
--- param: limit_rows integer null  return at most this many rows (null = all)
+-- param: limit_rows integer null >=0  return at most this many rows (null = all)
 with
 -- include: _jobs
 -- include: _job_usage

@@ -3,7 +3,7 @@
 -- have without that job, and the user's terms repeated on every row (the recommended terms need only the
 -- user's own jobs; the legacy rank is relative to other users, so it is left to user_ranking).
 -- param: user varchar null  the user (required)
--- param: top_n integer 5  jobs listed
+-- param: top_n integer 5 >=0  jobs listed
 with
 -- include: _jobs
 -- include: _job_usage
