@@ -214,6 +214,13 @@ BAD_FLAGS = [
     ("simulate", ["--budgets", "{oversold}"], "oversold quota"),
     ("simulate", ["--budgets", "{tmp}/none.toml"], "none.toml"),
     ("simulate", ["--policy", "lottery"], "argument --policy: invalid choice"),
+    ("simulate", ["--out", "{tmp}/a_file"], "a_file: exists and is not a directory"),
+    ("simulate", ["--out", "{tmp}/a_file/sub"], "a_file is not a directory"),
+    ("simulate", ["--window-end", "2026-01-01", "--warm-start", "2026-01-05"], "must be after warm_start"),
+    ("simulate", ["--walltime-margin", "nan"], "walltime_margin"),
+    ("simulate", ["--nodes", "0", "--gpus-per-node", "8"], "--nodes must be an integer >= 1"),
+    ("scenario", ["backfill", "--out", "{tmp}/a_file"], "a_file: exists and is not a directory"),
+    ("sample", ["--export-dir", "{tmp}/a_file"], "--export-dir"),
     ("scenario", ["backfill", "--budgets", "{oversold}"], "oversold quota"),
     ("scenario", ["backfill", "--window", "forever"], "--window"),
     ("scenario", ["backfill", "--end", "someday"], "--end 'someday'"),
@@ -234,16 +241,17 @@ NEEDS_OUT = {"simulate", "scenario", "report"}
 def test_bad_flag_value(command, extra, needle, good, tmp_path, capsys, monkeypatch):
     store = _copy(tmp_path, good)
     (tmp_path / "oversold.toml").write_text(OVERSOLD)
+    (tmp_path / "a_file").write_text("an output path that is a file\n")
     before = snapshot(store)
     out = tmp_path / "out"
     fill = {"oversold": tmp_path / "oversold.toml", "tmp": tmp_path}
     argv = [command, *(a.format(**fill) for a in extra), "--store", str(store)]
-    if command in NEEDS_OUT:
+    if command in NEEDS_OUT and "--out" not in extra:
         argv += ["--out", str(out)]
     rc, stdout, stderr = run_cli(capsys, monkeypatch, *argv)
     assert_one_line_error(rc, stdout, stderr, command, needle)
     assert snapshot(store) == before
-    assert not out.exists() and not (tmp_path / "export").exists()
+    assert not out.exists() and not (tmp_path / "export").exists() and (tmp_path / "a_file").is_file()
 
 
 def test_the_oversold_check_is_the_budget_trees_own(good, tmp_path, capsys, monkeypatch):

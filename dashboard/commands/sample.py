@@ -41,6 +41,9 @@ def run(args) -> int:
     params = dict(seed=args.seed, days=args.days, nodes=args.nodes, scale=args.scale, end=args.end,
                   cluster=args.cluster)
     export_dir = args.export_dir or samplegen.default_export_dir(args.store)
+    from dashboard.errors import check_output_dir
+
+    check_output_dir(export_dir, "--export-dir")
     t0 = time.perf_counter()
     try:
         paths = samplegen.generate(export_dir, **params)

@@ -156,6 +156,9 @@ def run(args) -> int:
     from engine.budget_tree import BudgetError, load, validate
     from queries.store import Store
 
+    from dashboard.errors import check_output_dir
+
+    check_output_dir(args.out)
     Store(args.store).check()  # StoreError: missing, not a directory, corrupt manifest, truncated partition
     try:
         spec = ScenarioSpec.make(NAMES[args.name], policy=args.policy, backfill=args.backfill, seed=args.seed,
@@ -185,7 +188,10 @@ def run(args) -> int:
         if type(exc).__name__ in ("ConfigError", "QueryError"):
             raise
         raise UserError(str(exc)) from None
-    out = result.write(args.out)
+    try:
+        out = result.write(args.out)
+    except OSError as exc:
+        raise UserError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
     if args.json:
         sys.stdout.write(runner.json_text(result.summary()))
         return 0

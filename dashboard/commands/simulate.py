@@ -191,6 +191,9 @@ def run(args) -> int:
             budgets = load(args.budgets)
         except BudgetError as exc:
             raise _user_error(str(exc)) from exc
+    from dashboard.errors import UserError, check_output_dir
+
+    check_output_dir(args.out)
     jobs, nodes = _load_workload(args)
     warm, window_end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
     lookback_s = parse_duration(args.lookback, "--lookback")
@@ -223,7 +226,10 @@ def run(args) -> int:
         node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
         repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
     res = simulate(jobs, cluster, cfg)
-    out = res.write(args.out)
+    try:
+        out = res.write(args.out)
+    except OSError as exc:
+        raise UserError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
     m = res.metrics
     if args.json:
         from engine.result import metrics_json
