@@ -231,6 +231,7 @@ BAD_FLAGS = [
     ("sample", ["--end", "not-a-date", "--no-ingest", "--export-dir", "{tmp}/export"], "not-a-date"),
     ("ingest", ["{tmp}/no-such-file.swf"], "no-such-file.swf: no such file"),
     ("ingest", [str(TINY_SWF), "--format", "xml"], "argument --format: invalid choice"),
+    ("ingest", [str(TINY_SWF), "--timezone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
     ("ingest", [str(TINY_SWF), "--procs-per-node", "many"], "argument --procs-per-node: invalid int value"),
     ("serve", ["--port", "http"], "argument --port: invalid int value"),
 ]
