@@ -119,6 +119,35 @@ def test_include_expansion(tmp_path, monkeypatch):
         queries.load.cache_clear()
 
 
+def test_parameter_bounds_from_the_header(tmp_path, monkeypatch):
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "bounded.sql").write_text(
+        "-- Bounded.\n-- param: n integer 1 >=1  at least one\n-- param: f double 0.5 >0 <=1  a fraction\n"
+        "-- param: start timestamp null  from\n-- param: end timestamp null  to\n"
+        "select $n::integer as n, $f::double as f\n")
+    (sql / "bad.sql").write_text("-- Bad.\n-- param: who varchar null >=1  a bound on text\nselect $who as who\n")
+    monkeypatch.setattr(queries, "SQL_DIR", sql)
+    queries.load.cache_clear()
+    try:
+        q = queries.load("bounded")
+        assert [(p.name, p.bounds, p.description) for p in q.params[:2]] == [
+            ("n", ((">=", 1.0),), "at least one"), ("f", ((">", 0.0), ("<=", 1.0)), "a fraction")]
+        assert queries.run("bounded", store=tmp_path, n="1", f="1").rows() == [(1, 1.0)]  # bounds are inclusive
+        for params, message in (({"n": "0"}, "n=0 must be >= 1"), ({"f": "0"}, "f=0.0 must be > 0"),
+                                ({"f": "1.01"}, "f=1.01 must be <= 1"), ({"f": "inf"}, "f=inf is not a finite"),
+                                ({"f": "nan"}, "f=nan is not a finite"),
+                                ({"start": "2026-01-02", "end": "2026-01-01"}, "end 2026-01-01 00:00:00 is not after"),
+                                ({"start": "2026-01-02", "end": "2026-01-02"}, "is not after start")):
+            with pytest.raises(queries.QueryError, match=message):
+                queries.run("bounded", store=tmp_path, **params)
+        assert queries.run("bounded", store=tmp_path, start="2026-01-01", end="2026-01-01T00:00:01").height == 1
+        with pytest.raises(queries.QueryError, match="bounds on a varchar"):
+            queries.load("bad")
+    finally:
+        queries.load.cache_clear()
+
+
 def test_budget_shares_is_optional(store):
     con = queries.connect(store)
     assert con.sql("select count(*) from budget_shares").fetchall() == [(0,)]
