@@ -222,6 +222,7 @@ BAD_FLAGS = [
     ("scenario", ["backfill", "--out", "{tmp}/a_file"], "a_file: exists and is not a directory"),
     ("sample", ["--export-dir", "{tmp}/a_file"], "--export-dir"),
     ("scenario", ["backfill", "--budgets", "{oversold}"], "oversold quota"),
+    ("scenario", ["shares", "--guarantee", "lab=1000"], "guaranteed_gpus sum to 1000 GPUs, above the cluster's 16"),
     ("scenario", ["backfill", "--window", "forever"], "--window"),
     ("scenario", ["backfill", "--end", "someday"], "--end 'someday'"),
     ("scenario", ["shares", "--share", "lab"], "--share 'lab': expected NAME=VALUE"),

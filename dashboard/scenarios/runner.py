@@ -213,6 +213,7 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
         if missing:
             notes.append("not in the budget tree, ignored: " + ", ".join(missing))
         tree = apply_budget_overrides(inputs.tree, v["shares"], v["guaranteed"])
+        bt.validate(tree, inputs.capacity_gpus or None)  # new guarantees may oversell: BudgetError, as for the file
         quota = "guarantee" if _has_guarantees(tree) else "none"
         scen = dataclasses.replace(base, budgets=tree, quota=quota)
     elif spec.kind == "backfill":
