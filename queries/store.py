@@ -156,6 +156,14 @@ class Store:
             for rel in files:  # a manifest never points outside its store
                 if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
                     raise StoreError(f"{path}: corrupt manifest: tables.{table} names {rel!r}, outside the store")
+        snapshots = data.get("snapshots", {})
+        if not isinstance(snapshots, dict):
+            raise StoreError(f"{path}: corrupt manifest: snapshots is not an object")
+        for cluster, when in snapshots.items():
+            try:
+                dt.datetime.fromisoformat(when)
+            except (TypeError, ValueError):
+                raise StoreError(f"{path}: corrupt manifest: snapshots.{cluster} = {when!r} is not an ISO time") from None
         return data
 
     def check(self) -> "Store":

@@ -9,6 +9,7 @@ process, including a read-only store (as root, by dropping the capabilities that
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -98,6 +99,14 @@ def _manifest_outside(tmp: Path, good: Path) -> tuple[Path, str]:
     return store, "outside the store"
 
 
+def _bad_snapshot(tmp: Path, good: Path) -> tuple[Path, str]:
+    store = _copy(tmp, good)
+    manifest = json.loads((store / MANIFEST).read_text())
+    manifest["snapshots"] = {"c": "last tuesday"}
+    (store / MANIFEST).write_text(json.dumps(manifest))
+    return store, "snapshots.c"
+
+
 def _truncated_parquet(tmp: Path, good: Path) -> tuple[Path, str]:
     store = _copy(tmp, good)
     part = sorted((store / "jobs").rglob("*.parquet"))[0]
@@ -121,7 +130,7 @@ def _not_a_store(tmp: Path, good: Path) -> tuple[Path, str]:
 
 
 BAD_STORES = {"missing": _missing, "regular_file": _regular_file, "corrupt_manifest": _corrupt_manifest,
-              "manifest_outside": _manifest_outside, "truncated_parquet": _truncated_parquet,
+              "manifest_outside": _manifest_outside, "bad_snapshot": _bad_snapshot, "truncated_parquet": _truncated_parquet,
               "listed_file_missing": _listed_file_missing, "not_a_store": _not_a_store}
 
 # Every command with its minimal arguments; {store} and {out} are filled in. ingest and sample create a missing
@@ -220,6 +229,10 @@ BAD_FLAGS = [
     ("simulate", ["--walltime-margin", "nan"], "walltime_margin"),
     ("simulate", ["--nodes", "0", "--gpus-per-node", "8"], "--nodes must be an integer >= 1"),
     ("scenario", ["backfill", "--out", "{tmp}/a_file"], "a_file: exists and is not a directory"),
+    ("simulate", ["--drain", "gpu-01@notatime"], "--drain 'gpu-01@notatime'"),
+    ("simulate", ["--qos-preempt", "high"], "--qos-preempt 'high': expected QOS=QOS"),
+    ("simulate", ["--drain-file", "{tmp}/none.csv"], "none.csv: cannot read the drain file"),
+    ("scenario", ["drains", "--drain", "nonsense"], "--drain 'nonsense': expected NODES@TIME"),
     ("sample", ["--export-dir", "{tmp}/a_file"], "--export-dir"),
     ("scenario", ["backfill", "--budgets", "{oversold}"], "oversold quota"),
     ("scenario", ["shares", "--guarantee", "lab=1000"], "guaranteed_gpus sum to 1000 GPUs, above the cluster's 16"),
