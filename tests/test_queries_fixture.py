@@ -293,13 +293,17 @@ def test_user_low_efficiency_jobs(store):
     assert (cpu["peak"], cpu["suggested_from_peak"], cpu["suggested_request"]) == (4.0, 5.0, 5.0)
     assert "request 5" in cpu["suggestion"] and "peak + 20 %" in cpu["suggestion"]
     mem = rows_by(got, "resource")["mem"]
-    assert (mem["peak"], mem["suggested_from_peak"]) == (40.0, 48.0)  # 40 GB + 20 %
+    # memory in GiB per node, as --mem means it: 64 GB asked = 59.6 GiB; peak 40 GB = 37.25 GiB; + 20 % = 44.7 -> 45
+    assert mem["requested"] == pytest.approx(64e9 / 2**30) and mem["peak"] == pytest.approx(40e9 / 2**30)
+    assert mem["suggested_from_peak"] == 45.0 and "request --mem=45G" in mem["suggestion"]
+    assert mem["unit"] == "GiB-hours" and mem["wasted_hours"] == pytest.approx((460800 - 216000) / 2**30 * 1e9 / 3600)
     gpu = rows_by(got, "resource")["gpu"]
     assert gpu["suggested_from_peak"] == 2.0  # 0.9 x 2 x 1.2 = 2.16 -> 3, but never above the 2 asked
     assert "keep 2" in gpu["suggestion"]
     with_failed = queries.run("user_low_efficiency_jobs", store=store, user="alice",
                               min_footprint_gpu_equiv_hours=0.0, min_run_s=0)
-    assert rows_by(with_failed.filter(pl.col("resource") == "cpu"), "rank")[1]["job_id"] == "j2"  # eff 0.1 < 0.375
+    # ranked by the area wasted, not by efficiency: j1 wasted 36000 CPU-s at 0.375, j2 216 CPU-s at 0.1
+    assert [rows_by(with_failed.filter(pl.col("resource") == "cpu"), "rank")[k]["job_id"] for k in (1, 2)] == ["j1", "j2"]
     tiny = queries.run("user_low_efficiency_jobs", store=store, user="alice", min_run_s=0,
                        min_footprint_gpu_equiv_hours=0.05)
     assert "j2" not in tiny["job_id"].to_list()  # footprint 60 + 15 + 3.75 s = 0.02 GPU-equiv hours

@@ -50,7 +50,9 @@ def random_store(root, seed=3, n_jobs=300):
                    elapsed_s=run if start is not None else 0.0, req_cpus=cpus, req_gpus=gpus,
                    req_mem_bytes=cpus * 4e9, alloc_cpus=cpus * 0.75 if alloc else None,
                    alloc_gpus=gpus if alloc else None, alloc_mem_bytes=cpus * 3e9 if alloc else None,
-                   min_runtime_s=float(rng.choice([0.0, 3600.0])))
+                   min_runtime_s=float(rng.choice([0.0, 3600.0])),
+                   # Slurm sources record one task's (node's) peak RSS, the others the whole job's
+                   nodes=(1, 1, 2, 4)[i % 4], source=("sacct", "swf", "sacct-json")[i % 3])
         if i % 37 == 5:  # no memory level at all (SWF logs often lack the request): memory usage unknown
             row.update(req_mem_bytes=None, alloc_mem_bytes=None)
         if i % 41 == 7:  # no CPU count: CPU usage cannot be capped, so it is unknown
@@ -87,10 +89,19 @@ def _epoch(col):
     return pl.col(col).dt.epoch("us") / 1e6
 
 
+def whole_job_rss(jobs: pl.DataFrame) -> pl.DataFrame:
+    """max_rss_bytes as the whole job's peak: Slurm's MaxRSS (sacct, sacct-json) is one task's, i.e. one node's,
+    so x nodes; other sources already record the whole job's."""
+    nodes = pl.max_horizontal(pl.col("nodes").fill_null(1), pl.lit(1))
+    return jobs.with_columns(pl.when(pl.col("source").is_in(["sacct", "sacct-json"]))
+                             .then(pl.col("max_rss_bytes") * nodes).otherwise(pl.col("max_rss_bytes"))
+                             .alias("max_rss_bytes"))
+
+
 def reference_job_waste(store, w0=None, w1=None) -> pl.DataFrame:
     """The job_waste definitions, written again in Polars."""
     st = Store(store)
-    jobs, samples = st.read("jobs"), st.read("samples")
+    jobs, samples = whole_job_rss(st.read("jobs")), st.read("samples")
     lo_w = -math.inf if w0 is None else w0.timestamp()
     hi_w = math.inf if w1 is None else w1.timestamp()
     j = jobs.filter(pl.col("start").is_not_null()).with_columns(
@@ -175,7 +186,7 @@ def _brute_force_buckets(store, resource, bucket_s, origin, w0, w1):
     """Every job and sample interval against every bucket, in NumPy."""
     ref = reference_job_waste(store, w0, w1)
     st = Store(store)
-    jobs = st.read("jobs")
+    jobs = whole_job_rss(st.read("jobs"))
     lo_w = -math.inf if w0 is None else w0.timestamp()
     hi_w = math.inf if w1 is None else w1.timestamp()
     meta = ref.join(jobs.select("cluster", "job_id", "start", "end", "elapsed_s", "state", "alloc_cpus", "req_cpus",

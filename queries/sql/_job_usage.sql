@@ -4,8 +4,9 @@
 -- requested(r) = level x (hi - lo) with level = allocated where recorded, else requested.
 -- used(r): the integral of the sampled curve where the job has samples with a value for r (each sample's
 -- value holds over [ts, ts + interval_s), clipped to [lo, hi)); else from job totals spread evenly over the
--- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the peak max_rss: an upper bound, mem_used_basis
--- says 'peak'). Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
+-- run (cpu_seconds_used; mean_gpu_util x gpus; for memory the whole job's peak max_rss_gb: an upper bound,
+-- mem_used_basis says 'peak'). Memory peaks (peak_mem_node_gb, peak_mem_util) are per node, compared with the
+-- per-node request mem_node_gb, as Slurm's MaxRSS and --mem mean them. Usage is capped at the request at every instant (used = integral of min(u, r)), so waste
 -- = integral of max(r - u, 0) and efficiency stays in 0..1: overuse at one moment never hides waste at another.
 -- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
 -- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
@@ -104,9 +105,13 @@ job_usage as (
         su.sampled_s / nullif(j.in_window_s, 0) as sample_coverage,
         coalesce(j.max_cpu_util, su.peak_cpus_sampled / nullif(j.cpus, 0)) as peak_cpu_util,
         coalesce(j.max_gpu_util, su.peak_gpu_util_sampled) as peak_gpu_util,
-        coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) / nullif(j.mem_gb, 0) as peak_mem_util,
+        -- memory peaks are per node, like Slurm's MaxRSS and --mem (see _jobs: max_rss_node_gb); a sample holds
+        -- the whole job's memory, spread evenly over its nodes. greatest() skips a null and keeps the peak at
+        -- least the sampled one, so peak_mem_util >= the mean memory efficiency whatever the source.
+        greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1))
+            / nullif(j.mem_node_gb, 0) as peak_mem_util,
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
-        coalesce(j.max_rss_gb, su.peak_mem_gb_sampled) as peak_mem_gb
+        greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
     from job_rates as j
     left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
 ),

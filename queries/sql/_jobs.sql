@@ -79,7 +79,20 @@ stg_jobs as not materialized (
         coalesce(req_gpus, alloc_gpus, 0) as gpus_asked,
         coalesce(alloc_mem_bytes, req_mem_bytes) / 1e9 as mem_gb,
         cpu_seconds_used as cpu_seconds_total,
-        max_rss_bytes / 1e9 as max_rss_gb,
+        -- MaxRSS / TRESUsageInMax mem (sacct, sacct-json) are one task's peak: on a multi-node job one node's
+        -- share (one task per node assumed), while --mem is per node. A trusted jobstats summary (jobstats =
+        -- 'ok') gives the busiest node's peak (node_mem_peak_bytes) and the sum of the nodes' peaks in
+        -- max_rss_bytes; other sources record the whole job's peak. Both are kept: max_rss_node_gb per node
+        -- (compared with the per-node request mem_node_gb) and max_rss_gb for the whole job (for Slurm's MaxRSS
+        -- an upper bound: every node at the largest task's peak).
+        case when node_mem_peak_bytes is not null then node_mem_peak_bytes / 1e9
+             when jobs.source in ('sacct', 'sacct-json') and coalesce(jobstats, '') <> 'ok' then max_rss_bytes / 1e9
+             else max_rss_bytes / 1e9 / greatest(coalesce(nodes, 1), 1) end as max_rss_node_gb,
+        case when jobs.source in ('sacct', 'sacct-json') and coalesce(jobstats, '') <> 'ok'
+                  and node_mem_peak_bytes is null
+             then max_rss_bytes / 1e9 * greatest(coalesce(nodes, 1), 1)
+             else max_rss_bytes / 1e9 end as max_rss_gb,
+        coalesce(alloc_mem_bytes, req_mem_bytes) / 1e9 / greatest(coalesce(nodes, 1), 1) as mem_node_gb,
         mean_gpu_util,
         max_gpu_util,
         max_cpu_util,

@@ -1,10 +1,14 @@
--- For one user: the jobs with the lowest CPU, GPU and memory efficiency (per_resource rows each), leaving
+-- For one user: the jobs that wasted most CPU-, GPU- and memory-hours (per_resource rows each: waste is an
+-- area, so a long wide job at 40 % ranks above a 3-minute one at 5 %; ties by lowest efficiency), leaving
 -- out tiny control jobs (GPU-equivalent footprint below min_footprint_gpu_equiv_hours, where low utilisation
 -- is normal) and jobs that failed / were cancelled / preempted / ran out of memory / lost their node within
 -- min_run_s (the cause may not be the request). Per job: waste in resource-hours (CPU-hours, GPU-hours,
--- GB-hours: see `unit`) and a right-sized request: from the job's own peak plus margin, and from the p95 peak of
+-- GiB-hours: see `unit`) and a right-sized request: from the job's own peak plus margin, and from the p95 peak of
 -- the user's similar jobs (same job class and name stem: the name without trailing digits) plus margin.
--- suggested_request takes the history when at least min_similar similar jobs exist, else the job's peak.
+-- suggested_request takes the history when at least min_similar similar jobs exist, else the job's peak; it is
+-- never below the job's own peak nor above its request, so it is never below the job's mean use.
+-- Memory is per node in GiB, as Slurm's --mem means it (MaxRSS is one task's, i.e. one node's, peak):
+-- requested, peak and the suggestion (`--mem=NG`) are GiB per node; wasted_hours is the whole job's GiB-hours.
 -- param: user varchar null  the user (required)
 -- param: per_resource integer 5 >=0  rows per resource
 -- param: min_footprint_gpu_equiv_hours double 0.25 >=0  smaller jobs are control jobs and left out
@@ -43,7 +47,8 @@ per_resource as (
     select *, 'gpu', 'GPU-hours', gpus, peak_gpu_util * gpus, gpu_seconds_requested, gpu_seconds_used
     from candidates
     union all
-    select *, 'mem', 'GB-hours', mem_gb, peak_mem_gb, mem_seconds_requested, mem_seconds_used
+    select *, 'mem', 'GiB-hours', mem_node_gb * 1e9 / 1073741824, peak_mem_node_gb * 1e9 / 1073741824,
+           mem_seconds_requested * 1e9 / 1073741824, mem_seconds_used * 1e9 / 1073741824
     from candidates
 ),
 
@@ -63,14 +68,14 @@ ranked as (
         p.*,
         p.used_s / nullif(p.req_s, 0) as efficiency,
         row_number() over (partition by p.resource
-                           order by p.used_s / nullif(p.req_s, 0) asc, p.req_s - p.used_s desc, p.job_id) as rn
+                           order by p.req_s - p.used_s desc, p.used_s / nullif(p.req_s, 0) asc, p.job_id) as rn
     from per_resource as p
     where p.req_s > 0 and p.used_s is not null
 ),
 
 suggested as (
     -- a right-sized request never exceeds what was asked (this view only suggests reductions); whole
-    -- CPUs / GPUs / GB, at least 1 (a fractional GPU request stays as asked)
+    -- CPUs / GPUs / GiB, at least 1 (a fractional GPU request stays as asked)
     select
         r.*,
         h.similar_jobs,
@@ -89,8 +94,11 @@ suggested as (
 final as (
     select
         *,
-        case when similar_jobs >= $min_similar::integer then suggested_from_history else suggested_from_peak end
-            as suggested_request
+        -- the history is used only when it covers this job's own peak: a request below it would not fit this job
+        -- (and could sit below its mean use), so an outlier gets its own peak + margin
+        similar_jobs >= $min_similar::integer and suggested_from_history >= least(requested, peak) as from_history,
+        case when similar_jobs >= $min_similar::integer and suggested_from_history >= least(requested, peak)
+             then suggested_from_history else suggested_from_peak end as suggested_request
     from suggested
 )
 select
@@ -103,6 +111,7 @@ select
     state,
     start,
     run_s / 3600 as run_hours,
+    nodes,
     requested,
     peak,
     efficiency,
@@ -114,20 +123,29 @@ select
     similar_p95_peak,
     suggested_from_history,
     suggested_request,
-    format('{}: asked {:g} {}, used {:.0f} % of it over the run{}; {}',
+    format('{}: asked {}, used {:.0f} % of it over the run{}; {}',
            resource,
-           round(requested, 2),
-           case resource when 'cpu' then 'CPUs' when 'gpu' then 'GPUs' else 'GB' end,
+           case resource when 'mem' then format('--mem={:g}G per node{}', round(requested, 1),
+                                                case when nodes > 1 then format(' on {} nodes', nodes) else '' end)
+                else format('{:g} {}', round(requested, 2), case resource when 'cpu' then 'CPUs' else 'GPUs' end) end,
            100 * efficiency,
-           case when peak is not null then format(', peak {:g}', round(peak, 2)) else '' end,
+           case when peak is null then ''
+                when resource = 'mem' then format(', peak {:g}G on a node', round(peak, 1))
+                else format(', peak {:g}', round(peak, 2)) end,
            case when suggested_request is null then 'no peak recorded, so no right-sized request'
                 else format('{} ({})',
                             case when suggested_request >= requested
-                                 then format('keep {:g}: the peak needs it', round(requested, 2))
+                                 then format('keep {}{:g}{}: the peak needs it',
+                                             case when resource = 'mem' then '--mem=' else '' end,
+                                             round(requested, 2), case when resource = 'mem' then 'G' else '' end)
+                                 when resource = 'mem' then format('request --mem={:g}G', suggested_request)
                                  else format('request {:g}', suggested_request) end,
-                            case when similar_jobs >= $min_similar::integer
+                            case when from_history
                                  then format('p95 peak of {} similar jobs + {:.0f} %', similar_jobs,
                                              100 * $margin::double)
+                                 when similar_jobs >= $min_similar::integer
+                                 then format('this job''s peak + {:.0f} %: its {} similar jobs peak lower',
+                                             100 * $margin::double, similar_jobs)
                                  else format('this job''s peak + {:.0f} %', 100 * $margin::double) end)
            end) as suggestion
 from final
