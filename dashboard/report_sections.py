@@ -376,12 +376,13 @@ def waits(q: Runner, scope: Scope) -> Section:
 def own_jobs(q: Runner, scope: Scope) -> Section:
     low = q("user_low_efficiency_jobs")
     drivers = q("user_summary")
-    section = Section("my_jobs", "Your lowest-efficiency jobs and what to request instead",
-                      "Per resource, your jobs that used the smallest share of what they held (tiny control jobs "
-                      "and jobs that failed early are left out), with a right-sized request from the job's own "
-                      "peak plus a margin, or from your similar jobs when there are enough of them.",
+    section = Section("my_jobs", "Your most wasteful jobs and what to request instead",
+                      "Per resource, your jobs that wasted the most resource-hours (held minus used over the run; "
+                      "tiny control jobs and jobs that failed early are left out), with a right-sized request from "
+                      "the job's own peak plus a margin, or from your similar jobs when there are enough of them. "
+                      "Memory is per node in GiB, as --mem means it.",
                       tables=[jobs_table(q, scope),
-                              Table("low_efficiency_jobs", "Lowest-efficiency jobs", low,
+                              Table("low_efficiency_jobs", "Most wasteful jobs", low,
                                     [("resource", "resource", "text"), ("job_name", "job", "text"),
                                      ("job_id", "id", "text"), ("state", "state", "text"),
                                      ("run_hours", "hours", "num1"), ("efficiency", "efficiency", "pct"),

@@ -69,6 +69,22 @@ def low_efficiency_view(low: pl.DataFrame, resource: str) -> pl.DataFrame:
     return df.select([c for c in LOW_COLUMNS if c in df.columns] + [c for c in ("unit",) if c in df.columns])
 
 
+def default_user(ranking: pl.DataFrame, viewer: str | None) -> str | None:
+    """The user an admin's My jobs opens on: the viewer when they ran jobs in the window, else the user with the
+    largest footprint in it (the page worth reading first; ties by name), None when nobody ran anything.
+
+    ``ranking`` is ``user_ranking`` for the window: one row per user with jobs in it."""
+    if ranking.is_empty() or "user" not in ranking.columns:
+        return None
+    users = ranking["user"].drop_nulls()
+    if viewer is not None and viewer in set(users.to_list()):
+        return viewer
+    key = "footprint_gpu_equiv_hours" if "footprint_gpu_equiv_hours" in ranking.columns else "job_count"
+    ordered = (ranking.filter(pl.col("user").is_not_null())
+               .sort([pl.col(key).fill_null(0.0), pl.col("user")], descending=[True, False]))
+    return ordered["user"][0] if ordered.height else None
+
+
 def zip_bytes(files: dict[str, bytes]) -> bytes:
     import io
     import zipfile

@@ -115,6 +115,10 @@ def viewer() -> auth.Identity:
     return auth.current(data.config(), None if demo_as in (None, PLATFORM_VIEW) else demo_as)
 
 
+GPU_EQUIV_HELP = ("GPU-equivalent hours: GPU-hours plus CPU-hours and memory GB-hours converted at the score's "
+                  "rates (`cpus_per_gpu`, `gb_per_gpu`), the unit of your score and of the jobs that drove it.")
+
+
 def hours_columns(unit: str) -> dict:
     """Column formats for the waste tables (numbers with units, efficiency as a bar)."""
     num = st.column_config.NumberColumn
@@ -135,16 +139,20 @@ def hours_columns(unit: str) -> dict:
     return cfg
 
 
+LOW_AMOUNTS = {"CPU-hours": "CPUs", "GPU-hours": "GPUs", "GiB-hours": "GiB per node"}
+
+
 def low_efficiency_columns(view) -> dict:
     unit = view["unit"][0] if "unit" in view.columns and view.height else "resource-hours"
+    amount = LOW_AMOUNTS.get(unit, "")
     num = st.column_config.NumberColumn
     return {
         "job_name": st.column_config.TextColumn("job"), "job_id": "id", "job_class": "class",
-        "run_hours": num("ran (h)", format="%.1f"), "requested": num("requested", format="%.1f"),
-        "peak": num("peak used", format="%.2f"),
+        "run_hours": num("ran (h)", format="%.1f"), "requested": num(f"requested ({amount})", format="%.1f"),
+        "peak": num(f"peak used ({amount})", format="%.2f"),
         "efficiency": st.column_config.ProgressColumn("efficiency", format="percent", min_value=0, max_value=1),
         "wasted_hours": num(f"wasted ({unit})", format="%.1f"),
-        "suggested_request": num("request instead", format="%.1f"),
+        "suggested_request": num(f"request instead ({amount})", format="%.1f"),
         "suggestion": st.column_config.TextColumn("suggestion", width="large"), "unit": None,
         "state": "state",
     }

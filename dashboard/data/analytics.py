@@ -168,7 +168,7 @@ def user_row(flt: Filters | None, user: str) -> dict | None:
 
 
 def low_efficiency_jobs(flt: Filters | None, user: str, limit: int = 20) -> pl.DataFrame:
-    """The user's lowest-efficiency jobs with waste and a right-size suggestion (query of the waste issue)."""
+    """The user's most wasteful jobs (by wasted resource-hours) with a right-size suggestion."""
     df = query("user_low_efficiency_jobs", flt, user=user, limit_rows=limit)
     if "user" in df.columns:  # defence in depth: never show another user's row on a personal page
         df = df.filter(pl.col("user") == user)

@@ -80,6 +80,11 @@ def declared(name: str) -> set[str]:
     return {p.name for p in queries.load(name).params}
 
 
+def param_default(name: str, param: str):
+    """A query parameter's declared default (so a page's explanation quotes the query, not a copy of it)."""
+    return next(p.default for p in queries.load(name).params if p.name == param)
+
+
 def _bind_filters(name: str, filters: Filters | None) -> tuple[dict, list[str]]:
     if filters is None:
         return {}, []

@@ -18,7 +18,10 @@ ident = ui.viewer()
 if ident.may_pick_any_user:
     users = data.options().users
     if st.session_state.get("view_user") not in users:
-        st.session_state["view_user"] = ident.user if ident.user in users else (users[0] if users else None)
+        # open on a user with jobs in the window (the viewer if they have some), not the alphabetically first
+        ranking = ui.fetch(data.user_ranking, flt)
+        st.session_state["view_user"] = (shaping.default_user(ranking, ident.user) if ranking is not None else None) \
+            or (ident.user if ident.user in users else (users[0] if users else None))
     label = "Demo, platform view — open the page of" if ident.mode == "demo" else "Admin — open the page of"
     st.columns([1, 2])[0].selectbox(label, users, key="view_user",
                                     help="Admins may open any user's page. A researcher only ever sees their own.")
@@ -56,14 +59,27 @@ except data.NotAvailable:
 req_h, wasted_h = mine["gpu_hours_requested"].sum(), mine["gpu_hours_wasted"].sum()
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Jobs in window", f"{mine.height:,}", border=True)
-m2.metric("GPU-hours held", ui.compact(req_h), border=True)
-m3.metric("GPU-hours wasted", ui.compact(wasted_h), border=True)
+if me is not None and me.get("footprint_gpu_equiv_hours") is not None:
+    # one unit on the page's score side: the GPU-equivalent hours of the score and of "the jobs that drove it"
+    m2.metric("Held (GPU-eq. h)", ui.compact(me["footprint_gpu_equiv_hours"]), border=True, help=ui.GPU_EQUIV_HELP)
+    m3.metric("Wasted (GPU-eq. h)", ui.compact(me["wasted_gpu_equiv_hours"]), border=True,
+              help=ui.GPU_EQUIV_HELP + f" Of it, GPU-hours wasted: {wasted_h:,.1f} of {req_h:,.1f} held.")
+else:
+    m2.metric("GPU-hours held", ui.compact(req_h), border=True)
+    m3.metric("GPU-hours wasted", ui.compact(wasted_h), border=True)
 if me is not None:
     m4.metric("Quota coefficient", f"{me['rec_coefficient']:.2f} ×",
               help=f"Legacy score would give {me['legacy_coefficient']:.2f} × (rank {me['legacy_rank']}).",
               border=True)
 
-st.subheader("Your least efficient jobs, and what to request instead")
+st.subheader("Your most wasteful jobs, and what to request instead")
+_LOW = "user_low_efficiency_jobs"
+st.caption("Per resource, ranked by the resource-hours wasted (held minus used, over the run: the area, so a long "
+           "wide job outranks a 3-minute one with an uglier percentage). Left out: tiny control jobs (under "
+           f"{data.param_default(_LOW, 'min_footprint_gpu_equiv_hours'):g} GPU-equivalent hours, where low use is "
+           "normal) and jobs that failed, were cancelled or preempted within their first "
+           f"{data.param_default(_LOW, 'min_run_s') / 60:g} minutes (the cause may not be the request). Memory is "
+           "per node in GiB, as `--mem` means it.")
 low = ui.fetch(data.low_efficiency_jobs, flt, user)
 if low is not None:
     if low.is_empty():
@@ -88,8 +104,8 @@ with right:
     drivers = ui.fetch(data.score_drivers, flt, user)
     if drivers is not None and drivers.height:
         st.dataframe(drivers, hide_index=True, column_config=ui.driver_columns())
-        st.caption("Share of your wasted GPU-equivalent hours, and the efficiency term your score would have "
-                   "without that job.")
+        st.caption("Share of your wasted GPU-equivalent hours (the unit of the cards above), and the efficiency "
+                   "term your score would have without that job.")
 ui.chart(charts.waste_scatter(mine, requested="gpu_hours_requested", wasted="gpu_hours_wasted", hover="job_name",
                               unit="GPU-hours", title=f"{user}'s jobs: GPU-hours requested vs wasted"),
          "waste_scatter", key="my_scatter")
