@@ -300,21 +300,27 @@ def coefficient_series(df: pl.DataFrame, *, period: str, user: str, raw: str | N
 
 # ------------------------------------------------------------------ fair share: baseline vs scenario
 def compare_bars(df: pl.DataFrame, *, category: str, baseline: str, scenario: str, unit: str, title: str,
-                 log_y: bool = False, reference: float | None = None) -> go.Figure:
-    """Grouped bars baseline vs scenario per category; ``reference`` draws a horizontal target line."""
+                 log_y: bool = False, reference: float | None = None, percent: bool = False) -> go.Figure:
+    """Grouped bars baseline vs scenario per category; ``reference`` draws a horizontal target line; ``percent``
+    shows fractions as percentages (axis, hover and the reference's label)."""
     if df.is_empty():
         return empty_figure(title, "No data to compare.")
     cats = [label(c) for c in df[category].to_list()]
+    hover = "%{x}: %{y:.1%}<extra>%{fullData.name}</extra>" if percent else None
     fig = go.Figure([
-        go.Bar(x=cats, y=df[baseline].to_list(), name="baseline (real history replayed)", marker_color=BASELINE),
-        go.Bar(x=cats, y=df[scenario].to_list(), name="scenario", marker_color=SCENARIO),
+        go.Bar(x=cats, y=df[baseline].to_list(), name="baseline (real history replayed)", marker_color=BASELINE,
+               hovertemplate=hover),
+        go.Bar(x=cats, y=df[scenario].to_list(), name="scenario", marker_color=SCENARIO, hovertemplate=hover),
     ])
     fig.update_layout(barmode="group")
     fig.update_xaxes(type="category")
     if log_y:
         fig.update_yaxes(type="log")
+    if percent:
+        fig.update_yaxes(tickformat=".0%")
     if reference is not None:
-        fig.add_hline(y=reference, line=dict(color=WASTED, dash="dot"), annotation_text=f"{reference:g} {unit}")
+        ref = f"{100 * reference:g} %" if percent else f"{reference:g}"
+        fig.add_hline(y=reference, line=dict(color=WASTED, dash="dot"), annotation_text=f"{ref} {unit}")
     return _layout(fig, title, category.replace("_", " "), unit)
 
 

@@ -101,22 +101,29 @@ def overrides(baseline: dict, chosen: dict, tol: float = 1e-9) -> dict:
     return {k: v for k, v in chosen.items() if abs(float(v) - float(baseline.get(k) or 0.0)) > tol}
 
 
-def occupancy_series(result, bucket_s: float = 3600.0) -> pl.DataFrame:
-    """GPUs allocated per bucket from a run's node x time timeline: t, gpus (mean over the bucket)."""
+def occupancy_series(result, bucket_s: float = 3600.0, start=None, end=None) -> pl.DataFrame:
+    """GPUs allocated per bucket from a run's node x time timeline: t, gpus (mean over the bucket).
+
+    Buckets tile [start, end) (default: the timeline's first start to its last end) and none begins at ``end``:
+    a bucket starting at the window's end would hold nothing and draw a drop to 0 that reads as "the cluster
+    emptied". A last bucket cut short by ``end`` is the mean over its own length, so sum(gpus x bucket length)
+    is the allocated GPU-hours."""
     tl = result.timeline.filter(pl.col("end") > pl.col("start"))
     if tl.is_empty():
         return pl.DataFrame(schema={"t": pl.Datetime("us", "UTC"), "gpus": pl.Float64})
     us = int(bucket_s * 1e6)
-    t0 = tl["start"].min()
-    t1 = tl["end"].max()
-    edges = pl.datetime_range(t0, t1, interval=f"{us}us", eager=True, time_zone="UTC")
-    grid = pl.DataFrame({"t": edges}).with_columns((pl.col("t") + pl.duration(microseconds=us)).alias("t_end"))
+    t0 = start if start is not None else tl["start"].min()
+    t1 = end if end is not None else tl["end"].max()
+    edges = pl.datetime_range(t0, t1, interval=f"{us}us", eager=True, time_zone="UTC", closed="left")
+    grid = pl.DataFrame({"t": edges}).with_columns(
+        pl.min_horizontal(pl.col("t") + pl.duration(microseconds=us), pl.lit(t1, dtype=pl.Datetime("us", "UTC")))
+        .alias("t_end"))
     # exact overlap of every allocation interval with every bucket it touches (piecewise-constant sum)
     joined = grid.join_where(tl.select("start", "end", "gpus"), pl.col("start") < pl.col("t_end"),
                              pl.col("end") > pl.col("t"))
     over = joined.with_columns(
-        ((pl.min_horizontal("end", "t_end") - pl.max_horizontal("start", "t")).dt.total_microseconds() / us
-         * pl.col("gpus")).alias("g"))
+        ((pl.min_horizontal("end", "t_end") - pl.max_horizontal("start", "t")).dt.total_microseconds()
+         / (pl.col("t_end") - pl.col("t")).dt.total_microseconds() * pl.col("gpus")).alias("g"))
     return grid.join(over.group_by("t").agg(pl.col("g").sum().alias("gpus")), on="t", how="left") \
         .select("t", pl.col("gpus").fill_null(0.0)).sort("t")
 

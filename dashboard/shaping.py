@@ -85,6 +85,54 @@ def default_user(ranking: pl.DataFrame, viewer: str | None) -> str | None:
     return ordered["user"][0] if ordered.height else None
 
 
+# the per-team comparison as a manager reads it: the verdict and what it is measured on first, then attainment,
+# entitlement and the p90 wait (hours); the full table (p50 waits, demand, cluster share) is the CSV download
+TEAM_VIEW = ["node", "verdict", "received_delta_h", "received_baseline_h", "received_scenario_h",
+             "attainment_baseline", "attainment_scenario", "entitled_baseline_h", "entitled_scenario_h",
+             "p90_wait_h_baseline", "p90_wait_h_scenario"]
+
+
+def team_view(teams: pl.DataFrame) -> pl.DataFrame:
+    """``runner.team_table`` for the page: the columns of ``TEAM_VIEW`` (those present), waits in hours."""
+    waits = [(pl.col(f"p90_wait_s_{k}") / 3600.0).alias(f"p90_wait_h_{k}")
+             for k in ("baseline", "scenario") if f"p90_wait_s_{k}" in teams.columns]
+    df = teams.with_columns(waits)
+    return df.select([c for c in TEAM_VIEW if c in df.columns])
+
+
+NO_CHANGE = "no change"
+BETTER_WHEN = {1: "higher", -1: "lower", 0: "neither"}
+
+
+def comparison_view(cmp: pl.DataFrame, kind_of, fmt, fmt_change) -> pl.DataFrame:
+    """The comparison table (``runner.compare``) as a manager reads it: label, baseline, scenario and change
+    formatted by the metric's kind (``kind_of(metric)``: pct, dur, int, num; ``fmt(value, kind)``,
+    ``fmt_change(delta, kind)``), and which direction is better."""
+    rows = [(r["label"], fmt(r["baseline"], kind_of(r["metric"])), fmt(r["scenario"], kind_of(r["metric"])),
+             fmt_change(r["delta"], kind_of(r["metric"])) or "–", BETTER_WHEN.get(r["better"], ""))
+            for r in cmp.iter_rows(named=True)]
+    return pl.DataFrame(rows, schema={"label": pl.String, "baseline": pl.String, "scenario": pl.String,
+                                      "change": pl.String, "better_when": pl.String}, orient="row")
+
+
+def delta_badge(delta: float | None, better: int, shown: str | None = None) -> dict:
+    """How a before/after delta badge is drawn: ``{"arrow": "up" | "down" | "off", "color": "green" | "red" |
+    "gray"}`` (values ``st.metric`` takes as ``delta_arrow`` / ``delta_color``).
+
+    The arrow follows the sign of the change; the colour follows whether that direction is good for the metric:
+    ``better`` = +1 when higher is better, -1 when lower is better, 0 when neither (neutral: always gray). No
+    delta, a zero delta, or one that rounds to zero at display precision (``shown`` == "no change") has no arrow
+    and is gray. (Streamlit's own "auto" guesses the sign from a leading ASCII "-", which a typographic minus
+    "−" never has: every badge pointed up.)"""
+    if delta is None or delta != delta or delta == 0 or shown == NO_CHANGE:
+        return {"arrow": "off", "color": "gray"}
+    arrow = "up" if delta > 0 else "down"
+    if better == 0:
+        return {"arrow": arrow, "color": "gray"}
+    good = (delta > 0) == (better > 0)
+    return {"arrow": arrow, "color": "green" if good else "red"}
+
+
 def zip_bytes(files: dict[str, bytes]) -> bytes:
     import io
     import zipfile

@@ -10,7 +10,7 @@ import datetime as dt
 
 import streamlit as st
 
-from . import auth, charts, data, safe_csv
+from . import auth, charts, data, safe_csv, shaping
 
 ALL = "All"
 PLATFORM_VIEW = "(platform team)"  # the demo picker's admin choice; parentheses: never a Slurm user name
@@ -185,6 +185,51 @@ def ranking_columns(unit: str) -> dict:
     return cfg
 
 
+def team_columns() -> dict:
+    """Headers with units for the Fair share per-team table (``shaping.team_view``): fractions as percentages."""
+    num = st.column_config.NumberColumn
+    pct_ = dict(format="percent")
+    return {
+        "node": st.column_config.TextColumn("Team", pinned=True),
+        "verdict": st.column_config.TextColumn("Gains / loses", help="See the definition above the table"),
+        "received_delta_h": num("Received Δ (GPU-h)", format="%+,.0f"),
+        "received_baseline_h": num("Received, baseline (GPU-h)", format="%,.0f"),
+        "received_scenario_h": num("Received, scenario (GPU-h)", format="%,.0f"),
+        "attainment_baseline": num("Attainment, baseline", help=ATTAINMENT_HELP, **pct_),
+        "attainment_scenario": num("Attainment, scenario", help=ATTAINMENT_HELP, **pct_),
+        "entitled_baseline_h": num("Entitled, baseline (GPU-h)", format="%,.0f"),
+        "entitled_scenario_h": num("Entitled, scenario (GPU-h)", format="%,.0f"),
+        "p90_wait_h_baseline": num("p90 wait, baseline (h)", format="%.1f h"),
+        "p90_wait_h_scenario": num("p90 wait, scenario (h)", format="%.1f h"),
+    }
+
+
+def history_columns() -> dict:
+    """Headers for the logged attainment history table (``queries.budgets.attainment_history``)."""
+    num, dtc = st.column_config.NumberColumn, st.column_config.DatetimeColumn
+    return {"window_start": dtc("Window from (UTC)", format="YYYY-MM-DD HH:mm"),
+            "window_end": dtc("Window to (UTC)", format="YYYY-MM-DD HH:mm"),
+            "teams": num("Teams with demand", format="%d"),
+            "mean": num("Mean attainment", format="percent", help=ATTAINMENT_HELP),
+            "worst": num("Worst attainment", format="percent"), "worst_node": st.column_config.TextColumn("Worst team"),
+            "at_least_95": num("Teams at ≥ 95 %", format="%d"),
+            "over_entitled": num("Teams above 100 %", format="%d",
+                                 help="Teams that received more than their entitlement: they ran on idle shares")}
+
+
+def comparison_columns() -> dict:
+    """Headers for ``shaping.comparison_view`` (every metric, baseline vs scenario, formatted by kind)."""
+    text = st.column_config.TextColumn
+    return {"label": text("Metric", pinned=True), "baseline": text("Baseline"), "scenario": text("Scenario"),
+            "change": text("Change"), "better_when": text("Better when")}
+
+
+ATTAINMENT_HELP = ("GPU-hours received ÷ GPU-hours entitled (the team's budget share of the cluster while it had "
+                   "demand). Above 100 % means the team also ran on capacity other teams left idle: an idle "
+                   "team's share is lent to teams with work queued, so a busy team can receive several times its "
+                   "entitlement while the others do not ask for theirs.")
+
+
 def gaming_columns() -> dict:
     num = st.column_config.NumberColumn
     cfg = {"split_job_id": st.column_config.TextColumn("job split"),
@@ -286,11 +331,15 @@ def fmt_kind(value, kind: str) -> str:
     return f"{value:,.1f}"
 
 
+BETTER_HELP = {1: "Higher is better: a rise is green, a fall red.", -1: "Lower is better: a fall is green, a rise red.",
+               0: "Neither direction is better in itself: gray either way."}
+
+
 def fmt_delta(delta, kind: str) -> str | None:
     """The change for ``st.metric`` (None hides it; 0 shows as no change)."""
     if delta is None:
         return None
     shown = f"{abs(100 * delta):.1f} pts" if kind == "pct" else fmt_kind(abs(delta), kind)
     if abs(delta) < 1e-12 or shown.split()[0].strip("0.") == "":  # rounds to zero at display precision
-        return "no change"
+        return shaping.NO_CHANGE
     return ("+" if delta > 0 else "−") + shown

@@ -218,8 +218,18 @@ def test_occupancy_series_integrates_to_the_allocated_hours():
     # independent: sum over the timeline of gpus x duration
     tl = res.timeline
     direct = sum(g * (e - s).total_seconds() / 3600 for g, s, e in zip(tl["gpus"], tl["start"], tl["end"]))
-    assert math.isclose(occ["gpus"].sum(), direct, rel_tol=1e-9)
+    # buckets tile [first start, last end): the last one is cut short at the last end, and none starts there
+    last_end = tl["end"].max()
+    lengths_h = [(min(t + dt.timedelta(hours=1), last_end) - t).total_seconds() / 3600 for t in occ["t"]]
+    assert occ["t"].max() < last_end and lengths_h[-1] <= 1.0
+    assert math.isclose(sum(g * h for g, h in zip(occ["gpus"], lengths_h)), direct, rel_tol=1e-9)
     assert occ["gpus"].max() <= 32.0 + 1e-9
+    # on a window whose end cuts running jobs, the last hour is as busy as the timeline says, not 0
+    end = tl["start"].min() + dt.timedelta(days=2)
+    cut = scenario.occupancy_series(res, 3600.0, tl["start"].min(), end)
+    assert cut["t"].max() == end - dt.timedelta(hours=1)
+    running = tl.filter((pl.col("start") < end) & (pl.col("end") > end - dt.timedelta(hours=1)))
+    assert cut["gpus"][-1] > 0 and running.height > 0
 
 
 def test_attainment_and_waits_frames_and_headline():

@@ -82,7 +82,26 @@ def test_right_size_scenario_shows_the_runs_numbers(app, store):
     cards = {m.label: m for m in at.metric}
     occ = res.comparison.filter(pl.col("metric") == "occupancy").row(0, named=True)
     assert cards["Occupancy"].value == f"{100 * occ['scenario']:.1f} %"
-    assert cards["Occupancy"].proto.help == f"Baseline: {100 * occ['baseline']:.1f} %"
+    assert cards["Occupancy"].proto.help.startswith(f"Baseline: {100 * occ['baseline']:.1f} %. Higher is better")
+    # every badge points the way its number moved, coloured by whether that is good for the metric
+    from streamlit.proto.Metric_pb2 import Metric as MetricProto
+
+    by_label = {r["label"]: r for r in res.comparison.iter_rows(named=True)}
+    checked = 0
+    for lbl, card in cards.items():
+        r = by_label.get(lbl)
+        if r is None or r["delta"] is None or card.delta in (None, "", "no change"):
+            continue
+        want_dir = MetricProto.MetricDirection.UP if r["delta"] > 0 else MetricProto.MetricDirection.DOWN
+        assert card.proto.direction == want_dir, lbl
+        good = (r["delta"] > 0) == (r["better"] > 0)
+        want_col = MetricProto.MetricColor.GRAY if r["better"] == 0 else \
+            (MetricProto.MetricColor.GREEN if good else MetricProto.MetricColor.RED)
+        assert card.proto.color == want_col, lbl
+        checked += 1
+    assert checked > 0
+    # gains / loses is defined on the page
+    assert any("**Gains** / **loses**" in m.value for m in at.markdown)
     # the per-team table is the independent run's, row for row
     shown = frame(at, "fs_teams")
     assert shown["node"].to_list() == res.teams["node"].to_list()

@@ -173,8 +173,20 @@ def sim_occupancy(base, scen, bucket_s: float = 3600.0) -> pl.DataFrame:
     """t, baseline, scenario: GPUs allocated per bucket in both runs (outer-joined on time)."""
     from dashboard import scenario
 
-    a = scenario.occupancy_series(_in_window(base), bucket_s).rename({"gpus": "baseline"})
-    b = scenario.occupancy_series(_in_window(scen), bucket_s).rename({"gpus": "scenario"})
+    runs = [_in_window(base), _in_window(scen)]
+    # one grid for both runs, on the measured window when there is one (else both timelines' extent), so the
+    # curves share their buckets and neither drops to 0 past the window's end
+    params = base.metrics.get("params", {})
+    tls = [r.timeline.filter(pl.col("end") > pl.col("start")) for r in runs]
+    tls = [tl for tl in tls if tl.height]
+    if not tls:
+        return pl.DataFrame(schema={"t": pl.Datetime("us", "UTC"), "baseline": pl.Float64, "scenario": pl.Float64})
+    lo = dt.datetime.fromisoformat(params["warm_start"]) if params.get("warm_start") else \
+        min(tl["start"].min() for tl in tls)
+    hi = dt.datetime.fromisoformat(params["window_end"]) if params.get("window_end") else \
+        max(tl["end"].max() for tl in tls)
+    a = scenario.occupancy_series(runs[0], bucket_s, lo, hi).rename({"gpus": "baseline"})
+    b = scenario.occupancy_series(runs[1], bucket_s, lo, hi).rename({"gpus": "scenario"})
     return a.join(b, on="t", how="full", coalesce=True).fill_null(0.0).sort("t")
 
 

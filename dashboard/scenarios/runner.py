@@ -274,7 +274,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
     say(0.85, "Comparing ...")
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
     comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end)
-    teams = team_table(base, scen, ba.table, sa.table, inputs, by="attainment" if spec.kind == "rightsize" else "received")
+    teams = team_table(base, scen, ba.table, sa.table, inputs, by=verdict_basis(spec.kind))
     say(1.0, "Done")
     return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
                           (base_cfg.budgets, scen_cfg.budgets))
@@ -357,6 +357,52 @@ def _waits_by_bucket(res) -> pl.DataFrame:
         pl.col("wait_s").quantile(0.5, "linear").alias("p50"), pl.col("wait_s").quantile(0.9, "linear").alias("p90"))
 
 
+# a team gains / loses when its received GPU-hours move by more than this share of its baseline and this many
+# GPU-hours (verdict by "received"), or its attainment by more than VERDICT_PTS (verdict by "attainment")
+VERDICT_REL, VERDICT_ABS_H, VERDICT_PTS = 0.005, 1.0, 0.005
+
+
+def verdict_basis(kind: str | None) -> str:
+    """What "gains" measures for a scenario kind: received GPU-hours, or attainment for ``rightsize`` (whose jobs
+    ask for, and so receive, fewer GPU-hours for the same work: by received hours every team would lose)."""
+    return "attainment" if kind == "rightsize" else "received"
+
+
+def verdict_rule(by: str) -> str:
+    """The definition of gains / loses in words, as the page shows it above the table."""
+    if by == "attainment":
+        return (f"**Gains** / **loses**: the team's attainment (GPU-hours received ÷ entitled) rose / fell by more "
+                f"than {100 * VERDICT_PTS:g} percentage points against the baseline replay; otherwise **same**. "
+                "Right-sized jobs ask for, and so receive, fewer GPU-hours for the same work, so received hours "
+                "alone would call every team a loser.")
+    return (f"**Gains** / **loses**: the team received more / fewer GPU-hours in the scenario than in the baseline "
+            f"replay (by more than {100 * VERDICT_REL:g} % of its baseline and {VERDICT_ABS_H:g} GPU-hour); otherwise "
+            "**same**. Attainment (received ÷ entitled) can move the other way: a change of shares also changes "
+            "what each team is entitled to.")
+
+
+def verdict_notes(teams: pl.DataFrame, by: str = "received") -> list[str]:
+    """One sentence per team whose attainment moved against its received-hours verdict (the table is right on
+    both counts; the sentence says why they differ), so "loses" beside a rising attainment never goes unexplained."""
+    if by != "received" or teams.is_empty():
+        return []
+    out = []
+    for r in teams.iter_rows(named=True):
+        a0, a1 = r.get("attainment_baseline"), r.get("attainment_scenario")
+        if a0 is None or a1 is None or r["verdict"] == "same" or abs(a1 - a0) <= VERDICT_PTS:
+            continue
+        if (r["verdict"] == "gains") == (a1 > a0):
+            continue
+        e0, e1 = r.get("entitled_baseline_h"), r.get("entitled_scenario_h")
+        moved = "more" if r["verdict"] == "gains" else "fewer"
+        ent = (f": its entitlement {'rose' if (e1 or 0) > (e0 or 0) else 'fell'} from {e0:,.0f} to {e1:,.0f} GPU-hours"
+               if e0 is not None and e1 is not None else "")
+        out.append(f"**{r['node']}** {r['verdict']} ({abs(r['received_delta_h']):,.0f} {moved} GPU-hours received) "
+                   f"while its attainment {'rose' if a1 > a0 else 'fell'} from {100 * a0:.1f} % to {100 * a1:.1f} %"
+                   f"{ent}.")
+    return out
+
+
 def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs,
                by: str = "received") -> pl.DataFrame:
     hours = (inputs.end - inputs.start).total_seconds() / 3600.0
@@ -366,9 +412,9 @@ def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, input
     b = scen_att.select(keep).join(_waits_by_bucket(scen), on="node", how="left")
     t = a.join(b, on="node", how="full", coalesce=True, suffix="_s").sort("node")
     delta = pl.col("received_gpu_hours_s").fill_null(0.0) - pl.col("received_gpu_hours").fill_null(0.0)
-    tol = pl.max_horizontal(pl.lit(1.0), 0.005 * pl.col("received_gpu_hours").fill_null(0.0).abs())
+    tol = pl.max_horizontal(pl.lit(VERDICT_ABS_H), VERDICT_REL * pl.col("received_gpu_hours").fill_null(0.0).abs())
     moved, band = (delta, tol) if by == "received" else \
-        (pl.col("attainment_s").fill_null(0.0) - pl.col("attainment").fill_null(0.0), pl.lit(0.005))
+        (pl.col("attainment_s").fill_null(0.0) - pl.col("attainment").fill_null(0.0), pl.lit(VERDICT_PTS))
     out = t.select(
         "node",
         pl.col("attainment").alias("attainment_baseline"), pl.col("attainment_s").alias("attainment_scenario"),

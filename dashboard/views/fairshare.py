@@ -2,7 +2,7 @@
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
-from dashboard import charts, charts_budget, data, scenario, ui
+from dashboard import charts, charts_budget, data, scenario, shaping, ui
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import LABELS, ScenarioError, ScenarioSpec
 
@@ -29,7 +29,7 @@ if st.toggle("Show the logged attainment history (7-day windows, stepped daily)"
         st.plotly_chart(charts_budget.attainment_history(hist, t="window_end", mean="mean", worst="worst"),
                         key="fs_hist_chart", config={"displaylogo": False})
         st.caption(charts_budget.CAPTIONS["attainment_history"])
-        st.dataframe(hist, hide_index=True, key="fs_hist_table")
+        st.dataframe(hist, hide_index=True, key="fs_hist_table", column_config=ui.history_columns())
     except (data.NotAvailable, ValueError) as exc:
         ui.empty(f"No attainment history: {exc}.")
 
@@ -216,23 +216,25 @@ for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
     for col, r in zip(cols, chunk):
         delta = ui.fmt_delta(r["delta"], r["kind"])
+        badge = shaping.delta_badge(r["delta"], r["better"], delta)
         col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]), delta,
-                   delta_color="off" if delta == "no change" else {1: "normal", -1: "inverse", 0: "off"}[r["better"]],
-                   delta_arrow="off" if delta == "no change" else "auto",
-                   help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}", border=True)
+                   delta_color=badge["color"], delta_arrow=badge["arrow"],
+                   help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}. " + ui.BETTER_HELP[r["better"]],
+                   border=True)
 
 att = t.select(t["node"].alias("team"), t["attainment_baseline"].alias("baseline"),
                t["attainment_scenario"].alias("scenario"))
 left, right = st.columns(2)
 with left:
     ui.chart(charts.compare_bars(att, category="team", baseline="baseline", scenario="scenario",
-                                 unit="attainment (received / entitled)", reference=1.0,
+                                 unit="attainment (received / entitled)", reference=1.0, percent=True,
                                  title="Fair-share attainment per team: baseline vs scenario"),
              "compare_bars", key="fs_att")
+    st.caption(":material/info: " + ui.ATTAINMENT_HELP)
 with right:
     waits = scenario.waits_frame(base.metrics, scen.metrics, "p90")
     ui.chart(charts.compare_bars(waits, category="job_class", baseline="baseline", scenario="scenario",
-                                 unit="p90 queue wait (hours)", title="p90 queue wait per job class"),
+                                 unit="p90 queue wait (h)", title="p90 queue wait per job class"),
              "compare_bars", key="fs_waits")
 occ = data.sim_occupancy(base, scen)
 ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenario", unit="GPUs allocated",
@@ -240,10 +242,15 @@ ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenari
                               reference=data.capacity_gpus(cluster)), "compare_lines", key="fs_occ")
 
 st.subheader("Who gains, who loses")
+basis = runner.verdict_basis(scn.kind if is_named else None)
+st.markdown(runner.verdict_rule(basis))
 gains = t.filter(t["verdict"] == "gains")["node"].to_list()
 loses = t.filter(t["verdict"] == "loses")["node"].to_list()
 st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join(loses) or 'nobody'}")
-st.dataframe(t, hide_index=True, key="fs_teams")
+for note in runner.verdict_notes(t, basis):
+    st.markdown(f"- {note}")
+st.dataframe(shaping.team_view(t), hide_index=True, key="fs_teams", column_config=ui.team_columns())
+ui.download(t, "scenario_teams.csv", label="Download the full per-team table", key="dl_teams")
 if is_named:
     if "stability" in result.extra:
         stab = result.extra["stability"]
@@ -281,6 +288,7 @@ if team:
             c2.dataframe(e.waits, hide_index=True, key=f"fs_waits_{which}")
 
 with st.expander("Every metric, baseline vs scenario"):
-    st.dataframe(cmp, hide_index=True)
+    st.dataframe(shaping.comparison_view(cmp, runner.metric_kind, ui.fmt_kind, ui.fmt_delta), hide_index=True,
+                 column_config=ui.comparison_columns())
     ui.download(cmp, "scenario_comparison.csv", key="dl_cmp")
     ui.download(att, "scenario_attainment.csv", label="Download attainment CSV", key="dl_att")
