@@ -39,5 +39,6 @@ PAGES = {
 # The default page lives at "/"; this hidden alias keeps links to /overview working.
 PAGES["Cluster"].append(st.Page("views/overview.py", title="Overview", url_path="overview", visibility="hidden"))
 page = st.navigation(PAGES)
+ui.page_style()
 ui.sidebar()
 page.run()

@@ -44,6 +44,19 @@ def compact(value: float | None, digits: int = 3) -> str:
     return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}"
 
 
+# Metric labels wrap instead of ending in "…": at 1440 px six cards in a row cut "GPU occupancy" to "GPU occupa…".
+# A <style> element only (no script, no remote resource): the dashboard must work on an air-gapped network.
+PAGE_STYLE = """<style>
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  height: auto !important; max-height: none !important; }
+</style>"""
+
+
+def page_style() -> None:
+    st.html(PAGE_STYLE)
+
+
 def _reset_filters() -> None:
     for key in FILTER_KEYS:
         st.session_state.pop(key, None)

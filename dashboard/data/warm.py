@@ -26,11 +26,16 @@ BUCKETS_S = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
 GANTT_SPAN_H = 24
 
 
+DEFAULT_WINDOW_DAYS = 30
+
+
 def default_window(opts) -> tuple[dt.date, dt.date]:
-    """The sidebar's window on a fresh session: the last 30 days up to the store's newest event."""
+    """The sidebar's window on a fresh session: the last 30 days up to the store's newest event, both ends
+    inclusive (30 days, not 31: one more day reaches before an export's first day, where only the jobs still
+    running into the export appear: on the sample a 67 % "ramp" day before steady 90 % occupancy)."""
     last = opts.last.date() if opts.last else dt.datetime.now(UTC).date()
     first = opts.first.date() if opts.first else last - dt.timedelta(days=6)
-    return max(first, last - dt.timedelta(days=30)), last
+    return max(first, last - dt.timedelta(days=DEFAULT_WINDOW_DAYS - 1)), last
 
 
 def window_filters(window: tuple[dt.date, dt.date] | None, **others) -> Filters:
