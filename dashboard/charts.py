@@ -78,6 +78,31 @@ def colors_for(names) -> dict:
     return out
 
 
+def team_colors(accounts) -> dict:
+    """One colour per team for every page: the leaf accounts of the whole store, sorted, take the palette in
+    order, then the inner accounts (org, group) the colours after them. A chart showing a subset of teams keeps
+    each team's colour (``colors_for`` numbers the groups of one chart, so the same team changed colour from
+    page to page)."""
+    names = {str(a) for a in accounts if a}
+    prefixes = {"/".join(a.split("/")[: i + 1]) for a in names for i in range(a.count("/") + 1)}
+    leaves = sorted(p for p in prefixes if not any(q.startswith(p + "/") for q in prefixes))
+    inner = sorted(prefixes - set(leaves))
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(leaves + inner)}
+
+
+def fixed_colors(colors: dict | None, names) -> dict:
+    """``colors`` (a page-wide map such as ``team_colors``) for the names it knows, distinct palette colours for
+    the rest."""
+    names = [str(n) for n in names]
+    if not colors:
+        return colors_for(names)
+    out = {n: colors[n] for n in names if n in colors}
+    spare = [c for c in PALETTE if c not in set(out.values())] or PALETTE
+    for i, n in enumerate(n for n in names if n not in out):
+        out[n] = spare[i % len(spare)]
+    return out
+
+
 def efficiency_color(e: float) -> str:
     """Red at 0 % efficiency, yellow at 50 %, green at 100 % (nulls: ``UNKNOWN`` grey)."""
     return sample_colorscale(EFFICIENCY_SCALE, [min(max(float(e), 0.0), 1.0)])[0]
@@ -129,6 +154,9 @@ def occupancy_vs_utilisation(df: pl.DataFrame, *, t: str, capacity: str, allocat
     return _layout(fig, title, "time (UTC)", f"{unit} (mean over interval)")
 
 
+PYRAMID_TICKS = [0, 25, 50, 75, 100]
+
+
 def pyramid(levels: list[tuple[str, float | None]], title: str = "Metric pyramid: where GPU capacity goes") -> go.Figure:
     """``levels``: (name, fraction 0..1) top to bottom; missing values are shown as 'unknown'."""
     known = [(n, v) for n, v in levels if v is not None]
@@ -141,7 +169,8 @@ def pyramid(levels: list[tuple[str, float | None]], title: str = "Metric pyramid
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", text=text, textposition="auto",
                            marker_color=colors, hovertemplate="%{y}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(range=[0, 100])
+    # explicit ticks up to 100: with the range ending at 100 Plotly's own ticks could stop at 80 while bars reach 100
+    fig.update_xaxes(range=[0, 101], tickmode="array", tickvals=PYRAMID_TICKS)
     return _layout(fig, title, "share of the level above (%)", "", height=300)
 
 
@@ -158,7 +187,7 @@ def waste_trend(df: pl.DataFrame, *, t: str, value: str, unit: str, title: str |
 # ------------------------------------------------------------------ waste explorer
 def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str | None = None, unit: str,
              top_n: int = 8, title: str | None = None, legend: str | None = None,
-             unknown: str | None = None) -> go.Figure:
+             unknown: str | None = None, colors: dict | None = None) -> go.Figure:
     """Per group (or cluster-wide): used band, then the hatched gap up to requested, stacked over groups.
 
     Groups beyond the ``top_n`` largest wasters are summed into ``other``. ``unknown`` (optional) is the part of
@@ -186,7 +215,7 @@ def gap_area(df: pl.DataFrame, *, t: str, requested: str, used: str, group: str 
                          (pl.col("__known") - pl.col(used)).clip(lower_bound=0).alias("__gap"))
     grid = df.group_by([t, key]).agg(pl.col(used).sum(), pl.col("__gap").sum())
     times = grid.select(t).unique().sort(t)
-    palette = colors_for(n for n in top if n != "other")
+    palette = fixed_colors(colors, [n for n in top if n != "other"])
     fig = go.Figure()
     for name in top:
         g = times.join(grid.filter(pl.col(key) == name), on=t, how="left").fill_null(0).sort(t)
@@ -342,14 +371,18 @@ def compare_lines(df: pl.DataFrame, *, t: str, baseline: str, scenario: str, uni
 
 
 # ------------------------------------------------------------------ cluster layout
-WIDE_GRID_NODES = 40  # more nodes than this: nodes across, GPUs down (a 128-node grid stays one screen high)
+WIDE_GRID_NODES = 40  # more nodes than this: nodes across, GPUs down, in panels of PANEL_NODES nodes
+PANEL_NODES = 32      # nodes per panel: at 1440 px each column is ~30 px, room for every node's label
+LABEL_PX = 11         # node labels: every one shown, at a readable size
 
 
 def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: str | None = None,
                  title: str = "GPU slots per node at the chosen time") -> go.Figure:
     """``df``: one row per (node, GPU slot) with ``state`` in SLOT_STATES; a categorical heatmap.
 
-    Up to ``WIDE_GRID_NODES`` nodes one row per node; beyond, one column per node (the grid is transposed)."""
+    Up to ``WIDE_GRID_NODES`` nodes one row per node; beyond, one column per node (the grid is transposed),
+    wrapped into stacked panels of ``PANEL_NODES`` nodes so that every node keeps a readable label (128 nodes in
+    one row left ~7 px per label and Plotly dropped every second one)."""
     if df.is_empty():
         return empty_figure(title, "No nodes known for this cluster (the store has no node list).")
     nodes = sorted(set(df[node].to_list()), key=_natural)
@@ -368,38 +401,54 @@ def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: s
     for i, s in enumerate(SLOT_STATES):
         scale += [[i / k, SLOT_COLORS[s]], [(i + 1) / k, SLOT_COLORS[s]]]
     node_labels, slot_labels = [label(n) for n in nodes], [f"GPU {s}" for s in slots]
+    common = dict(zmin=-0.5, zmax=k - 0.5, colorscale=scale, xgap=1, ygap=1, showscale=False)
     wide = len(nodes) > WIDE_GRID_NODES
     if wide:
-        z, text = [list(col) for col in zip(*z)], [list(col) for col in zip(*text)]
-        axes = dict(x=node_labels, y=slot_labels, hovertemplate="%{x} %{y}: %{text}<extra></extra>")
+        from plotly.subplots import make_subplots
+
+        chunks = [range(i, min(i + PANEL_NODES, len(nodes))) for i in range(0, len(nodes), PANEL_NODES)]
+        fig = make_subplots(rows=len(chunks), cols=1, vertical_spacing=min(0.3 / len(chunks), 0.12))
+        for r, idx in enumerate(chunks, start=1):
+            fig.add_trace(go.Heatmap(
+                z=[[z[i][j] for i in idx] for j in range(len(slots))],
+                text=[[text[i][j] for i in idx] for j in range(len(slots))],
+                x=[node_labels[i] for i in idx], y=slot_labels, hovertemplate="%{x} %{y}: %{text}<extra></extra>",
+                **common), row=r, col=1)
+            fig.update_xaxes(type="category", tickangle=-90, tickfont=dict(size=LABEL_PX), tickmode="array",
+                             tickvals=[node_labels[i] for i in idx], showgrid=False, row=r, col=1)
+            fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=LABEL_PX), showgrid=False,
+                             row=r, col=1)
     else:
-        axes = dict(x=slot_labels, y=node_labels, hovertemplate="%{y} %{x}: %{text}<extra></extra>")
-    fig = go.Figure(go.Heatmap(z=z, text=text, zmin=-0.5, zmax=k - 0.5, colorscale=scale, xgap=1, ygap=1,
-                               showscale=False, **axes))
+        fig = go.Figure(go.Heatmap(z=z, text=text, x=slot_labels, y=node_labels,
+                                   hovertemplate="%{y} %{x}: %{text}<extra></extra>", **common))
     # a discrete legend (a colour bar would suggest an order between the states)
     for s in SLOT_STATES:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=s, showlegend=True,
                                  marker=dict(symbol="square", size=12, color=SLOT_COLORS[s])))
-    fig.update_yaxes(autorange="reversed", type="category")
     if wide:
-        fig.update_xaxes(type="category", tickangle=-90, tickfont=dict(size=8))
-        fig = _layout(fig, title, "node", "GPU index on the node", height=28 * len(slots) + 230)
+        panel_px = 22 * len(slots) + 80
+        fig = _layout(fig, title, "", "", height=panel_px * len(chunks) + 120)
+        fig.update_layout(xaxis_title=None, yaxis_title=None)
     else:
+        fig.update_yaxes(autorange="reversed", type="category", tickfont=dict(size=LABEL_PX), tickmode="array",
+                         tickvals=node_labels)
         fig.update_xaxes(side="top")
-        fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 14 * len(nodes) + 140))
+        fig = _layout(fig, title, "GPU index on the node", "node", height=max(320, 18 * len(nodes) + 140))
+        fig.update_layout(xaxis=dict(showgrid=False), yaxis=dict(showgrid=False))
     fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top", title_text="GPU"),
-                      xaxis=dict(showgrid=False), yaxis=dict(showgrid=False), plot_bgcolor="white")
+                      plot_bgcolor="white")
     return fig
 
 
 def gantt(df: pl.DataFrame, *, node: str, start: str, end: str, color_by: str, hover: str,
-          title: str = "Jobs on nodes over time") -> go.Figure:
-    """One horizontal bar per (job, node) from ``start`` to ``end``; colour per ``color_by`` value."""
+          title: str = "Jobs on nodes over time", colors: dict | None = None) -> go.Figure:
+    """One horizontal bar per (job, node) from ``start`` to ``end``; colour per ``color_by`` value (from
+    ``colors`` where given: the page-wide team colours)."""
     if df.is_empty():
         return empty_figure(title, "No jobs ran on these nodes in this window.")
     nodes = sorted(set(df[node].to_list()), key=_natural)
     fig = go.Figure()
-    palette = colors_for(sorted({str(c) for c in df[color_by].to_list()}))
+    palette = fixed_colors(colors, sorted({str(c) for c in df[color_by].to_list()}))
     for name in sorted({c for c in df[color_by].to_list()}, key=lambda v: str(v)):
         g = df.filter(pl.col(color_by) == name) if name is not None else df.filter(pl.col(color_by).is_null())
         dur_ms = [(e - s).total_seconds() * 1000 for s, e in zip(g[start].to_list(), g[end].to_list())]
@@ -410,10 +459,11 @@ def gantt(df: pl.DataFrame, *, node: str, start: str, end: str, color_by: str, h
             hovertemplate="%{y}<br>%{text}<extra></extra>"))
     fig.update_layout(barmode="overlay", bargap=0.15)
     fig.update_xaxes(type="date")
-    many = len(nodes) > 60
+    # every node labelled at a readable size (tickvals: Plotly would otherwise drop every second label)
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=[label(n) for n in nodes],
-                     autorange="reversed", tickfont=dict(size=8 if many else 11))
-    fig = _layout(fig, title, "time (UTC)", "node", height=max(320, (9 if many else 16) * len(nodes) + 120))
+                     tickmode="array", tickvals=[label(n) for n in nodes], autorange="reversed",
+                     tickfont=dict(size=LABEL_PX))
+    fig = _layout(fig, title, "time (UTC)", "node", height=max(320, 15 * len(nodes) + 120))
     # one entry per team: beside the plot, where a long list cannot run into the title
     fig.update_layout(legend=dict(orientation="v", x=1.01, xanchor="left", y=1.0, yanchor="top",
                                   title_text=label(color_by)))

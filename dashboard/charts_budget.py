@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
-from .charts import BASELINE, SCENARIO, WASTED, _layout, colors_for, empty_figure, label
+from .charts import BASELINE, SCENARIO, WASTED, _layout, empty_figure, fixed_colors, label
 
 CAPTIONS = {
     "attainment_history": "Each point is one sliding window ending that day: the blue line is the teams' mean "
@@ -37,12 +37,13 @@ def attainment_history(df: pl.DataFrame, *, t: str, mean: str, worst: str, thres
 
 
 def multiplier_series(df: pl.DataFrame, *, t: str, bucket: str, value: str,
-                      title: str = "Quota loop: budget multiplier per team and period") -> go.Figure:
+                      title: str = "Quota loop: budget multiplier per team and period",
+                      colors: dict | None = None) -> go.Figure:
     """One line per bucket: the multiplier in force from each ``t`` on (a step line)."""
     if df.is_empty():
         return empty_figure(title, "The back-test produced no coefficients in this window.")
     names = sorted(set(df[bucket].to_list()))
-    colors = colors_for(names)
+    colors = fixed_colors(colors, names)
     fig = go.Figure()
     for name in names:
         part = df.filter(pl.col(bucket) == name).sort(t)

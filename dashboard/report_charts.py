@@ -164,7 +164,8 @@ def altair(kind: str, frame: pl.DataFrame, title: str, **args) -> alt.TopLevelMi
                                                                                 range=[WASTED, DEMANDED, USED])))
     elif kind == "pyramid":
         chart = alt.Chart(data).mark_bar(color=CAPACITY).encode(
-            x=alt.X("value:Q", title="share of the level above", axis=alt.Axis(format="%"),
+            x=alt.X("value:Q", title="share of the level above",
+                    axis=alt.Axis(format="%", values=[v / 100 for v in charts.PYRAMID_TICKS]),
                     scale=alt.Scale(domain=[0, 1])), y=alt.Y("level:N", sort=None, title=None))
     elif kind == "coef":
         base = alt.Chart(data).encode(y=alt.Y("label:N", title=None, sort=None))

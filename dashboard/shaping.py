@@ -183,8 +183,10 @@ def node_slots(occ: pl.DataFrame, gpu_efficiency: dict) -> pl.DataFrame:
     """One row per (node, GPU slot) with a state in ``charts.SLOT_STATES``.
 
     Per node, jobs fill slots in job-id order; of a job's g GPUs, round(efficiency x g) are drawn busy and the
-    rest allocated-but-idle (efficiency = the job's GPU-seconds used / held; unknown -> all busy). A fractional
-    GPU occupies a whole slot. Free slots on a node that runs something are "stranded free" (a whole-node job
+    rest allocated-but-idle (efficiency = the job's GPU-seconds used / held; unknown -> all busy). Logs record a
+    job's mean GPU use, not which GPU was busy, so the busy slots are spread evenly over the job's slots (drawing
+    them first made "busy" always GPU 0-2 and "idle" GPU 3-7) and the hover says so. A fractional GPU occupies
+    a whole slot. Free slots on a node that runs something are "stranded free" (a whole-node job
     cannot use them), on an empty node "free"; a node in a down/drain state is "down" throughout."""
     rows = []
     for (node,), g in occ.sort("node", "job_id", nulls_last=True).group_by(["node"], maintain_order=True):
@@ -202,12 +204,20 @@ def node_slots(occ: pl.DataFrame, gpu_efficiency: dict) -> pl.DataFrame:
             eff = gpu_efficiency.get(job["job_id"])
             busy = take if eff is None else min(take, int(round(eff * gpus)))
             who = f"{job['job_id']} · {job['user']} · {job['job_class']}"
-            rows += [(node, slot + k, BUSY_LABEL if k < busy else IDLE_LABEL, who) for k in range(take)]
+            if eff is not None and take:
+                who += f" · uses {100 * eff:.0f} % of its GPUs on average (which GPU is busy is not recorded)"
+            busy_at = spread(busy, take)
+            rows += [(node, slot + k, BUSY_LABEL if k in busy_at else IDLE_LABEL, who) for k in range(take)]
             slot += take
         free = "stranded free" if slot > 0 else "free"
         rows += [(node, s, free, None) for s in range(slot, n_slots)]
     return pl.DataFrame(rows, schema={"node": pl.String, "slot": pl.Int64, "state": pl.String, "job": pl.String},
                         orient="row")
+
+
+def spread(k: int, n: int) -> set[int]:
+    """``k`` of the positions 0..n-1, evenly spaced (the middle of each of k equal parts): 2 of 4 -> {1, 3}."""
+    return {int((i + 0.5) * n / k) for i in range(k)} if k > 0 else set()
 
 
 def slot_counts(slots: pl.DataFrame) -> dict:

@@ -132,6 +132,11 @@ GPU_EQUIV_HELP = ("GPU-equivalent hours: GPU-hours plus CPU-hours and memory GB-
                   "rates (`cpus_per_gpu`, `gb_per_gpu`), the unit of your score and of the jobs that drove it.")
 
 
+def team_colors() -> dict:
+    """The one team -> colour map of every page (``charts.team_colors`` over the store's accounts)."""
+    return charts.team_colors(data.options().accounts)
+
+
 def hours_columns(unit: str) -> dict:
     """Column formats for the waste tables (numbers with units, efficiency as a bar)."""
     num = st.column_config.NumberColumn
@@ -189,7 +194,9 @@ def ranking_columns(unit: str) -> dict:
         "footprint_gpu_equiv_hours", "gpu_hours_requested", "gpu_hours_used", "cpu_hours_requested",
         "cpu_hours_used", "mem_tb_hours_requested", "mem_tb_hours_used", "run_hours")}
     for c in ("gpu_efficiency", "cpu_efficiency", "mem_efficiency", "rec_efficiency"):
-        cfg[c] = prog(c.replace("_", " "), format="percent", min_value=0, max_value=1)
+        # width: a narrow last column cut "44.2 %" to "44.2"
+        cfg[c] = prog(c.replace("_", " ").replace("rec ", "recommended "), format="percent", min_value=0,
+                      max_value=1, width="medium")
     for c in ("legacy_coefficient", "rec_coefficient", "rec_confidence", "rec_demand", "legacy_score"):
         cfg[c] = num(c.replace("_", " ").replace("rec ", "recommended "), format="%.2f")
     cfg.update({"main_team": st.column_config.TextColumn("team", help="The team most of the user's jobs ran in"),

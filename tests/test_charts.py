@@ -134,12 +134,19 @@ def test_node_heatmap_turns_a_large_cluster_on_its_side():
     df = pl.DataFrame({"node": [f"n{i}" for i in range(n) for _ in range(2)], "slot": [0, 1] * n,
                        "state": ["busy", "free"] * (n - 1) + ["down", "down"], "job": [None] * (2 * n)})
     fig = charts.node_heatmap(df, node="node", slot="slot", state="state", hover="job")
-    hm = fig.data[0]
-    assert list(hm.y) == ["GPU 0", "GPU 1"] and list(hm.x) == [f"n{i}" for i in range(n)]
+    panels = [tr for tr in fig.data if tr.type == "heatmap"]
+    # wrapped into panels of PANEL_NODES nodes, every node labelled (no label dropped), in natural order
+    assert len(panels) == -(-n // charts.PANEL_NODES) == 2
+    assert [x for hm in panels for x in hm.x] == [f"n{i}" for i in range(n)]
+    assert all(list(hm.y) == ["GPU 0", "GPU 1"] for hm in panels)
+    assert list(fig.layout.xaxis.tickvals) == [f"n{i}" for i in range(charts.PANEL_NODES)]
+    assert fig.layout.xaxis.tickfont.size >= 10
     code = {s: i for i, s in enumerate(charts.SLOT_STATES)}
-    assert len(hm.z) == 2 and len(hm.z[0]) == n
-    assert hm.z[0][0] == code["busy"] and hm.z[1][0] == code["free"] and hm.z[0][-1] == hm.z[1][-1] == code["down"]
-    assert fig.layout.height < 400  # one screen, whatever the node count
+    first, last = panels[0], panels[-1]
+    assert len(first.z) == 2 and len(first.z[0]) == charts.PANEL_NODES
+    assert first.z[0][0] == code["busy"] and first.z[1][0] == code["free"]
+    assert last.z[0][-1] == last.z[1][-1] == code["down"]
+    assert fig.layout.height < 2 * 400  # a few panels, not one row per node
 
 
 def test_gantt_one_bar_per_job_with_duration():
@@ -148,6 +155,27 @@ def test_gantt_one_bar_per_job_with_duration():
     fig = charts.gantt(df, node="node", start="start", end="end", color_by="team", hover="job")
     durations = sorted(v for tr in fig.data for v in tr.x)
     assert durations == [30 * 60 * 1000, 2 * 3600 * 1000]
+    assert list(fig.layout.yaxis.tickvals) == ["n1", "n2"] and fig.layout.yaxis.tickfont.size >= 10
+
+
+def test_pyramid_ticks_reach_100():
+    fig = charts.pyramid([("availability", 1.0), ("occupancy", 0.9)])
+    assert list(fig.layout.xaxis.tickvals)[-1] == 100 and fig.layout.xaxis.range[1] >= 100
+
+
+def test_team_colours_are_one_map_for_every_chart():
+    accounts = ["acme/research/rl", "acme/research/vision", "acme/product/ads"]
+    colours = charts.team_colors(accounts)
+    # leaves first, sorted, then the inner accounts: all distinct
+    assert list(colours)[:3] == ["acme/product/ads", "acme/research/rl", "acme/research/vision"]
+    assert len(set(colours.values())) == len(colours) == 6
+    # a chart showing a subset keeps each team's colour (colors_for would renumber them)
+    df = pl.DataFrame({"node": ["n1"], "start": [T0], "end": [T0 + dt.timedelta(hours=1)],
+                       "team": ["acme/research/vision"], "job": ["j"]})
+    fig = charts.gantt(df, node="node", start="start", end="end", color_by="team", hover="job", colors=colours)
+    assert fig.data[0].marker.color == colours["acme/research/vision"] != charts.PALETTE[0]
+    mixed = charts.fixed_colors(colours, ["acme/research/rl", "(none)"])
+    assert mixed["acme/research/rl"] == colours["acme/research/rl"] and mixed["(none)"] != mixed["acme/research/rl"]
 
 
 @pytest.mark.parametrize("name", ["occupancy_vs_utilisation", "pyramid", "waste_trend", "gap_area", "ranked_bars",

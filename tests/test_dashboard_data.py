@@ -70,10 +70,21 @@ def test_node_slots_by_hand():
     ])
     slots = shaping.node_slots(occ, {"j1": 0.5})
     n1 = slots.filter(pl.col("node") == "n1").sort("slot")["state"].to_list()
-    assert n1 == ["busy", "busy", "allocated, idle", "allocated, idle", "busy"] + ["stranded free"] * 3
+    # j1's 2 busy of 4 slots are spread over them (which GPU was busy is not recorded), not drawn first
+    assert n1 == ["allocated, idle", "busy", "allocated, idle", "busy", "busy"] + ["stranded free"] * 3
+    assert "not recorded" in slots.filter(pl.col("node") == "n1")["job"][0]
     assert slots.filter(pl.col("node") == "n2")["state"].to_list() == ["free"] * 8
     assert slots.filter(pl.col("node") == "n3")["state"].to_list() == ["down"] * 4
     assert shaping.slot_counts(slots) == {"busy": 3, "allocated, idle": 2, "free": 8, "stranded free": 3, "down": 4}
+
+
+def test_spread_places_busy_slots_evenly():
+    assert shaping.spread(2, 4) == {1, 3} and shaping.spread(0, 8) == set() and shaping.spread(8, 8) == set(range(8))
+    for n in range(1, 9):
+        for k in range(n + 1):
+            got = shaping.spread(k, n)
+            assert len(got) == k and all(0 <= i < n for i in got)
+    assert shaping.spread(3, 8) == {1, 4, 6}  # not GPU 0-2
 
 
 def test_sign_changes_counts_direction_flips():

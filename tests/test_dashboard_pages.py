@@ -246,8 +246,8 @@ def test_layout_time_slider_moves_the_grid(make_app):
         running = jobs.filter((pl.col("start") <= t) & (pl.col("end") > t))
         busy = sum(min(int(g), round(fx.USERS[u][2] * g)) for u, g in zip(running["user"], running["req_gpus"]))
         held = int(running["req_gpus"].sum())
-        assert int(metric(at, "GPUs busy")) == busy, hour
-        assert int(metric(at, "Allocated, idle")) == held - busy, hour
+        assert metric(at, "Busy") == f"{busy} GPUs", hour
+        assert metric(at, "Allocated, idle") == f"{held - busy} GPUs", hour
         heat = charts_by_key(at)["lay_heat"]
         assert len(heat["data"][0]["y"]) == 4  # four nodes
 
@@ -273,7 +273,7 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     at.switch_page("views/layout.py").run()
     no_errors(at)
     assert {"lay_sim_gantt", "lay_sim_heat"} <= set(charts_by_key(at))
-    held = int(metric(at, "GPUs held (simulated)"))
+    held = int(metric(at, "Held (simulated)").removesuffix(" GPUs"))
     assert 0 <= held <= 32 and len(charts_by_key(at)["lay_sim_heat"]["data"][0]["y"]) == 4
 
 

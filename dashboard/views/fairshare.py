@@ -259,7 +259,8 @@ if is_named:
                                                   else "No: oscillating multipliers for " + ", ".join(osc) + "."))
         st.dataframe(stab, hide_index=True, key="fs_stability")
         mult = result.extra["multipliers"]
-        st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier"),
+        st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier",
+                                                        colors=ui.team_colors()),
                         key="fs_mult_chart", config={"displaylogo": False})
         st.caption(charts_budget.CAPTIONS["multiplier_series"])
         with st.expander("Budget multipliers per period"):

@@ -41,12 +41,14 @@ with real_tab:
             n = shaping.slot_counts(slots)
             total = sum(n.values())
             m = st.columns(5)
-            m[0].metric("GPUs busy", f"{n['busy']:,}", border=True)
-            m[1].metric("Allocated, idle", f"{n['allocated, idle']:,}", border=True,
+            m[0].metric("Busy", f"{n['busy']:,} GPUs", border=True,
+                        help="Each job's GPUs × its measured GPU efficiency (which GPU was busy is not recorded).")
+            m[1].metric("Allocated, idle", f"{n['allocated, idle']:,} GPUs", border=True,
                         help="Held by a job but not used (the job's measured GPU efficiency).")
-            m[2].metric("Stranded free", f"{n['stranded free']:,}", border=True,
+            m[2].metric("Stranded free", f"{n['stranded free']:,} GPUs", border=True,
                         help="Free GPUs on partly used nodes: a whole-node job cannot use them.")
-            m[3].metric("Free (whole nodes)", f"{n['free']:,}", border=True)
+            m[3].metric("Free on empty nodes", f"{n['free']:,} GPUs", border=True,
+                        help="GPUs of nodes running nothing: whole nodes a multi-node job could use.")
             m[4].metric("Occupancy at this time", ui.pct((n["busy"] + n["allocated, idle"]) / total if total else None),
                         border=True)
             ui.chart(charts.node_heatmap(slots, node="node", slot="slot", state="state", hover="job",
@@ -56,7 +58,8 @@ with real_tab:
     try:
         rows = data.gantt_rows(flt, g_start, g_end, viewer_may_see_all=see_all, viewer=ident.user)
         ui.chart(charts.gantt(rows, node="node", start="start", end="end", color_by="team", hover="label",
-                              title=f"Jobs on nodes, {g_start:%Y-%m-%d %H:%M} – {g_end:%Y-%m-%d %H:%M} UTC"),
+                              title=f"Jobs on nodes, {g_start:%Y-%m-%d %H:%M} – {g_end:%Y-%m-%d %H:%M} UTC",
+                              colors=ui.team_colors()),
                  "gantt", key="lay_gantt")
     except data.NotAvailable as exc:
         ui.not_available(exc)
@@ -90,9 +93,9 @@ with sim_tab:
                 slots = shaping.anonymise_slots(slots, ident.user)
             n = shaping.slot_counts(slots)
             m = st.columns(4)
-            m[0].metric("GPUs held (simulated)", f"{n['busy'] + n['allocated, idle']:,}", border=True)
-            m[1].metric("Stranded free", f"{n['stranded free']:,}", border=True)
-            m[2].metric("Free (whole nodes)", f"{n['free']:,}", border=True)
+            m[0].metric("Held (simulated)", f"{n['busy'] + n['allocated, idle']:,} GPUs", border=True)
+            m[1].metric("Stranded free", f"{n['stranded free']:,} GPUs", border=True)
+            m[2].metric("Free on empty nodes", f"{n['free']:,} GPUs", border=True)
             total = sum(n.values())
             m[3].metric("Occupancy at this time", ui.pct((n["busy"] + n["allocated, idle"]) / total if total else None),
                         border=True)
@@ -102,5 +105,6 @@ with sim_tab:
             sim_rows = shaping.sim_gantt_rows(result, see_all, ident.user, start=sim_at_utc - dt.timedelta(hours=12),
                                               end=sim_at_utc + dt.timedelta(hours=12))
             ui.chart(charts.gantt(sim_rows, node="node", start="start", end="end", color_by="team", hover="label",
-                                  title="Simulated jobs on nodes, 24 hours around that time"), "gantt",
+                                  title="Simulated jobs on nodes, 24 hours around that time",
+                                  colors=ui.team_colors()), "gantt",
                      key="lay_sim_gantt")

@@ -54,7 +54,7 @@ try:
     ui.chart(charts.gap_area(series, t="t", requested="requested", used="used", unknown="unknown", group="group",
                              unit=level_unit,
                              title=f"{label} requested vs used over time, by {by} (hatched gap = waste)",
-                             legend=by),
+                             legend=by, colors=ui.team_colors() if by == "team" else None),
              "gap_area", key="gap_chart")
 except data.NotAvailable as exc:
     ui.not_available(exc)
