@@ -52,8 +52,10 @@ CAPTIONS = {
                     "settings; compare bar pairs per category.",
     "compare_lines": "Grey is the baseline replay, blue your scenario; where blue sits higher the scenario keeps "
                      "more GPUs allocated at that time. The dashed line is the cluster's capacity.",
-    "node_heatmap": "One row per node, one cell per GPU at the chosen time. Orange = held but idle, red = free GPUs "
-                    "stranded on partly used nodes, green = busy.",
+    "node_heatmap": "One cell per GPU at the chosen time (a row per node, or a column per node on a large "
+                    "cluster). Orange = held but idle, red = free GPUs stranded on partly used nodes, green = busy: "
+                    "a job's busy cells are its measured GPU efficiency × its GPUs, spread over its cells (the logs "
+                    "say how much of its GPUs a job used, not which GPU).",
     "gantt": "One row per node, one bar per job from start to end; bar colour is the team. Gaps between bars are "
              "idle time on that node.",
     "waste_scatter": "Each dot is one of your jobs: requested resource-hours across, wasted resource-hours up. Jobs "

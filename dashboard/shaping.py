@@ -86,18 +86,35 @@ def default_user(ranking: pl.DataFrame, viewer: str | None) -> str | None:
 
 
 # the per-team comparison as a manager reads it: the verdict and what it is measured on first, then attainment,
-# entitlement and the p90 wait (hours); the full table (p50 waits, demand, cluster share) is the CSV download
-TEAM_VIEW = ["node", "verdict", "received_delta_h", "received_baseline_h", "received_scenario_h",
-             "attainment_baseline", "attainment_scenario", "entitled_baseline_h", "entitled_scenario_h",
-             "p90_wait_h_baseline", "p90_wait_h_scenario"]
+# entitlement and the p90 wait, each as "baseline → scenario" so the table fits the page (numbers stay in the
+# frame for sorting and tests; the full table is the CSV download)
+TEAM_NUMBERS = ["node", "verdict", "received_delta_h", "received_baseline_h", "received_scenario_h",
+                "attainment_baseline", "attainment_scenario", "entitled_baseline_h", "entitled_scenario_h",
+                "p90_wait_s_baseline", "p90_wait_s_scenario"]
+TEAM_SHOWN = ["node", "verdict", "received", "attainment", "entitled", "p90_wait"]
 
 
-def team_view(teams: pl.DataFrame) -> pl.DataFrame:
-    """``runner.team_table`` for the page: the columns of ``TEAM_VIEW`` (those present), waits in hours."""
-    waits = [(pl.col(f"p90_wait_s_{k}") / 3600.0).alias(f"p90_wait_h_{k}")
-             for k in ("baseline", "scenario") if f"p90_wait_s_{k}" in teams.columns]
-    df = teams.with_columns(waits)
-    return df.select([c for c in TEAM_VIEW if c in df.columns])
+def team_view(teams: pl.DataFrame, fmt_dur=None) -> pl.DataFrame:
+    """``runner.team_table`` for the page: ``TEAM_NUMBERS`` (those present) plus the ``TEAM_SHOWN`` text
+    columns "baseline → scenario": GPU-hours with the change, attainment in %, waits as durations
+    (``fmt_dur(seconds)``; default hours)."""
+    fmt_dur = fmt_dur or (lambda s: f"{s / 3600:.1f} h")
+
+    def pair(a, b, f):
+        return ("–" if a is None else f(a)) + " → " + ("–" if b is None else f(b))
+
+    rows = []
+    for r in teams.iter_rows(named=True):
+        g = r.get
+        d = g("received_delta_h")
+        rows.append((pair(g("received_baseline_h"), g("received_scenario_h"), lambda v: f"{v:,.0f}")
+                     + ("" if d is None else f" ({d:+,.0f})"),
+                     pair(g("attainment_baseline"), g("attainment_scenario"), lambda v: f"{100 * v:.1f} %"),
+                     pair(g("entitled_baseline_h"), g("entitled_scenario_h"), lambda v: f"{v:,.0f}"),
+                     pair(g("p90_wait_s_baseline"), g("p90_wait_s_scenario"), fmt_dur)))
+    text = pl.DataFrame(rows, schema={c: pl.String for c in TEAM_SHOWN[2:]}, orient="row")
+    nums = teams.select([c for c in TEAM_NUMBERS if c in teams.columns])
+    return pl.concat([nums, text], how="horizontal")
 
 
 NO_CHANGE = "no change"

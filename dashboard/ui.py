@@ -206,21 +206,15 @@ def ranking_columns(unit: str) -> dict:
 
 
 def team_columns() -> dict:
-    """Headers with units for the Fair share per-team table (``shaping.team_view``): fractions as percentages."""
-    num = st.column_config.NumberColumn
-    pct_ = dict(format="percent")
+    """Headers with units for the Fair share per-team table (``shaping.team_view``'s shown columns)."""
+    text = st.column_config.TextColumn
     return {
-        "node": st.column_config.TextColumn("Team", pinned=True),
-        "verdict": st.column_config.TextColumn("Gains / loses", help="See the definition above the table"),
-        "received_delta_h": num("Received Δ (GPU-h)", format="%+,.0f"),
-        "received_baseline_h": num("Received, baseline (GPU-h)", format="%,.0f"),
-        "received_scenario_h": num("Received, scenario (GPU-h)", format="%,.0f"),
-        "attainment_baseline": num("Attainment, baseline", help=ATTAINMENT_HELP, **pct_),
-        "attainment_scenario": num("Attainment, scenario", help=ATTAINMENT_HELP, **pct_),
-        "entitled_baseline_h": num("Entitled, baseline (GPU-h)", format="%,.0f"),
-        "entitled_scenario_h": num("Entitled, scenario (GPU-h)", format="%,.0f"),
-        "p90_wait_h_baseline": num("p90 wait, baseline (h)", format="%.1f h"),
-        "p90_wait_h_scenario": num("p90 wait, scenario (h)", format="%.1f h"),
+        "node": text("Team", pinned=True),
+        "verdict": text("Gains / loses", help="See the definition above the table"),
+        "received": text("Received GPU-h: baseline → scenario (change)"),
+        "attainment": text("Attainment: baseline → scenario", help=ATTAINMENT_HELP),
+        "entitled": text("Entitled GPU-h: baseline → scenario"),
+        "p90_wait": text("p90 wait: baseline → scenario"),
     }
 
 

@@ -66,15 +66,18 @@ def test_verdict_notes_explain_attainment_moving_against_the_verdict():
     assert runner.verdict_basis(None) == "received"
 
 
-def test_team_view_has_waits_in_hours_and_no_snake_case_left_for_the_page():
-    t = _teams([("a", "same", 0.5, 0.5, 10.0, 10.0, 5.0, 5.0, 0.0, 60.0, 60.0, 14536.5, 7200.0)])
-    v = shaping.team_view(t)
-    assert v.columns == shaping.TEAM_VIEW
-    assert v["p90_wait_h_baseline"][0] == pytest.approx(14536.5 / 3600)  # 4.0 h, not 14536.5 s
+def test_team_view_says_baseline_to_scenario_with_units():
+    t = _teams([("a", "loses", 0.5, 0.6, 10.0, 8.0, 5.0, 4.0, -1.0, 60.0, 60.0, 14536.5, 7200.0)])
+    v = shaping.team_view(t, scenario.fmt_duration)
+    assert set(shaping.TEAM_SHOWN) <= set(v.columns) and "attainment_scenario" in v.columns
+    row = v.row(0, named=True)
+    assert row["received"] == "5 → 4 (-1)"
+    assert row["attainment"] == "50.0 % → 60.0 %" and row["entitled"] == "10 → 8"
+    assert row["p90_wait"] == "4.0 h → 2.0 h"  # a duration, not 14536.5
+    assert shaping.team_view(t).row(0, named=True)["p90_wait"] == "4.0 h → 2.0 h"
     from dashboard import ui
 
-    cfg = ui.team_columns()
-    assert set(v.columns) <= set(cfg)  # every shown column has a human header
+    assert set(shaping.TEAM_SHOWN) == set(ui.team_columns())  # every shown column has a human header
 
 
 def test_attainment_bars_in_percent_with_the_reference_labelled():

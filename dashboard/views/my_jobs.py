@@ -9,7 +9,7 @@ from dashboard import auth, charts, data, shaping, ui
 
 flt = ui.filters()
 ui.page_header("My jobs",
-               "Your least efficient jobs, what they wasted, what to request instead, and what moved your quota "
+               "Your most wasteful jobs, what they wasted, what to request instead, and what moved your quota "
                "coefficient.", flt)
 if not ui.require_store():
     st.stop()
