@@ -350,8 +350,8 @@ def compare_bars(df: pl.DataFrame, *, category: str, baseline: str, scenario: st
     if percent:
         fig.update_yaxes(tickformat=".0%")
     if reference is not None:
-        ref = f"{100 * reference:g} %" if percent else f"{reference:g}"
-        fig.add_hline(y=reference, line=dict(color=WASTED, dash="dot"), annotation_text=f"{ref} {unit}")
+        ref = f"{100 * reference:g} %" if percent else f"{reference:g} {unit}"
+        fig.add_hline(y=reference, line=dict(color=WASTED, dash="dot"), annotation_text=ref)
     return _layout(fig, title, category.replace("_", " "), unit)
 
 

@@ -108,7 +108,7 @@ def team_view(teams: pl.DataFrame, fmt_dur=None) -> pl.DataFrame:
         g = r.get
         d = g("received_delta_h")
         rows.append((pair(g("received_baseline_h"), g("received_scenario_h"), lambda v: f"{v:,.0f}")
-                     + ("" if d is None else f" ({d:+,.0f})"),
+                     + ("" if d is None else " (±0)" if round(d) == 0 else f" ({d:+,.0f})"),
                      pair(g("attainment_baseline"), g("attainment_scenario"), lambda v: f"{100 * v:.1f} %"),
                      pair(g("entitled_baseline_h"), g("entitled_scenario_h"), lambda v: f"{v:,.0f}"),
                      pair(g("p90_wait_s_baseline"), g("p90_wait_s_scenario"), fmt_dur)))

@@ -206,15 +206,17 @@ def ranking_columns(unit: str) -> dict:
 
 
 def team_columns() -> dict:
-    """Headers with units for the Fair share per-team table (``shaping.team_view``'s shown columns)."""
+    """Headers with units for the Fair share per-team table (``shaping.team_view``'s shown columns); every cell
+    reads "baseline → scenario" (short headers: the six columns fit the page at 1440 px)."""
     text = st.column_config.TextColumn
+    both = "Baseline replay → scenario."
     return {
         "node": text("Team", pinned=True),
-        "verdict": text("Gains / loses", help="See the definition above the table"),
-        "received": text("Received GPU-h: baseline → scenario (change)"),
-        "attainment": text("Attainment: baseline → scenario", help=ATTAINMENT_HELP),
-        "entitled": text("Entitled GPU-h: baseline → scenario"),
-        "p90_wait": text("p90 wait: baseline → scenario"),
+        "verdict": text("Verdict", help="Gains / loses / same: see the definition above the table"),
+        "received": text("Received GPU-h (Δ)", help=both + " In brackets the change."),
+        "attainment": text("Attainment", help=both + " " + ATTAINMENT_HELP),
+        "entitled": text("Entitled GPU-h", help=both),
+        "p90_wait": text("p90 wait", help=both + " The team's jobs' 90th-percentile queue wait."),
     }
 
 

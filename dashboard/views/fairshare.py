@@ -249,6 +249,7 @@ loses = t.filter(t["verdict"] == "loses")["node"].to_list()
 st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join(loses) or 'nobody'}")
 for note in runner.verdict_notes(t, basis):
     st.markdown(f"- {note}")
+st.caption("Each cell: baseline replay → scenario.")
 st.dataframe(shaping.team_view(t, scenario.fmt_duration), hide_index=True, key="fs_teams",
              column_config=ui.team_columns(), column_order=shaping.TEAM_SHOWN)
 ui.download(t, "scenario_teams.csv", label="Download the full per-team table", key="dl_teams")
