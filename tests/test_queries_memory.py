@@ -44,6 +44,10 @@ def store(tmp_path_factory):
         _job("json2", source="sacct-json", nodes=2, req_mem_bytes=2 * 32 * GIB, max_rss_bytes=10 * GIB),
         # SWF records the whole job's memory: 2 nodes, 100 GiB asked, 40 GiB used -> 20 of 50 GiB a node
         _job("swf2", source="swf", nodes=2, req_mem_bytes=100 * GIB, max_rss_bytes=40 * GIB),
+        # sacct with a trusted jobstats summary: max_rss is the sum of the nodes' peaks (60 GiB), the busiest node
+        # peaked at 40 of its 64 GiB
+        _job("js2", source="sacct", nodes=2, req_mem_bytes=2 * 64 * GIB, max_rss_bytes=60 * GIB,
+             node_mem_peak_bytes=40 * GIB, jobstats="ok"),
     ])
     samples = pl.DataFrame([dict(cluster="c", job_id="json2", ts=T0 + k * H, interval_s=3600.0, cpu_used=16.0,
                                  mem_bytes=40.0 * GIB) for k in range(2)])
@@ -69,6 +73,9 @@ def test_peaks_are_per_node(store):
     # swf2: a whole-job figure is not multiplied by the node count
     assert w["swf2"]["peak_mem_util"] == pytest.approx(0.4)
     assert w["swf2"]["mem_efficiency"] == pytest.approx(0.4)
+    # js2: the busiest node's 40 of 64 GiB; the whole job's 60 of 128 GiB held (not 2 x 60)
+    assert w["js2"]["peak_mem_util"] == pytest.approx(40 / 64)
+    assert w["js2"]["mem_efficiency"] == pytest.approx(60 / 128)
 
 
 def test_suggestion_is_a_per_node_mem_in_gib(store):

@@ -91,9 +91,12 @@ def _epoch(col):
 
 def whole_job_rss(jobs: pl.DataFrame) -> pl.DataFrame:
     """max_rss_bytes as the whole job's peak: Slurm's MaxRSS (sacct, sacct-json) is one task's, i.e. one node's,
-    so x nodes; other sources already record the whole job's."""
+    so x nodes; a jobstats summary and the other sources already record the whole job's."""
     nodes = pl.max_horizontal(pl.col("nodes").fill_null(1), pl.lit(1))
-    return jobs.with_columns(pl.when(pl.col("source").is_in(["sacct", "sacct-json"]))
+    # a trusted jobstats summary already gives the sum of the nodes' peaks
+    summed = (pl.col("jobstats") == "ok").fill_null(False) | pl.col("node_mem_peak_bytes").is_not_null() \
+        if "jobstats" in jobs.columns else pl.lit(False)
+    return jobs.with_columns(pl.when(pl.col("source").is_in(["sacct", "sacct-json"]) & ~summed)
                              .then(pl.col("max_rss_bytes") * nodes).otherwise(pl.col("max_rss_bytes"))
                              .alias("max_rss_bytes"))
 
