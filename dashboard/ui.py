@@ -240,6 +240,22 @@ def comparison_columns() -> dict:
             "change": text("Change"), "better_when": text("Better when")}
 
 
+def loop_columns() -> dict:
+    """Headers for the quota loop's stability and multiplier tables (``transforms.stability``,
+    ``budgets.quota_loop_multipliers``): multipliers as "× 1.23"."""
+    num, text, dtc = st.column_config.NumberColumn, st.column_config.TextColumn, st.column_config.DatetimeColumn
+    times = "× %.2f"
+    return {"bucket": text("Team (budget bucket)", pinned=True), "periods": num("Periods", format="%d"),
+            "final": num("Final multiplier", format=times), "min": num("Lowest", format=times),
+            "max": num("Highest", format=times), "largest_step": num("Largest step", format="%.2f"),
+            "reversals": num("Direction reversals", format="%d"),
+            "oscillating": st.column_config.CheckboxColumn("Oscillating", help="Two or more direction reversals"),
+            "effective_from": dtc("Effective from (UTC)", format="YYYY-MM-DD HH:mm"),
+            "period_start": dtc("Earned in the period from (UTC)", format="YYYY-MM-DD HH:mm"),
+            "multiplier": num("Multiplier of the team's share", format=times),
+            "users": num("Users averaged", format="%d")}
+
+
 ATTAINMENT_HELP = ("GPU-hours received ÷ GPU-hours entitled (the team's budget share of the cluster while it had "
                    "demand). Above 100 % means the team also ran on capacity other teams left idle: an idle "
                    "team's share is lent to teams with work queued, so a busy team can receive several times its "

@@ -259,14 +259,14 @@ if is_named:
         osc = stab.filter(stab["oscillating"])["bucket"].to_list()
         st.markdown("**Is the loop stable?** " + ("Yes: no team's multiplier changes direction twice." if not osc
                                                   else "No: oscillating multipliers for " + ", ".join(osc) + "."))
-        st.dataframe(stab, hide_index=True, key="fs_stability")
+        st.dataframe(stab, hide_index=True, key="fs_stability", column_config=ui.loop_columns())
         mult = result.extra["multipliers"]
         st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier",
                                                         colors=ui.team_colors()),
                         key="fs_mult_chart", config={"displaylogo": False})
         st.caption(charts_budget.CAPTIONS["multiplier_series"])
         with st.expander("Budget multipliers per period"):
-            st.dataframe(mult, hide_index=True, key="fs_multipliers")
+            st.dataframe(mult, hide_index=True, key="fs_multipliers", column_config=ui.loop_columns())
     with st.expander("Parameters that produced this result"):
         st.json(result.params())
 
