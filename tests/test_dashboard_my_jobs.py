@@ -87,3 +87,11 @@ def test_low_efficiency_tab_ranks_by_wasted_hours(store, monkeypatch):
         assert wasted == sorted(wasted, reverse=True)
     text = " ".join(c.value for c in at.caption)
     assert "ranked by the resource-hours wasted" in text and "0.25 GPU-equivalent hours" in text
+
+
+def test_metric_labels_wrap_on_every_page(store, monkeypatch):
+    """A <style> on every page makes metric labels wrap ("GPU occupa…" at 1440 px), with nothing fetched."""
+    at = _app(store, monkeypatch)
+    styles = [h.proto.body for h in at.get("html")]
+    assert any("stMetricLabel" in s and "white-space: normal" in s for s in styles), styles
+    assert not any("<script" in s or "http" in s for s in styles)
