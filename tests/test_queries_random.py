@@ -22,6 +22,9 @@ from test_queries_scores import reference_loop
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 T0_S = T0.timestamp()
+# The last instant each cluster's log knows (recorded at ingest): a RUNNING job runs until then, never to the
+# window's end; "west" has none recorded, so its RUNNING jobs run until start + elapsed_s, as sacct reports them.
+SNAPSHOT_S = {"east": T0_S + 9 * 86400.0}
 DAY = 86400.0
 
 
@@ -77,7 +80,17 @@ def random_store(root, seed=3, n_jobs=300):
     with Store(root).transaction() as tx:
         tx.upsert("jobs", jobs)
         tx.upsert("samples", samp)
+        for cluster, t_s in SNAPSHOT_S.items():
+            tx.record_snapshot(cluster, dt.datetime.fromtimestamp(t_s, UTC))
     return root
+
+
+def running_end(st: Store):
+    """Where a RUNNING job without an end stops: its cluster's snapshot recorded in the store, else
+    start + elapsed_s."""
+    snapshot_s = {cluster: t.timestamp() for cluster, t in st.snapshots().items()}
+    snap = pl.col("cluster").replace_strict(snapshot_s, default=None, return_dtype=pl.Float64)
+    return pl.when(pl.col("state") == "RUNNING").then(pl.coalesce(snap, _epoch("start") + pl.col("elapsed_s")))
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +122,7 @@ def reference_job_waste(store, w0=None, w1=None) -> pl.DataFrame:
     hi_w = math.inf if w1 is None else w1.timestamp()
     j = jobs.filter(pl.col("start").is_not_null()).with_columns(
         t0=_epoch("start"),
-        t1=pl.coalesce(_epoch("end"), pl.when(pl.col("state") == "RUNNING").then(pl.lit(hi_w if w1 else None)),
-                       _epoch("start") + pl.col("elapsed_s")),
+        t1=pl.coalesce(_epoch("end"), running_end(st), _epoch("start") + pl.col("elapsed_s")),
         cpus=pl.coalesce("alloc_cpus", "req_cpus"), gpus=pl.coalesce("alloc_gpus", "req_gpus", pl.lit(0.0)),
         mem=pl.coalesce("alloc_mem_bytes", "req_mem_bytes") / 1e9,
     ).with_columns(t1=pl.max_horizontal("t0", "t1"))
@@ -198,9 +210,11 @@ def _brute_force_buckets(store, resource, bucket_s, origin, w0, w1):
     intervals = []  # (lo, hi, req_level, used_level)
     samples = st.read("samples").join(meta.select("cluster", "job_id"), on=["cluster", "job_id"])
     sampled = set()
+    snapshot_s = {cluster: t.timestamp() for cluster, t in st.snapshots().items()}
     for m in meta.iter_rows(named=True):
         t0 = m["start"].timestamp()
-        t1 = m["end"].timestamp() if m["end"] else (hi_w if (m["state"] == "RUNNING" and w1) else t0 + m["elapsed_s"])
+        snap = snapshot_s.get(m["cluster"]) if m["state"] == "RUNNING" else None
+        t1 = m["end"].timestamp() if m["end"] else (snap if snap is not None else t0 + m["elapsed_s"])
         t1 = max(t0, t1)
         lo, hi = max(t0, lo_w), min(t1, hi_w)
         mem_bytes = m["alloc_mem_bytes"] or m["req_mem_bytes"]
@@ -345,8 +359,7 @@ def test_fairshare_matches_polars(store):
     a, b = w0.timestamp(), w1.timestamp()
     jobs = Store(store).read("jobs").filter(pl.col("cluster") == "east").with_columns(
         team=pl.col("account").str.split("/").list.first(), t_sub=_epoch("submit"), t0=_epoch("start"),
-        t1=pl.coalesce(_epoch("end"), pl.when(pl.col("state") == "RUNNING").then(pl.lit(b)),
-                       _epoch("start") + pl.col("elapsed_s")),
+        t1=pl.coalesce(_epoch("end"), running_end(Store(store)), _epoch("start") + pl.col("elapsed_s")),
         gpus=pl.coalesce("alloc_gpus", "req_gpus", pl.lit(0.0)), asked=pl.coalesce("req_gpus", "alloc_gpus", pl.lit(0.0)))
     jobs = jobs.with_columns(
         received=pl.when(pl.col("t0").is_null()).then(0.0).otherwise(
