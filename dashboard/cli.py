@@ -15,7 +15,7 @@ import sys
 
 from dashboard.errors import UserError  # noqa: F401  (re-exported for command modules)
 
-COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario")
+COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario", "validate")
 
 
 class _Parser(argparse.ArgumentParser):

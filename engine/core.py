@@ -19,6 +19,11 @@ Invariants:
   queued when no event is left, ``run`` raises ``ConfigError`` naming them instead of returning a partial run.
 - ``replay="logged"`` bypasses the scheduler (``engine.replay``). A warm start T (``engine.warm``) pins the jobs
   that started before T before the first event and submits the others at max(submit, T).
+- ``sched_interval_s`` N > 0: passes (and preemption rounds) run only at instants k*N of the simulation clock,
+  like a real scheduler's cycle; events between two cycle instants are applied at their own time (a job's end
+  frees its resources then) and the next cycle's pass sees all of them (full if any was). A cycle instant is
+  put on the heap only when something happened with jobs queued, so a queue nothing can start never spins.
+  N = 0 is the every-event loop above, unchanged.
 - Each attempt's wait keeps its own reasons (``note``); ``wait_reasons`` answers per (job, attempt).
 """
 from __future__ import annotations
@@ -40,7 +45,7 @@ from .tenants import Budgeting, Ledger, min_runtimes
 
 INF = math.inf
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
-P_END, P_REPAIR, P_NODE, P_MINRT, P_SUBMIT = 0, 1, 2, 3, 4
+P_END, P_REPAIR, P_NODE, P_MINRT, P_SUBMIT, P_TICK = 0, 1, 2, 3, 4, 5
 
 
 class Simulator:
@@ -164,16 +169,22 @@ class Simulator:
         frag_end = INF if wl.end_s is None else wl.end_s  # fragmentation is measured inside the window
         pop = heapq.heappop
         queue = self.queue
+        cycle = self.cfg.sched_interval_s
+        tick_at = None           # the pending cycle pass (sched_interval_s > 0)
+        full, new = False, []    # with a cycle, what happened since the last pass accumulates until the next one
         while heap:
             t = heap[0][0]
             if self.whole_waiting and self.pool.stranded_g and self.now < frag_end:
                 self.frag_g_seconds += ((t if t < frag_end else frag_end) - self.now) * self.pool.stranded_g
             self.now = t
-            full = False
-            new = []
+            if not cycle:
+                full = False
+                new = []
             while heap and heap[0][0] == t:
                 _, prio, _, p = pop(heap)
-                if prio == P_SUBMIT:
+                if prio == P_TICK:
+                    tick_at = None
+                elif prio == P_SUBMIT:
                     self.enqueue(p)
                     new.append(p)
                 elif prio == P_END:
@@ -185,10 +196,19 @@ class Simulator:
                     full = self.health.on_event(prio, p, t) or full
             if full:
                 self.pstate = None  # even with an empty queue: the saved pass state describes the past
+            if cycle:
+                due = math.ceil(t / cycle) * cycle
+                if due > t:  # not a cycle instant: the pass waits for the next one (each event asks for it once)
+                    if len(queue) and tick_at is None:
+                        tick_at = due
+                        self.push(due, P_TICK, None)
+                    continue
             if len(queue):
                 if not full and self.cfg.policy != "fcfs":
                     full = not self._same_head(t, new)
                 self.schedule(t, full, new)
+            if cycle:
+                full, new = False, []
         if len(queue):  # no event left can start them: say which instead of returning a half-finished run
             from .config import ConfigError
 

@@ -25,7 +25,8 @@ def applies(sim) -> bool:
     cfg = sim.cfg
     return (ENABLED and sim.pool.cluster.procs_mode and cfg.policy == "fcfs" and sim.depth <= 1
             and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
-            and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None)
+            and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None
+            and not cfg.sched_interval_s)
 
 
 def run(sim) -> None:

@@ -7,7 +7,7 @@
         [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
         [--drain NODES@TIME[..END]]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
-        [--qos-preempt QOS=QOS[,QOS]]...
+        [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION] [--config-file calibration.json]
         --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
@@ -29,6 +29,9 @@ empty and returns ``--repair-time`` later (default 4h) or at END. ``--drain-file
 (header ``node,start,end,reason``, ``engine.drains``); ``--node-mtbf DURATION`` adds random drains (seeded).
 ``--qos-preempt high=low,normal`` (repeatable; or a ``[qos]`` table in the budget file) lets jobs of QoS high
 preempt running jobs of QoS low and normal once they have run their min runtime (Slurm's preempt/qos).
+``--sched-interval DURATION`` runs the scheduler in cycles, a pass every DURATION (Slurm's sched_interval /
+bf_interval, Maui's poll interval; default 0 = a pass at every event). ``--config-file`` applies the knobs a
+``quotaloop validate --calibrate`` saved (its ``calibration.json``); a flag given explicitly wins over the file.
 """
 from __future__ import annotations
 
@@ -85,6 +88,9 @@ def register(sub):
                    help="a drained node returns this long after it emptied (default 4h)")
     p.add_argument("--qos-preempt", action="append", default=[], metavar="QOS=QOS[,QOS]",
                    help="jobs of the first QoS may preempt the others' after their min runtime (repeatable)")
+    p.add_argument("--sched-interval", metavar="DURATION",
+                   help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
+    p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate`")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -224,7 +230,8 @@ def run(args) -> int:
         lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,
         attainment_history=args.attainment_history, seed=args.seed, node_events=tuple(events),
         node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
-        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
+        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts,
+        **calibrated_knobs(args))
     res = simulate(jobs, cluster, cfg)
     try:
         out = res.write(args.out)
@@ -246,6 +253,22 @@ def run(args) -> int:
               f"bounded slowdown {_num(m['bounded_slowdown_mean'])}; preemptions {m['preemptions']}, "
               f"lost GPU-hours {_num(m['lost_gpu_hours'])}")
     return 0
+
+
+def calibrated_knobs(args) -> dict:
+    """SimConfig fields from ``--config-file`` (a validate --calibrate output), then ``--sched-interval``."""
+    from engine import parse_duration
+    from engine.calibrate import read_config_file
+
+    knobs = {}
+    if args.config_file:
+        try:
+            knobs = read_config_file(args.config_file)
+        except ValueError as exc:
+            raise _user_error(f"--config-file {exc}") from None
+    if args.sched_interval is not None:
+        knobs["sched_interval_s"] = parse_duration(args.sched_interval, "--sched-interval")
+    return knobs
 
 
 def node_events(args) -> list:

@@ -1,0 +1,254 @@
+"""``quotaloop validate``: how far to trust a what-if: re-simulate the logged window under the modeled configuration
+and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md section 10).
+
+    quotaloop validate --store DIR [--store-cluster NAME] [--warm-start TIME] [--window-end TIME]
+        [--policy fcfs|priority|fairshare|drf] [--backfill none|easy|conservative] [--reservation-depth K]
+        [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets TOML] [--lookback DURATION]
+        [--sched-interval DURATION] [--config-file JSON]
+        [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
+        [--format table|csv|json] [--out DIR]
+        [--calibrate [--grid S,S,...] [--train-fraction F] [--workers N]]
+
+The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
+from the logged state at its start (``simulate --warm-start``, ``engine.warm``) and the jobs submitted in it are
+compared, per job and in aggregate: Pearson / Spearman of waits, mean / p50 / p90 wait logged vs simulated per job
+class and size bucket, start-order agreement, share of jobs started at once, hourly occupancy error and, with
+``--budgets``, per-team attainment error. ``--out DIR`` gets ``validation.json`` (the report and a verdict).
+``--calibrate`` fits the scheduler's cycle (``--sched-interval``) on the first ``--train-fraction`` (0.7) of the
+window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`` (default min(2, CPUs)), reports
+the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+KNOB_COLUMNS = ("n", "mean_log_s", "mean_sim_s", "mean_rel_err", "p50_log_s", "p50_sim_s", "p90_log_s", "p90_sim_s",
+                "p90_rel_err", "median_abs_err_s", "pearson", "spearman", "zero_wait_share_log", "zero_wait_share_sim")
+
+
+def register(sub):
+    p = sub.add_parser("validate", help="compare a replay under the modeled policy with the log (fidelity)",
+                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--store", required=True, help="store directory whose history to validate against")
+    p.add_argument("--store-cluster", metavar="NAME", help="the cluster to validate (needed when the store holds several)")
+    p.add_argument("--warm-start", metavar="TIME", help="window start (ISO time or YYYY-MM-DD, UTC; default: first submit)")
+    p.add_argument("--window-end", metavar="TIME", help="window end (default: the end of the log)")
+    p.add_argument("--cluster", metavar="NODES_CSV", help="node layout (default: the store's nodes table)")
+    p.add_argument("--nodes", type=int, help="uniform layout: number of nodes")
+    p.add_argument("--gpus-per-node", type=float, default=0.0)
+    p.add_argument("--cpus-per-node", type=float, default=None)
+    p.add_argument("--mem-per-node", type=float, default=None, help="uniform layout: memory per node in GiB")
+    p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors")
+    p.add_argument("--policy", default="fcfs", choices=["fcfs", "priority", "fairshare", "drf"])
+    p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
+    p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
+    p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
+    p.add_argument("--bf-max-job-test", type=int, metavar="K", help="test at most K backfill candidates per pass")
+    p.add_argument("--budgets", metavar="TOML", help="budget tree: adds per-team attainment error")
+    p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
+    p.add_argument("--sched-interval", metavar="DURATION",
+                   help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
+    p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
+    p.add_argument("--format", default="table", choices=["table", "csv", "json"])
+    p.add_argument("--out", metavar="DIR", help="write validation.json (and calibration.json) here")
+    p.add_argument("--calibrate", action="store_true", help="fit the scheduler cycle on the first part of the "
+                                                             "window, report the held-back rest")
+    p.add_argument("--grid", metavar="S,S,...", help="candidate cycles in seconds or durations "
+                                                     "(default 0,30,60,120,300,600)")
+    p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="replays in parallel (local process pool; default min(2, CPUs))")
+    return p
+
+
+def _err(msg):
+    from engine import ConfigError
+
+    return ConfigError(msg)
+
+
+def base_config(args, budgets, warm, window_end):
+    """The modeled configuration the flags describe (with ``--config-file``'s knobs unless a flag gives them)."""
+    from dashboard.commands.simulate import calibrated_knobs
+    from engine import SimConfig, parse_duration
+
+    knobs = calibrated_knobs(args)
+    return SimConfig(policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
+                     backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
+                     budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
+                     warm_start=warm, window_end=window_end, **knobs).validated()
+
+
+def run(args) -> int:
+    import datetime as dt
+
+    import polars as pl
+
+    from dashboard.commands.simulate import _cluster, _instant, _load_workload
+    from engine import simulate
+    from engine import attainment, calibrate, fidelity
+    from engine.budget_tree import BudgetError, load
+
+    if args.format not in ("table", "csv", "json"):
+        raise _err(f"--format {args.format}: use table, csv or json")
+    budgets = None
+    if args.budgets:
+        try:
+            budgets = load(args.budgets)
+        except BudgetError as exc:
+            raise _err(str(exc)) from exc
+    args.workload = None
+    jobs, nodes = _load_workload(args)
+    if jobs.height == 0:
+        raise _err(f"--store {args.store}: no jobs to validate against")
+    if jobs.schema.get("submit") != pl.Datetime("us", "UTC"):
+        raise _err(f"--store {args.store}: submit times are not UTC datetimes")
+    warm, end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
+    if isinstance(warm, float) or isinstance(end, float):
+        raise _err("--warm-start / --window-end: give ISO times or YYYY-MM-DD (the store holds datetimes)")
+    if warm is None:
+        warm = jobs["submit"].min()
+    cfg = base_config(args, budgets, warm, end)
+    cluster = _cluster(args, nodes)
+    t0_s, t1_s = warm.timestamp(), None if end is None else end.timestamp()
+
+    window = calibrate.window_jobs(jobs, warm, end, cfg.lookback_s)
+    res = simulate(window, cluster, cfg)
+    m = res.metrics
+    size_col = f"req_{m['resource']}"
+    att_log = att_sim = None
+    if budgets is not None:
+        w1 = end.timestamp() if end is not None else None
+        win_us = None if w1 is None else (round(t0_s * 1e6), round(w1 * 1e6))
+        if win_us is None:
+            a = m["attainment"]
+            win_us = tuple(round(dt.datetime.fromisoformat(a[k]).timestamp() * 1e6)
+                           for k in ("window_start", "window_end"))
+        att_log = attainment.of_run(window, budgets, m["capacity"], m["resource"], cfg.lookback_s,
+                                    window_us=win_us)["teams"]
+        att_sim = m["attainment"]["teams"]
+    report = fidelity.compare(window, res.jobs, size_col=size_col, capacity=m["capacity"], window_start=t0_s,
+                              window_end=t1_s, attainment_log=att_log, attainment_sim=att_sim)
+    doc = {"window": {"start": warm.isoformat(), "end": None if end is None else end.isoformat()},
+           "modeled": {k: v for k, v in cfg.params().items() if k not in ("warm_start", "window_end")},
+           "resource": m["resource"], "capacity": m["capacity"], **report,
+           "verdict": fidelity.verdict(report)}
+    cal = None
+    if args.calibrate:
+        cal = _calibrate(args, jobs, cluster, cfg, warm, end)
+        doc["calibration"] = cal
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        _dump(os.path.join(args.out, "validation.json"), doc)
+        if cal is not None:
+            _dump(os.path.join(args.out, "calibration.json"), calibrate.config_file(cfg, cal["chosen"], {
+                "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
+                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}}))
+    _print(doc, args.format)
+    return 0
+
+
+def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
+    import polars as pl
+
+    from engine import parse_duration
+    from engine.calibrate import DEFAULT_GRID_S, held_back, search, split_time
+
+    grid = (DEFAULT_GRID_S if not args.grid else
+            tuple(parse_duration(x.strip(), "--grid") for x in args.grid.split(",") if x.strip()))
+    if not grid:
+        raise _err("--grid: no candidate value")
+    if not 0.0 < args.train_fraction < 1.0:
+        raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
+    if args.workers < 1:
+        raise _err(f"--workers: must be >= 1, got {args.workers}")
+    inside = jobs.filter(pl.col("submit") >= warm)
+    if end is not None:
+        inside = inside.filter(pl.col("submit") < end)
+    try:
+        split = split_time(inside["submit"].to_list(), args.train_fraction)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    t = time.perf_counter()
+    found = search(jobs, cluster, cfg, warm, split, grid, args.workers)
+    held = held_back(jobs, cluster, cfg, found["chosen"], split, end, args.workers)
+    seconds = time.perf_counter() - t
+    replays = len(grid) + 2
+    print(f"calibration: {replays} replays ({len(grid)} candidates on [{warm.isoformat()}, {split.isoformat()}), "
+          f"2 on the held-back rest) in {seconds:.1f} s with {args.workers} worker(s); chosen "
+          f"sched_interval_s={found['chosen']['sched_interval_s']:g}", file=sys.stderr)
+    return {"knob": "sched_interval_s", "train_fraction": args.train_fraction, "split": split.isoformat(),
+            "replays": replays, "seconds": round(seconds, 3), "workers": args.workers, **found,
+            "held_back": held, "held_back_verdict": {k: _verdict(v) for k, v in held.items()}}
+
+
+def _verdict(report):
+    from engine import fidelity
+
+    return fidelity.verdict(report)
+
+
+def _dump(path, doc) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True, default=str)
+        fh.write("\n")
+
+
+def rows(doc: dict) -> list[dict]:
+    """The table: one row per scope (overall, class:X, size:Y; held-back rows when calibrated)."""
+    out = [{"scope": "overall", **_cols(doc["overall"])}]
+    out += [{"scope": f"class:{k}", **_cols(v)} for k, v in doc["by_class"].items()]
+    out += [{"scope": f"size:{k}", **_cols(v)} for k, v in doc["by_size"].items()]
+    cal = doc.get("calibration")
+    if cal:
+        for k, v in cal["held_back"].items():
+            out.append({"scope": f"held-back:{k}", **_cols(v["overall"])})
+    return out
+
+
+def _cols(stats: dict) -> dict:
+    return {k: stats.get(k) for k in KNOB_COLUMNS}
+
+
+def _print(doc: dict, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+        return
+    table = rows(doc)
+    if fmt == "csv":
+        import polars as pl
+
+        from dashboard.safe_csv import to_csv_bytes
+
+        sys.stdout.write(to_csv_bytes(pl.DataFrame(table, infer_schema_length=None)).decode("utf-8"))
+        return
+    cols = ["scope"] + list(KNOB_COLUMNS)
+    cells = [[_cell(r[c]) for c in cols] for r in table]
+    width = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, width))))
+    for x in cells:
+        print("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(x, width))))
+    so, oc = doc["start_order"], doc["occupancy"]
+    print(f"start order: concordant pairs {_cell(so['concordant_fraction'])} (gamma {_cell(so['gamma'])}) over "
+          f"{so['pairs']} pairs at most {so['neighbours']} apart in submit order; hourly occupancy log {_cell(oc['mean_log'])} "
+          f"sim {_cell(oc['mean_sim'])}, mean |difference| {_cell(oc['mean_abs_diff'])} over {oc['hours']} h")
+    if doc.get("attainment"):
+        print(f"attainment: mean |error| {_cell(doc['attainment']['mean_abs_err'])} over "
+              f"{len(doc['attainment']['teams'])} teams")
+    print(f"verdict: {doc['verdict']}")
+    cal = doc.get("calibration")
+    if cal:
+        print(f"calibrated sched_interval_s={cal['chosen']['sched_interval_s']:g} on the first "
+              f"{100 * cal['train_fraction']:.0f} % (split {cal['split']}); held-back: "
+              f"{cal['held_back_verdict']['calibrated']}")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3f}"
+    return str(v)

@@ -1,0 +1,140 @@
+"""Calibration of what a log does not state, against the log itself, with a held-back part (DOMAIN.md section 10).
+
+One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``). ``search`` replays the *training* window
+[t0, split) once per candidate value, each warm-started from the logged state at t0, scores each with
+``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
+which worker finished first). The held-back window [split, t1) is never seen by the search: ``held_back`` replays
+it warm-started at ``split`` (the log's state then) under the baseline and the chosen configuration.
+
+Invariants: the training replays are given only jobs submitted before ``split`` (``window_end=split`` and the
+warm start's job filter), so nothing after the split can influence the choice; results come back in grid order
+whatever the worker count; the same inputs give the same choice. Replays run in a local process pool of
+``workers`` processes (1: in this process). No wall clock here: the caller times the search.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import polars as pl
+
+from . import fidelity
+
+DEFAULT_GRID_S = (0.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+TRAIN_FRACTION = 0.7
+KNOB = "sched_interval_s"
+FILE_FORMAT = "quotaloop-simconfig/1"
+
+_STATE: dict = {}  # per worker process: the jobs frame and cluster, sent once by the pool's initializer
+
+
+def split_time(submits, fraction: float = TRAIN_FRACTION):
+    """The submit instant of the job at position floor(fraction x n) in submit order: the training window holds
+    the jobs submitted strictly before it (about ``fraction`` of them, fewer when submits tie at the split)."""
+    s = sorted(submits)
+    if len(s) < 2:
+        raise ValueError("calibration needs at least two jobs in the window")
+    k = min(max(int(fraction * len(s)), 1), len(s) - 1)
+    return s[k]
+
+
+def window_jobs(jobs: pl.DataFrame, start, end, lookback_s: float) -> pl.DataFrame:
+    """The jobs a replay of [start, end) warm-started at ``start`` needs (``warm.window_filter``)."""
+    from .warm import window_filter
+
+    if isinstance(start, dt.datetime):
+        return jobs.filter(window_filter(start, end, lookback_s))
+    return jobs
+
+
+def _init(jobs, cluster):
+    _STATE["jobs"], _STATE["cluster"] = jobs, cluster
+
+
+def replay_and_compare(cfg, t0_s, t1_s, size_col=None):
+    """One candidate: simulate ``_STATE``'s jobs under ``cfg`` and compare with the log over [t0_s, t1_s)."""
+    from . import simulate
+
+    jobs, cluster = _STATE["jobs"], _STATE["cluster"]
+    res = simulate(jobs, cluster, cfg)
+    m = res.metrics
+    col = size_col or f"req_{m['resource']}"
+    rep = fidelity.compare(jobs, res.jobs, size_col=col, capacity=m["capacity"], window_start=t0_s,
+                           window_end=t1_s)
+    return rep
+
+
+def _map(fn, items, jobs, cluster, workers: int):
+    if workers <= 1:
+        _init(jobs, cluster)
+        return [fn(*it) for it in items]
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(jobs, cluster)) as pool:
+        return list(pool.map(fn, *zip(*items)))  # map keeps the input order
+
+
+def _seconds(t) -> float | None:
+    if t is None:
+        return None
+    return t.timestamp() if isinstance(t, dt.datetime) else float(t)
+
+
+def search(jobs: pl.DataFrame, cluster, base, t0, split, grid=DEFAULT_GRID_S, workers: int = 1) -> dict:
+    """Replay [t0, split) under ``base`` with each ``sched_interval_s`` of ``grid``; the candidates' losses in grid
+    order and the chosen value."""
+    train = window_jobs(jobs, t0, split, base.lookback_s)
+    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **{KNOB: float(v)}),
+              _seconds(t0), _seconds(split)) for v in grid]
+    reports = _map(replay_and_compare, items, train, cluster, workers)
+    rows = [{KNOB: float(v), "loss": fidelity.loss(r), **_brief(r)} for v, r in zip(grid, reports)]
+    best = min(range(len(rows)), key=lambda i: (rows[i]["loss"], i))
+    return {"candidates": rows, "chosen": {KNOB: rows[best][KNOB]}, "train_jobs": reports[best]["jobs_compared"]}
+
+
+def held_back(jobs: pl.DataFrame, cluster, base, chosen: dict, split, t1, workers: int = 1) -> dict:
+    """The held-back window [split, t1) replayed under ``base`` and under ``base`` + ``chosen``: full reports."""
+    held = window_jobs(jobs, split, t1, base.lookback_s)
+    items = [(dataclasses.replace(base, warm_start=split, window_end=t1, **c), _seconds(split), _seconds(t1))
+             for c in ({}, chosen)]
+    before, after = _map(replay_and_compare, items, held, cluster, workers)
+    return {"baseline": before, "calibrated": after}
+
+
+def _brief(report: dict) -> dict:
+    o = report["overall"]
+    keys = ("n", "mean_rel_err", "p90_rel_err", "spearman", "zero_wait_share_sim", "zero_wait_share_log")
+    return {k: o[k] for k in keys}
+
+
+def config_file(base, chosen: dict, extra: dict) -> dict:
+    """The saved configuration: the knob values ``simulate --config-file`` applies, plus the evidence."""
+    params = {k: v for k, v in base.params().items() if k in ("policy", "backfill", "reservation_depth",
+                                                                "backfill_order", "backfill_max_job_test")}
+    return {"format": FILE_FORMAT, "config": dict(chosen), "modeled": params, **extra}
+
+
+def read_config_file(path) -> dict:
+    """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value. Raises ValueError
+    with a one-line reason when the file is not one."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or not isinstance(doc.get("config"), dict):
+        raise ValueError(f"{path}: not a quotaloop calibration file (expected \"format\": \"{FILE_FORMAT}\")")
+    allowed = {KNOB}
+    unknown = sorted(set(doc["config"]) - allowed)
+    if unknown:
+        raise ValueError(f"{path}: config.{unknown[0]}: not a calibrated knob (known: {', '.join(sorted(allowed))})")
+    out = {}
+    for k, v in doc["config"].items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+            raise ValueError(f"{path}: config.{k}: must be a number >= 0, got {v!r}")
+        out[k] = float(v)
+    return out
