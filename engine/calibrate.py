@@ -1,19 +1,21 @@
 """Calibration of what a log does not state, against the log itself, with a held-back part (DOMAIN.md section 10).
 
-One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``). ``search`` replays the *training* window
+One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``). ``run`` replays the *training* window
 [t0, split) once per candidate value, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
-which worker finished first). The held-back window [split, t1) is never seen by the search: ``held_back`` replays
-it warm-started at ``split`` (the log's state then) under the baseline and the chosen configuration.
+which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
+warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
 
 Invariants: the training replays are given only jobs submitted before ``split`` (``window_end=split`` and the
-warm start's job filter), so nothing after the split can influence the choice; results come back in grid order
+warm start's job filter), so nothing after the split can influence the choice, and the held-back reports compare
+only jobs submitted at or after ``split``; results come back in grid order
 whatever the worker count; the same inputs give the same choice. Replays run in a local process pool of
 ``workers`` processes (1: in this process). No wall clock here: the caller times the search.
 """
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import datetime as dt
 from concurrent.futures import ProcessPoolExecutor
 
@@ -53,24 +55,29 @@ def _init(jobs, cluster):
     _STATE["jobs"], _STATE["cluster"] = jobs, cluster
 
 
-def replay_and_compare(cfg, t0_s, t1_s, size_col=None):
-    """One candidate: simulate ``_STATE``'s jobs under ``cfg`` and compare with the log over [t0_s, t1_s)."""
+def replay_and_compare(cfg, t0_s, t1_s):
+    """One replay: ``_STATE``'s jobs of [cfg.warm_start, cfg.window_end) simulated under ``cfg``, compared with
+    the log over [t0_s, t1_s)."""
     from . import simulate
 
-    jobs, cluster = _STATE["jobs"], _STATE["cluster"]
-    res = simulate(jobs, cluster, cfg)
+    jobs = window_jobs(_STATE["jobs"], cfg.warm_start, cfg.window_end, cfg.lookback_s)
+    res = simulate(jobs, _STATE["cluster"], cfg)
     m = res.metrics
-    col = size_col or f"req_{m['resource']}"
-    rep = fidelity.compare(jobs, res.jobs, size_col=col, capacity=m["capacity"], window_start=t0_s,
-                           window_end=t1_s)
-    return rep
+    return fidelity.compare(jobs, res.jobs, size_col=f"req_{m['resource']}", capacity=m["capacity"],
+                            window_start=t0_s, window_end=t1_s)
 
 
 def _map(fn, items, jobs, cluster, workers: int):
-    if workers <= 1:
+    if workers <= 1 or len(items) <= 1:
         _init(jobs, cluster)
-        return [fn(*it) for it in items]
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(jobs, cluster)) as pool:
+        try:
+            return [fn(*it) for it in items]
+        finally:
+            _STATE.clear()
+    # spawn, not fork: a forked child of a process whose polars thread pool is running can deadlock
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx, initializer=_init,
+                             initargs=(jobs, cluster)) as pool:
         return list(pool.map(fn, *zip(*items)))  # map keeps the input order
 
 
@@ -80,25 +87,28 @@ def _seconds(t) -> float | None:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 
 
-def search(jobs: pl.DataFrame, cluster, base, t0, split, grid=DEFAULT_GRID_S, workers: int = 1) -> dict:
-    """Replay [t0, split) under ``base`` with each ``sched_interval_s`` of ``grid``; the candidates' losses in grid
-    order and the chosen value."""
-    train = window_jobs(jobs, t0, split, base.lookback_s)
-    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **{KNOB: float(v)}),
-              _seconds(t0), _seconds(split)) for v in grid]
-    reports = _map(replay_and_compare, items, train, cluster, workers)
-    rows = [{KNOB: float(v), "loss": fidelity.loss(r), **_brief(r)} for v, r in zip(grid, reports)]
+def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1) -> dict:
+    """Calibrate ``sched_interval_s`` over ``grid`` on [t0, split) and replay the held-back [split, t1) (``t1``
+    None: to the end of the log) under every candidate and the base value, all in one pool.
+
+    The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
+    choice carries over). Returns the candidates in grid order with both losses, the chosen knob, the held-back
+    reports under the base configuration and the chosen one, and the number of replays."""
+    grid = [float(v) for v in grid]
+    base_v = float(getattr(base, KNOB))
+    held_values = grid + ([base_v] if base_v not in grid else [])
+    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **{KNOB: v}), _seconds(t0), _seconds(split))
+             for v in grid]
+    items += [(dataclasses.replace(base, warm_start=split, window_end=t1, **{KNOB: v}), _seconds(split), _seconds(t1))
+              for v in held_values]
+    reports = _map(replay_and_compare, items, jobs, cluster, workers)
+    train, held = reports[:len(grid)], dict(zip(held_values, reports[len(grid):]))
+    rows = [{KNOB: v, "loss": fidelity.loss(r), "held_back_loss": fidelity.loss(held[v]),
+             **_brief(r)} for v, r in zip(grid, train)]
     best = min(range(len(rows)), key=lambda i: (rows[i]["loss"], i))
-    return {"candidates": rows, "chosen": {KNOB: rows[best][KNOB]}, "train_jobs": reports[best]["jobs_compared"]}
-
-
-def held_back(jobs: pl.DataFrame, cluster, base, chosen: dict, split, t1, workers: int = 1) -> dict:
-    """The held-back window [split, t1) replayed under ``base`` and under ``base`` + ``chosen``: full reports."""
-    held = window_jobs(jobs, split, t1, base.lookback_s)
-    items = [(dataclasses.replace(base, warm_start=split, window_end=t1, **c), _seconds(split), _seconds(t1))
-             for c in ({}, chosen)]
-    before, after = _map(replay_and_compare, items, held, cluster, workers)
-    return {"baseline": before, "calibrated": after}
+    chosen = rows[best][KNOB]
+    return {"candidates": rows, "chosen": {KNOB: chosen}, "train_jobs": train[best]["jobs_compared"],
+            "held_back": {"baseline": held[base_v], "calibrated": held[chosen]}, "replays": len(items)}
 
 
 def _brief(report: dict) -> dict:

@@ -155,7 +155,8 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     import polars as pl
 
     from engine import parse_duration
-    from engine.calibrate import DEFAULT_GRID_S, held_back, search, split_time
+    from engine.calibrate import DEFAULT_GRID_S, split_time
+    from engine.calibrate import run as run_calibration
 
     grid = (DEFAULT_GRID_S if not args.grid else
             tuple(parse_duration(x.strip(), "--grid") for x in args.grid.split(",") if x.strip()))
@@ -173,16 +174,14 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     except ValueError as exc:
         raise _err(str(exc)) from None
     t = time.perf_counter()
-    found = search(jobs, cluster, cfg, warm, split, grid, args.workers)
-    held = held_back(jobs, cluster, cfg, found["chosen"], split, end, args.workers)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers)
     seconds = time.perf_counter() - t
-    replays = len(grid) + 2
-    print(f"calibration: {replays} replays ({len(grid)} candidates on [{warm.isoformat()}, {split.isoformat()}), "
-          f"2 on the held-back rest) in {seconds:.1f} s with {args.workers} worker(s); chosen "
-          f"sched_interval_s={found['chosen']['sched_interval_s']:g}", file=sys.stderr)
+    print(f"calibration: {found['replays']} replays ({len(grid)} candidates on [{warm.isoformat()}, "
+          f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
+          f"chosen sched_interval_s={found['chosen']['sched_interval_s']:g}", file=sys.stderr)
     return {"knob": "sched_interval_s", "train_fraction": args.train_fraction, "split": split.isoformat(),
-            "replays": replays, "seconds": round(seconds, 3), "workers": args.workers, **found,
-            "held_back": held, "held_back_verdict": {k: _verdict(v) for k, v in held.items()}}
+            "seconds": round(seconds, 3), "workers": args.workers, **found,
+            "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 
 def _verdict(report):
