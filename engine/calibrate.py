@@ -1,7 +1,7 @@
 """Calibration of what a log does not state, against the log itself, with a held-back part (DOMAIN.md section 10).
 
-One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``). ``run`` replays the *training* window
-[t0, split) once per candidate value, each warm-started from the logged state at t0, scores each with
+One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``, with ``sched_cycle``: whether every pass or
+only backfilling waits for it). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -27,6 +27,8 @@ from . import fidelity
 DEFAULT_GRID_S = (0.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TRAIN_FRACTION = 0.7
 KNOB = "sched_interval_s"
+KNOBS = (KNOB, "sched_cycle")
+DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
 _STATE: dict = {}  # per worker process: the jobs frame and cluster, sent once by the pool's initializer
@@ -87,28 +89,42 @@ def _seconds(t) -> float | None:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 
 
-def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1) -> dict:
-    """Calibrate ``sched_interval_s`` over ``grid`` on [t0, split) and replay the held-back [split, t1) (``t1``
-    None: to the end of the log) under every candidate and the base value, all in one pool.
+def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES) -> list[dict]:
+    """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, in that
+    order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+    out = []
+    for v in grid:
+        for c in cycles:
+            cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
+            if cand not in out:
+                out.append(cand)
+    return out
+
+
+def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
+        cycles=("all",)) -> dict:
+    """Calibrate the cycle over ``candidates(grid, cycles)`` on [t0, split) and replay the held-back [split, t1)
+    (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
-    choice carries over). Returns the candidates in grid order with both losses, the chosen knob, the held-back
+    choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back
     reports under the base configuration and the chosen one, and the number of replays."""
-    grid = [float(v) for v in grid]
-    base_v = float(getattr(base, KNOB))
-    held_values = grid + ([base_v] if base_v not in grid else [])
-    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **{KNOB: v}), _seconds(t0), _seconds(split))
-             for v in grid]
-    items += [(dataclasses.replace(base, warm_start=split, window_end=t1, **{KNOB: v}), _seconds(split), _seconds(t1))
-              for v in held_values]
+    cands = candidates(grid, cycles)
+    base_k = {k: getattr(base, k) for k in KNOBS}
+    base_k[KNOB] = float(base_k[KNOB])
+    held_k = cands + ([base_k] if base_k not in cands else [])
+    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **c), _seconds(t0), _seconds(split))
+             for c in cands]
+    items += [(dataclasses.replace(base, warm_start=split, window_end=t1, **c), _seconds(split), _seconds(t1))
+              for c in held_k]
     reports = _map(replay_and_compare, items, jobs, cluster, workers)
-    train, held = reports[:len(grid)], dict(zip(held_values, reports[len(grid):]))
-    rows = [{KNOB: v, "loss": fidelity.loss(r), "held_back_loss": fidelity.loss(held[v]),
-             **_brief(r)} for v, r in zip(grid, train)]
+    train, held = reports[:len(cands)], reports[len(cands):]
+    rows = [{**c, "loss": fidelity.loss(r), "held_back_loss": fidelity.loss(h), **_brief(r)}
+            for c, r, h in zip(cands, train, held)]
     best = min(range(len(rows)), key=lambda i: (rows[i]["loss"], i))
-    chosen = rows[best][KNOB]
-    return {"candidates": rows, "chosen": {KNOB: chosen}, "train_jobs": train[best]["jobs_compared"],
-            "held_back": {"baseline": held[base_v], "calibrated": held[chosen]}, "replays": len(items)}
+    return {"candidates": rows, "chosen": dict(cands[best]), "train_jobs": train[best]["jobs_compared"],
+            "held_back": {"baseline": held[held_k.index(base_k)], "calibrated": held[best]},
+            "replays": len(items)}
 
 
 def _brief(report: dict) -> dict:
@@ -138,12 +154,17 @@ def read_config_file(path) -> dict:
         raise ValueError(f"{path}: not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or not isinstance(doc.get("config"), dict):
         raise ValueError(f"{path}: not a quotaloop calibration file (expected \"format\": \"{FILE_FORMAT}\")")
-    allowed = {KNOB}
+    allowed = set(KNOBS)
     unknown = sorted(set(doc["config"]) - allowed)
     if unknown:
         raise ValueError(f"{path}: config.{unknown[0]}: not a calibrated knob (known: {', '.join(sorted(allowed))})")
     out = {}
     for k, v in doc["config"].items():
+        if k == "sched_cycle":
+            if v not in DEFAULT_CYCLES:
+                raise ValueError(f"{path}: config.{k}: must be one of {'|'.join(DEFAULT_CYCLES)}, got {v!r}")
+            out[k] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
             raise ValueError(f"{path}: config.{k}: must be a number >= 0, got {v!r}")
         out[k] = float(v)

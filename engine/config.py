@@ -9,7 +9,8 @@ Invariants:
   column holds datetimes, else a number of the same seconds as ``submit``); ``validated()`` normalises a
   datetime (naive = UTC) or an ISO string to an aware UTC datetime and requires ``window_end > warm_start``.
 - ``sched_interval_s`` 0 (the default) leaves every output byte-identical to a build without the knob (it is
-  left out of ``params()``); N > 0 runs scheduling passes only at multiples of N seconds (``engine.core``).
+  left out of ``params()``, as is ``sched_cycle`` "all"); N > 0 runs scheduling passes only at multiples of N
+  seconds (``engine.core``), or with ``sched_cycle="backfill"`` only the backfilling ones.
 - Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
   the optional random node drains (``node_mtbf_s``).
 """
@@ -27,6 +28,7 @@ BACKFILLS = ("none", "easy", "conservative")
 BACKFILL_ORDERS = ("queue", "area", "smallest")
 QUOTA_MODES = ("none", "guarantee")
 REPLAYS = ("none", "logged")
+SCHED_CYCLES = ("all", "backfill")
 NODE_EVENT_KINDS = ("fail", "drain")
 DEFAULT_QOS_PRIORITY = {"urgent": 4.0, "high": 3.0, "normal": 2.0, "standard": 2.0, "low": 1.0,
                         "preemptible": 0.0, "scavenger": 0.0}
@@ -132,6 +134,8 @@ class SimConfig:
     sched_interval_s: float = 0.0             # scheduler cycle: passes only at multiples of this on the sim clock
     #                                           (Slurm's sched_interval / bf_interval, Maui's poll interval);
     #                                           0 = a pass at every event instant
+    sched_cycle: str = "all"                  # with sched_interval_s > 0: "all" passes wait for the cycle, or only
+    #                                           "backfill" (a main pass in queue order runs at every event, as Slurm's)
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)
@@ -150,7 +154,7 @@ class SimConfig:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("qos_preempts", "sched_interval_s") and not v:
+            if (f.name in ("qos_preempts", "sched_interval_s") and not v) or (f.name == "sched_cycle" and v == "all"):
                 continue  # absent unless used: older runs' metrics.json stay byte-identical
             if f.name == "budgets":
                 v = None if v is None else type(v).__name__
@@ -169,7 +173,7 @@ class SimConfig:
 
         for name, allowed in (("policy", POLICIES), ("backfill", BACKFILLS),
                               ("backfill_order", BACKFILL_ORDERS), ("quota", QUOTA_MODES),
-                              ("replay", REPLAYS)):
+                              ("replay", REPLAYS), ("sched_cycle", SCHED_CYCLES)):
             if getattr(self, name) not in allowed:
                 bad(name, f"{getattr(self, name)!r} is not one of {'|'.join(allowed)}")
         if self.reservation_depth is not None:

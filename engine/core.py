@@ -23,7 +23,9 @@ Invariants:
   like a real scheduler's cycle; events between two cycle instants are applied at their own time (a job's end
   frees its resources then) and the next cycle's pass sees all of them (full if any was). A cycle instant is
   put on the heap only when something happened with jobs queued, so a queue nothing can start never spins.
-  N = 0 is the every-event loop above, unchanged.
+  N = 0 is the every-event loop above, unchanged. With ``sched_cycle="backfill"`` every other event instant with
+  jobs queued still gets a main pass (queue order up to the first job that does not fit, no backfill, no
+  preemption round), as Slurm's event-triggered scheduler; only backfilling waits for the cycle.
 - Each attempt's wait keeps its own reasons (``note``); ``wait_reasons`` answers per (job, attempt).
 """
 from __future__ import annotations
@@ -170,6 +172,7 @@ class Simulator:
         pop = heapq.heappop
         queue = self.queue
         cycle = self.cfg.sched_interval_s
+        main_on_event = cycle and self.cfg.sched_cycle == "backfill"
         tick_at = None           # the pending cycle pass (sched_interval_s > 0)
         full, new = False, []    # with a cycle, what happened since the last pass accumulates until the next one
         while heap:
@@ -202,6 +205,8 @@ class Simulator:
                     if len(queue) and tick_at is None:
                         tick_at = due
                         self.push(due, P_TICK, None)
+                    if main_on_event and len(queue):
+                        self.main_pass(t)
                     continue
             if len(queue):
                 if not full and self.cfg.policy != "fcfs":
@@ -215,6 +220,20 @@ class Simulator:
             ids = [str(self.wl.job_id[j]) for j in sorted(queue.jobs())[:3]]
             raise ConfigError(f"workload: {len(queue)} job(s) can never start (job_id {', '.join(ids)}, ...): "
                               "a budget version in force while they wait caps them below their request")
+
+    def main_pass(self, now) -> None:
+        """``sched_cycle="backfill"`` between cycle instants: Slurm's event-triggered main scheduler, which starts
+        jobs in queue order up to the first that does not fit and backfills nothing (that waits for the cycle)."""
+        self.counters["passes"] += 1
+        depth, self.depth = self.depth, 0
+        try:
+            fn = passes.scalar_pass if self.pool.cluster.procs_mode and not self.budgeting_caps() else passes.node_pass
+            started = fn(self, now, self.queue.order(now), passes.PassState())
+        finally:
+            self.depth = depth
+        for j in started:
+            self.dequeue(j)
+        self.pstate = None  # the cycle's pass starts afresh: the queue changed under it
 
     def _same_head(self, now, new) -> bool:
         """A non-FCFS order allows an incremental pass when at most one job arrived behind the same blocked

@@ -56,6 +56,23 @@ def test_a_job_freed_at_5_starts_at_the_next_cycle_10():
     assert simulate(one, Cluster.procs(2), SimConfig(sched_interval_s=10)).jobs["start"][0] == 10.0
 
 
+def test_backfill_cycle_keeps_an_event_driven_main_pass():
+    # 3 processors; a holds 2 in [0, 25) (limit 25); b needs 3 (submitted at 1: the blocked head, reserved for 25);
+    # c needs 1 for 5 s (submitted at 2): a backfill candidate that fits before b's reservation
+    w = pl.DataFrame({"job_id": ["a", "b", "c"], "submit": [0.0, 1.0, 2.0], "req_cpus": [2.0, 3.0, 1.0],
+                      "elapsed_s": [25.0, 5.0, 5.0], "time_limit_s": [25.0, 5.0, 5.0]})
+
+    def starts(**kw):
+        res = simulate(w, Cluster.procs(3), SimConfig(**kw))
+        return dict(zip(res.jobs["job_id"], res.jobs["start"]))
+
+    assert starts() == {"a": 0.0, "b": 25.0, "c": 2.0}
+    # every pass on the 10 s cycle: c backfilled at 10, b started at the cycle after a's end, 30
+    assert starts(sched_interval_s=10) == {"a": 0.0, "b": 30.0, "c": 10.0}
+    # only backfilling on the cycle: c still waits for 10, but b starts at a's end, 25, by the main pass
+    assert starts(sched_interval_s=10, sched_cycle="backfill") == {"a": 0.0, "b": 25.0, "c": 10.0}
+
+
 def test_cycle_on_node_layout_and_fairshare():
     w = _two_jobs().with_columns(pl.lit("acct").alias("account"))
     res = simulate(w, Cluster.uniform(1, 0, 2), SimConfig(policy="fairshare", sched_interval_s=10))
@@ -191,16 +208,19 @@ def test_calibration_picks_the_cycle_the_log_shows_and_saves_it(c60_store, tmp_p
     assert main(["validate", "--store", str(c60_store), "--procs", "4", "--calibrate", "--grid", "0,30,60,120",
                  "--workers", "1", "--out", str(out), "--format", "json"]) == 0
     captured = capsys.readouterr()
-    assert "8 replays" in captured.err  # 4 candidates on the training part + the held-back part under each
+    # 0 s, then 30 / 60 / 120 s with each scope: 7 candidates on the training part + the held-back part under each
+    assert "14 replays" in captured.err
     cal = json.loads(captured.out)["calibration"]
-    assert cal["chosen"] == {"sched_interval_s": 60.0}
-    losses = {c["sched_interval_s"]: c["loss"] for c in cal["candidates"]}
-    assert losses[60.0] == pytest.approx(0.0) and min(v for k, v in losses.items() if k != 60.0) > 0.5
+    assert cal["chosen"] == {"sched_interval_s": 60.0, "sched_cycle": "all"}
+    losses = {(c["sched_interval_s"], c["sched_cycle"]): c["loss"] for c in cal["candidates"]}
+    assert len(losses) == 7
+    # every job arrives on an idle machine: an event-driven main pass starts it at once, as every-event does
+    assert losses[(60.0, "all")] == pytest.approx(0.0) and min(v for k, v in losses.items() if k != (60.0, "all")) > 0.5
     held = cal["held_back"]
     assert held["calibrated"]["overall"]["mean_rel_err"] == pytest.approx(0.0)
     assert held["baseline"]["overall"]["mean_rel_err"] == -1.0
     saved = json.loads((out / "calibration.json").read_text())
-    assert saved["config"] == {"sched_interval_s": 60.0}
+    assert saved["config"] == {"sched_interval_s": 60.0, "sched_cycle": "all"}
     # simulate --config-file applies it: the replay reproduces the log's starts
     sim_out = tmp_path / "sim"
     assert main(["simulate", "--store", str(c60_store), "--procs", "4", "--config-file", str(out / "calibration.json"),

@@ -7,7 +7,8 @@
         [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
         [--drain NODES@TIME[..END]]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
-        [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION] [--config-file calibration.json]
+        [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION [--sched-cycle all|backfill]]
+        [--config-file calibration.json]
         --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
@@ -30,7 +31,9 @@ empty and returns ``--repair-time`` later (default 4h) or at END. ``--drain-file
 ``--qos-preempt high=low,normal`` (repeatable; or a ``[qos]`` table in the budget file) lets jobs of QoS high
 preempt running jobs of QoS low and normal once they have run their min runtime (Slurm's preempt/qos).
 ``--sched-interval DURATION`` runs the scheduler in cycles, a pass every DURATION (Slurm's sched_interval /
-bf_interval, Maui's poll interval; default 0 = a pass at every event). ``--config-file`` applies the knobs a
+bf_interval, Maui's poll interval; default 0 = a pass at every event); ``--sched-cycle backfill`` keeps a main pass
+(queue order, no backfill) at every event and lets only backfilling wait for the cycle, as Slurm's
+event-triggered scheduler does. ``--config-file`` applies the knobs a
 ``quotaloop validate --calibrate`` saved (its ``calibration.json``); a flag given explicitly wins over the file.
 """
 from __future__ import annotations
@@ -90,6 +93,9 @@ def register(sub):
                    help="jobs of the first QoS may preempt the others' after their min runtime (repeatable)")
     p.add_argument("--sched-interval", metavar="DURATION",
                    help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
+    p.add_argument("--sched-cycle", choices=["all", "backfill"],
+                   help="with --sched-interval: all passes wait for the cycle (all, default) or only backfilling "
+                        "(backfill: a main pass in queue order at every event, as Slurm's)")
     p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate`")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
@@ -268,6 +274,8 @@ def calibrated_knobs(args) -> dict:
             raise _user_error(f"--config-file {exc}") from None
     if args.sched_interval is not None:
         knobs["sched_interval_s"] = parse_duration(args.sched_interval, "--sched-interval")
+    if args.sched_cycle is not None:
+        knobs["sched_cycle"] = args.sched_cycle
     return knobs
 
 

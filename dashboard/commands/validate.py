@@ -4,10 +4,10 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
     quotaloop validate --store DIR [--store-cluster NAME] [--warm-start TIME] [--window-end TIME]
         [--policy fcfs|priority|fairshare|drf] [--backfill none|easy|conservative] [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets TOML] [--lookback DURATION]
-        [--sched-interval DURATION] [--config-file JSON]
+        [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
-        [--calibrate [--grid S,S,...] [--train-fraction F] [--workers N]]
+        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--train-fraction F] [--workers N]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm``) and the jobs submitted in it are
@@ -51,7 +51,11 @@ def register(sub):
     p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
     p.add_argument("--sched-interval", metavar="DURATION",
                    help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
+    p.add_argument("--sched-cycle", choices=["all", "backfill"],
+                   help="with --sched-interval: all passes wait for the cycle (default) or only backfilling")
     p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
+    p.add_argument("--cycles", metavar="all,backfill", default="all,backfill",
+                   help="--calibrate: the --sched-cycle values to try with each --grid value (default both)")
     p.add_argument("--format", default="table", choices=["table", "csv", "json"])
     p.add_argument("--out", metavar="DIR", help="write validation.json (and calibration.json) here")
     p.add_argument("--calibrate", action="store_true", help="fit the scheduler cycle on the first part of the "
@@ -162,6 +166,10 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
             tuple(parse_duration(x.strip(), "--grid") for x in args.grid.split(",") if x.strip()))
     if not grid:
         raise _err("--grid: no candidate value")
+    cycles = tuple(c.strip() for c in args.cycles.split(",") if c.strip())
+    bad = [c for c in cycles if c not in ("all", "backfill")]
+    if bad or not cycles:
+        raise _err(f"--cycles {args.cycles}: use all, backfill or all,backfill")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -174,12 +182,12 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     except ValueError as exc:
         raise _err(str(exc)) from None
     t = time.perf_counter()
-    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles)
     seconds = time.perf_counter() - t
-    print(f"calibration: {found['replays']} replays ({len(grid)} candidates on [{warm.isoformat()}, "
+    print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
-          f"chosen sched_interval_s={found['chosen']['sched_interval_s']:g}", file=sys.stderr)
-    return {"knob": "sched_interval_s", "train_fraction": args.train_fraction, "split": split.isoformat(),
+          f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
+    return {"knobs": ["sched_interval_s", "sched_cycle"], "train_fraction": args.train_fraction, "split": split.isoformat(),
             "seconds": round(seconds, 3), "workers": args.workers, **found,
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
@@ -240,9 +248,13 @@ def _print(doc: dict, fmt: str) -> None:
     print(f"verdict: {doc['verdict']}")
     cal = doc.get("calibration")
     if cal:
-        print(f"calibrated sched_interval_s={cal['chosen']['sched_interval_s']:g} on the first "
+        print(f"calibrated {_knobs(cal['chosen'])} on the first "
               f"{100 * cal['train_fraction']:.0f} % (split {cal['split']}); held-back: "
               f"{cal['held_back_verdict']['calibrated']}")
+
+
+def _knobs(chosen: dict) -> str:
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in chosen.items())
 
 
 def _cell(v) -> str:
