@@ -198,6 +198,9 @@ def test_validate_user_errors_are_one_line(c60_store, tmp_path, capsys):
     bad.write_text('{"format": "quotaloop-simconfig/1", "config": {"sched_interval_s": -5}}')
     assert main(["validate", "--store", str(c60_store), "--procs", "4", "--config-file", str(bad)]) == 2
     assert "config.sched_interval_s" in capsys.readouterr().err
+    assert main(["validate", "--store", str(c60_store), "--procs", "4", "--warm-start", "2030-01-01"]) == 2
+    err = capsys.readouterr().err
+    assert "no job submitted in the window" in err and len(err.strip().splitlines()) == 1
     assert main(["validate", "--store", str(c60_store), "--procs", "4", "--calibrate", "--train-fraction", "1.5"]) == 2
     assert "--train-fraction" in capsys.readouterr().err
 

@@ -115,6 +115,10 @@ def run(args) -> int:
         raise _err("--warm-start / --window-end: give ISO times or YYYY-MM-DD (the store holds datetimes)")
     if warm is None:
         warm = jobs["submit"].min()
+    inside = jobs.filter((pl.col("submit") >= warm) & (True if end is None else pl.col("submit") < end))
+    if inside.height == 0:
+        raise _err(f"no job submitted in the window [{warm.isoformat()}, {'end' if end is None else end.isoformat()})"
+                   f"; the log spans {jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()}")
     cfg = base_config(args, budgets, warm, end)
     cluster = _cluster(args, nodes)
     t0_s, t1_s = warm.timestamp(), None if end is None else end.timestamp()
