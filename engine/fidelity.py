@@ -6,7 +6,8 @@ words; ``loss`` is the single number calibration minimises. Pure numpy/polars: n
 
 Definitions (times in seconds; a datetime column counts seconds since the epoch):
 - compared jobs: those the run scheduled itself (not ``pinned``), submitted in [window_start, window_end), that
-  started both in the log and in the run; the run's first attempt (``attempt == 0``) gives the simulated start.
+  started both in the log and in the run; the run's first attempt (``attempt == 0``, the row ``ID;0`` of a requeued
+  job) gives the simulated start.
   Wait = start - submit, logged and simulated alike (so a requeue does not shorten the simulated wait).
 - ``pearson``: the sample correlation of the two wait vectors; ``spearman``: Pearson of their average ranks
   (ties share the mean of their ranks). None when n < 2 or either vector is constant.
@@ -165,7 +166,8 @@ def _pairs(logged: pl.DataFrame, simulated: pl.DataFrame, size_col: str, t0: flo
         sim = sim.filter(pl.col("attempt") == 0)
     if "pinned" in sim.columns:
         sim = sim.filter(~pl.col("pinned").fill_null(False))
-    sim = sim.select(pl.col("job_id").cast(pl.String), pl.col("start").alias("_sim_start"))
+    # a requeued job's first attempt is the row ``ID;0`` (``result.row_ids``): its start is the job's first start
+    sim = sim.select(pl.col("job_id").cast(pl.String).str.replace(r";0$", ""), pl.col("start").alias("_sim_start"))
     log = logged.with_columns(pl.col("job_id").cast(pl.String))
     both = log.join(sim, on="job_id", how="inner")
     sub, ls, ss = seconds(both["submit"]), seconds(both["start"]), seconds(both["_sim_start"])

@@ -156,3 +156,15 @@ def test_verdict_and_loss_follow_the_numbers():
                                capacity=100.0)
     assert fidelity.loss(perfect) == pytest.approx(0.0)
     assert "close enough" in fidelity.verdict(perfect)
+
+
+def test_a_requeued_job_is_compared_by_its_first_attempt():
+    logged, simulated = _frames()
+    # job 2 was requeued in the run: its first attempt ``2;0`` started at 0, the final one ``2`` at 700
+    again = simulated.filter(pl.col("job_id") == "2").with_columns(pl.lit(700.0).alias("start"),
+                                                                   pl.lit(1, dtype=pl.Int64).alias("attempt"))
+    requeued = pl.concat([simulated.with_columns(pl.when(pl.col("job_id") == "2").then(pl.lit("2;0"))
+                                                 .otherwise(pl.col("job_id")).alias("job_id")), again])
+    a = fidelity.compare(logged, simulated, size_col="req_cpus", capacity=100.0, window_start=0.0, window_end=4000.0)
+    b = fidelity.compare(logged, requeued, size_col="req_cpus", capacity=100.0, window_start=0.0, window_end=4000.0)
+    assert b["jobs_compared"] == 3 and b["overall"]["mean_sim_s"] == a["overall"]["mean_sim_s"]
