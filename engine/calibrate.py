@@ -1,7 +1,8 @@
 """Calibration of what a log does not state, against the log itself, with a held-back part (DOMAIN.md section 10).
 
-One knob so far: the scheduler's cycle (``SimConfig.sched_interval_s``, with ``sched_cycle``: whether every pass or
-only backfilling waits for it). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
+Knobs so far: the scheduler's cycle (``SimConfig.sched_interval_s``, with ``sched_cycle``: whether every pass or
+only backfilling waits for it) and, when asked for, the reservation depth (``reservation_depth``: 1 = EASY, K =
+the first K blocked jobs reserve). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -27,7 +28,7 @@ from . import fidelity
 DEFAULT_GRID_S = (0.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TRAIN_FRACTION = 0.7
 KNOB = "sched_interval_s"
-KNOBS = (KNOB, "sched_cycle")
+KNOBS = (KNOB, "sched_cycle", "reservation_depth")
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -89,29 +90,34 @@ def _seconds(t) -> float | None:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 
 
-def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES) -> list[dict]:
-    """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, in that
-    order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,)) -> list[dict]:
+    """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles`` and every
+    reservation depth of ``depths`` (None: the modeled one, left out of the setting), in that order, without the
+    duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
     out = []
     for v in grid:
         for c in cycles:
-            cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
-            if cand not in out:
-                out.append(cand)
+            for d in depths:
+                cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
+                if d is not None:
+                    cand["reservation_depth"] = int(d)
+                if cand not in out:
+                    out.append(cand)
     return out
 
 
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
-        cycles=("all",)) -> dict:
+        cycles=("all",), depths=(None,)) -> dict:
     """Calibrate the cycle over ``candidates(grid, cycles)`` on [t0, split) and replay the held-back [split, t1)
     (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
     choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back
     reports under the base configuration and the chosen one, and the number of replays."""
-    cands = candidates(grid, cycles)
-    base_k = {k: getattr(base, k) for k in KNOBS}
-    base_k[KNOB] = float(base_k[KNOB])
+    cands = candidates(grid, cycles, depths)
+    base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
+    if any(d is not None for d in depths):
+        base_k["reservation_depth"] = base.depth
     held_k = cands + ([base_k] if base_k not in cands else [])
     items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **c), _seconds(t0), _seconds(split))
              for c in cands]
@@ -160,6 +166,11 @@ def read_config_file(path) -> dict:
         raise ValueError(f"{path}: config.{unknown[0]}: not a calibrated knob (known: {', '.join(sorted(allowed))})")
     out = {}
     for k, v in doc["config"].items():
+        if k == "reservation_depth":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{path}: config.{k}: must be an integer >= 1, got {v!r}")
+            out[k] = v
+            continue
         if k == "sched_cycle":
             if v not in DEFAULT_CYCLES:
                 raise ValueError(f"{path}: config.{k}: must be one of {'|'.join(DEFAULT_CYCLES)}, got {v!r}")

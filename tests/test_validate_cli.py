@@ -274,3 +274,30 @@ def test_parallel_pool_gives_the_same_result_as_one_worker(c60_store):
     args = (jobs, Cluster.procs(4), SimConfig().validated(), t0, split, None, (0, 30, 60))
     one, two = calibrate.run(*args, workers=1), calibrate.run(*args, workers=2)
     assert one == two
+
+
+def test_reservation_depth_as_a_second_knob_round_trips(c60_store, tmp_path, capsys):
+    out = tmp_path / "cal"
+    assert main(["validate", "--store", str(c60_store), "--procs", "4", "--calibrate", "--grid", "0,60",
+                 "--cycles", "all", "--depths", "1,3", "--workers", "1", "--out", str(out), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    cal = json.loads(captured.out)["calibration"]
+    settings = [(c["sched_interval_s"], c["reservation_depth"]) for c in cal["candidates"]]
+    assert settings == [(0.0, 1), (0.0, 3), (60.0, 1), (60.0, 3)]
+    assert "8 replays" in captured.err  # the base setting (0 s, depth 1) is a candidate: no extra held-back run
+    # no job ever waits for another here: the depth cannot matter, the tie goes to the earlier candidate
+    assert cal["chosen"] == {"sched_interval_s": 60.0, "sched_cycle": "all", "reservation_depth": 1}
+    saved = out / "calibration.json"
+    assert calibrate.read_config_file(saved) == {"sched_interval_s": 60.0, "sched_cycle": "all",
+                                                 "reservation_depth": 1}
+    doc = json.loads(saved.read_text())
+    doc["config"]["reservation_depth"] = 3
+    saved.write_text(json.dumps(doc))
+    assert main(["simulate", "--store", str(c60_store), "--procs", "4", "--config-file", str(saved),
+                 "--out", str(tmp_path / "s1")]) == 0
+    assert json.loads((tmp_path / "s1" / "metrics.json").read_text())["params"]["reservation_depth"] == 3
+    assert main(["simulate", "--store", str(c60_store), "--procs", "4", "--config-file", str(saved),
+                 "--reservation-depth", "2", "--out", str(tmp_path / "s2")]) == 0
+    assert json.loads((tmp_path / "s2" / "metrics.json").read_text())["params"]["reservation_depth"] == 2
+    assert main(["validate", "--store", str(c60_store), "--procs", "4", "--calibrate", "--depths", "0"]) == 2
+    assert "--depths" in capsys.readouterr().err

@@ -34,7 +34,8 @@ preempt running jobs of QoS low and normal once they have run their min runtime 
 bf_interval, Maui's poll interval; default 0 = a pass at every event); ``--sched-cycle backfill`` keeps a main pass
 (queue order, no backfill) at every event and lets only backfilling wait for the cycle, as Slurm's
 event-triggered scheduler does. ``--config-file`` applies the knobs a
-``quotaloop validate --calibrate`` saved (its ``calibration.json``); a flag given explicitly wins over the file.
+``quotaloop validate --calibrate`` saved (its ``calibration.json``: cycle, scope, reservation depth); a flag given
+explicitly wins over the file.
 """
 from __future__ import annotations
 
@@ -190,6 +191,7 @@ def _require_work_after(jobs, warm) -> None:
 
 
 def run(args) -> int:
+    import dataclasses
     import datetime as dt
 
     import polars as pl
@@ -236,8 +238,8 @@ def run(args) -> int:
         lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,
         attainment_history=args.attainment_history, seed=args.seed, node_events=tuple(events),
         node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
-        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts,
-        **calibrated_knobs(args))
+        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
+    cfg = dataclasses.replace(cfg, **calibrated_knobs(args))
     res = simulate(jobs, cluster, cfg)
     try:
         out = res.write(args.out)
@@ -276,6 +278,8 @@ def calibrated_knobs(args) -> dict:
         knobs["sched_interval_s"] = parse_duration(args.sched_interval, "--sched-interval")
     if args.sched_cycle is not None:
         knobs["sched_cycle"] = args.sched_cycle
+    if args.reservation_depth is not None:
+        knobs["reservation_depth"] = args.reservation_depth
     return knobs
 
 

@@ -7,7 +7,8 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
-        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--train-fraction F] [--workers N]]
+        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--train-fraction F]
+                     [--workers N]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm``) and the jobs submitted in it are
@@ -62,6 +63,8 @@ def register(sub):
                                                              "window, report the held-back rest")
     p.add_argument("--grid", metavar="S,S,...", help="candidate cycles in seconds or durations "
                                                      "(default 0,30,60,120,300,600)")
+    p.add_argument("--depths", metavar="K,K,...", help="--calibrate: reservation depths to try with each setting "
+                                                       "(default: the modeled one only; 1 = EASY)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -80,7 +83,7 @@ def base_config(args, budgets, warm, window_end):
     from engine import SimConfig, parse_duration
 
     knobs = calibrated_knobs(args)
-    return SimConfig(policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
+    return SimConfig(policy=args.policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
                      warm_start=warm, window_end=window_end, **knobs).validated()
@@ -163,7 +166,7 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     import polars as pl
 
     from engine import parse_duration
-    from engine.calibrate import DEFAULT_GRID_S, split_time
+    from engine.calibrate import DEFAULT_GRID_S, KNOBS, split_time
     from engine.calibrate import run as run_calibration
 
     grid = (DEFAULT_GRID_S if not args.grid else
@@ -174,6 +177,16 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     bad = [c for c in cycles if c not in ("all", "backfill")]
     if bad or not cycles:
         raise _err(f"--cycles {args.cycles}: use all, backfill or all,backfill")
+    depths = (None,)
+    if args.depths:
+        try:
+            depths = tuple(int(x) for x in args.depths.split(",") if x.strip())
+        except ValueError:
+            raise _err(f"--depths {args.depths}: expected integers >= 1, e.g. 1,2,4") from None
+        if not depths or min(depths) < 1:
+            raise _err(f"--depths {args.depths}: expected integers >= 1, e.g. 1,2,4")
+        if cfg.backfill == "none":
+            raise _err("--depths needs --backfill easy or conservative")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -186,12 +199,12 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     except ValueError as exc:
         raise _err(str(exc)) from None
     t = time.perf_counter()
-    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
           f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
-    return {"knobs": ["sched_interval_s", "sched_cycle"], "train_fraction": args.train_fraction, "split": split.isoformat(),
+    return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
             "seconds": round(seconds, 3), "workers": args.workers, **found,
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
