@@ -139,6 +139,7 @@ COMMAND_ARGS = {
     "ingest": [str(TINY_SWF), "--store", "{store}"],
     "query": ["user_ranking", "--store", "{store}"],
     "simulate": ["--store", "{store}", "--out", "{out}"],
+    "validate": ["--store", "{store}", "--out", "{out}"],
     "scenario": ["backfill", "--store", "{store}", "--out", "{out}"],
     "report": ["--store", "{store}", "--end", "2026-01-05", "--out", "{out}"],
     "serve": ["--store", "{store}", "--dry-run"],
@@ -248,8 +249,15 @@ BAD_FLAGS = [
     ("ingest", [str(TINY_SWF), "--timezone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
     ("ingest", [str(TINY_SWF), "--procs-per-node", "many"], "argument --procs-per-node: invalid int value"),
     ("serve", ["--port", "http"], "argument --port: invalid int value"),
+    ("validate", ["--warm-start", "not-a-time"], "--warm-start"),
+    ("validate", ["--warm-start", "2030-01-01"], "no job submitted in the window"),
+    ("validate", ["--out", "{tmp}/a_file"], "a_file: exists and is not a directory"),
+    ("validate", ["--budgets", "{oversold}"], "oversold quota"),
+    ("validate", ["--calibrate", "--grid", "soon"], "--grid: not a duration"),
+    ("validate", ["--calibrate", "--depths", "0"], "--depths 0"),
+    ("validate", ["--config-file", "{tmp}/a_file"], "not JSON"),
 ]
-NEEDS_OUT = {"simulate", "scenario", "report"}
+NEEDS_OUT = {"simulate", "scenario", "report", "validate"}
 
 
 @pytest.mark.parametrize("command,extra,needle", BAD_FLAGS, ids=[f"{c}-{'_'.join(e)[:40]}" for c, e, _ in BAD_FLAGS])

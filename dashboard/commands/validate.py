@@ -107,6 +107,10 @@ def run(args) -> int:
             budgets = load(args.budgets)
         except BudgetError as exc:
             raise _err(str(exc)) from exc
+    if args.out:
+        from dashboard.errors import check_output_dir
+
+        check_output_dir(args.out)
     args.workload = None
     jobs, nodes = _load_workload(args)
     if jobs.height == 0:
@@ -124,6 +128,14 @@ def run(args) -> int:
                    f"; the log spans {jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()}")
     cfg = base_config(args, budgets, warm, end)
     cluster = _cluster(args, nodes)
+    if budgets is not None:  # the same check as `simulate --budgets`: oversold guarantees stop here
+        from engine.budget_tree import validate
+
+        try:
+            for warning in validate(budgets, sum(cluster.gpus) or None):
+                print(f"quotaloop validate: warning: {warning}", file=sys.stderr)
+        except BudgetError as exc:
+            raise _err(str(exc)) from None
     t0_s, t1_s = warm.timestamp(), None if end is None else end.timestamp()
 
     window = calibrate.window_jobs(jobs, warm, end, cfg.lookback_s)
