@@ -112,7 +112,31 @@ def _month_name(month: int | None) -> str:
     return "unknown" if month is None else f"{month // 100:04d}-{month % 100:02d}"
 
 
+MAX_NAME_BYTES = 200  # a cluster name becomes the directory ``cluster=NAME``: 255 bytes at most on every file system
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a cluster name (it becomes a partition directory), or None when it can.
+    Scalar twin of ``name_problem_expr``; callers reject the row (or refuse the flag) before any path is built."""
+    if not name.strip():
+        return "empty cluster name"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "control character in cluster name"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"cluster name longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+def name_problem_expr(name: pl.Expr) -> pl.Expr:
+    """``name_problem`` over a String column (null stays null: a missing cluster is filled in later)."""
+    return (pl.when(name.str.strip_chars() == "").then(pl.lit("empty cluster name"))
+            .when(name.str.contains(r"[\x00-\x1f\x7f]")).then(pl.lit("control character in cluster name"))
+            .when(name.str.len_bytes() > MAX_NAME_BYTES).then(pl.lit(f"cluster name longer than {MAX_NAME_BYTES} bytes")))
+
+
 def _partition_dir(table: str, cluster: str, month: str | None) -> str:
+    if name_problem(cluster):  # the parsers reject such rows; never let one reach the file system
+        raise ValueError(f"invalid cluster name {cluster!r}: {name_problem(cluster)}")
     safe = cluster.replace("/", "_").replace("..", "_") or "_"
     parts = [table, f"cluster={safe}"]
     if month is not None:
@@ -407,9 +431,12 @@ class Transaction:
         self._collect_garbage()
 
     def abort(self) -> None:
+        """Remove every file this transaction staged (and its temporary twin). Never raises: it runs while
+        another error propagates, and a file it cannot remove is a stray that the next commit collects."""
         for path in self.written:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            for p in (path, path.with_suffix(".parquet.tmp")):
+                with contextlib.suppress(OSError, ValueError):
+                    p.unlink()
 
     def _collect_garbage(self) -> None:
         root = self.store.root

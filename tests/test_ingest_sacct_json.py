@@ -199,7 +199,7 @@ def test_bad_records_are_rejected_by_index(tmp_path):
         (4, "state", 'unknown state {"current": ["EXPLODED"]}'),
         (5, "time.end", "end before start"),
         (6, "tres", "negative count or duration"),
-        (7, "tres", "absurd size (> 1e6 CPUs/GPUs/nodes or > 1 EiB)"),
+        (7, "tres", "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)"),
     ]
     assert json.loads(p.rejects["raw"][0]) == "not a job"
     assert (p.rows_read, p.rows_accepted) == (8, 2)

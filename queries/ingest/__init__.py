@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from .. import schema
-from ..store import Store
+from ..store import Store, name_problem
 
 FORMATS = ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples", "prometheus")
 
@@ -154,11 +154,12 @@ def detect_format(path: str | Path) -> str:
         raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from exc
     if path.name.endswith(".gz"):
         import gzip
+        import zlib
 
         try:
             with gzip.open(path, "rb") as gz:
                 head = gz.read(65536)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a bit flip in the deflate stream
             raise IngestError(path, f"not a readable gzip file: {exc}") from exc
     for fmt, mod in (
         ("parquet", canonical.sniff_parquet),
@@ -214,6 +215,8 @@ def ingest(
     zone, zone_note = TZ.resolve(timezone if timezone is not None else options.pop("tz", None))
     options["tz"] = zone
     parsed: list[tuple[Path, str, str, Parsed, float]] = []
+    if cluster is not None and name_problem(cluster):  # before any file is read or any path is built
+        raise IngestError(paths[0] if paths else "-", f"{name_problem(cluster)}: {cluster!r}", field="--cluster")
     for p in paths:
         p = Path(p)
         if not p.exists():
@@ -235,7 +238,10 @@ def ingest(
             raise AssertionError(
                 f"{p}: parser {f} miscounted: read {res.rows_read} != accepted {res.rows_accepted} + rejected {n_rej}"
             )
-        parsed.append((p, f, cluster or res.cluster or "default", res, time.perf_counter() - t0))
+        # a name found in the file that cannot be a directory (the parsers rejected its rows) does not name
+        # the partition of the file's rejects either
+        found = res.cluster if res.cluster is not None and not name_problem(res.cluster) else None
+        parsed.append((p, f, cluster or found or "default", res, time.perf_counter() - t0))
 
     _note_jobs_not_in_store(parsed, store, cluster)
     summaries = []

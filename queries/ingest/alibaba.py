@@ -39,6 +39,7 @@ import polars as pl
 from .. import schema
 from . import IngestError, Parsed
 from .canonical import BAD_UTF8, first_failure, read_text
+from .limits import MAX_BYTES, MAX_COUNT, MAX_SECONDS
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 PAI_EPOCH = dt.datetime(2020, 7, 2, tzinfo=dt.timezone.utc)
@@ -64,6 +65,18 @@ PAI_REQUIRED = {"job": ("job_name", "start_time", "status"), "task": ("job_name"
                 "instance": ("job_name", "worker_name"), "sensor": ("job_name", "worker_name"),
                 "machine_spec": ("machine",)}
 PAI_STATUS = {"Terminated": "COMPLETED", "Failed": "FAILED", "Running": "RUNNING", "Waiting": "PENDING"}
+# Numeric columns of both traces (PAI v2020 and openb v2023), by name: (factor to the limit's unit, limit, what).
+# A value beyond its limit is corrupt input and rejects its row (it would also overflow a timestamp or a count).
+_COUNT, _BYTES, _SECONDS = (MAX_COUNT, "1e6 CPUs/GPUs/tasks"), (MAX_BYTES, "1 EiB"), (MAX_SECONDS, "100 years")
+LIMITS = {
+    "inst_num": (1.0, *_COUNT), "plan_cpu": (0.01, *_COUNT), "plan_gpu": (0.01, *_COUNT), "cpu_usage": (0.01, *_COUNT),
+    "gpu_wrk_util": (0.01, *_COUNT), "cap_cpu": (1.0, *_COUNT), "cap_gpu": (1.0, *_COUNT),
+    "cpu_milli": (0.001, *_COUNT), "num_gpu": (1.0, *_COUNT), "gpu": (1.0, *_COUNT),
+    **{c: (GIB, *_BYTES) for c in ("plan_mem", "avg_mem", "max_mem", "avg_gpu_wrk_mem", "max_gpu_wrk_mem",
+                                   "cap_mem")},
+    "memory_mib": (MIB, *_BYTES),
+    **{c: (1.0, *_SECONDS) for c in ("start_time", "end_time", "creation_time", "deletion_time", "scheduled_time")},
+}
 _NAME = re.compile(r"pai_(job|task|instance|sensor|machine_spec|group_tag|machine_metric)(_table)?\b")
 
 
@@ -97,6 +110,9 @@ def _split(path: Path, columns: tuple[str, ...], numeric: tuple[str, ...], requi
         checks.append((pl.col(c).is_not_null() & (f.is_null() | ~f.is_finite()), c,
                        pl.format("not a number: {}", pl.col(c))))
         checks.append((f < 0, c, pl.format("negative value: {}", pl.col(c))))
+        if c in LIMITS:
+            factor, limit, what = LIMITS[c]
+            checks.append((f * factor > limit, c, pl.format(f"implausible value (> {what}): {{}}", pl.col(c))))
     field, reason = first_failure(checks)
     df = df.with_columns(field.alias("__field"), reason.alias("__reason"))
     ok = df.filter(pl.col("__field").is_null())

@@ -11,7 +11,7 @@ Invariants:
   row as JSON, ``line`` = 1-based row index);
 - a value that does not cast (``abc`` in ``req_cpus``, a bad timestamp, NaN/inf) rejects its row, never the file;
 - impossible values reject the row: end before start, negative counts/durations/bytes, more than 1e6 CPUs or
-  GPUs, more than 1 PB of memory, a utilisation outside 0..1, a state or job class the schema does not know;
+  GPUs, more than 1 PB of memory, a duration over 100 years, a utilisation outside 0..1, a state or job class the schema does not know;
 - timestamps: ISO 8601 (a naive value is UTC, an offset is converted to UTC) or a number = Unix seconds;
 - an empty ``cluster`` stays null here; ``ingest`` fills it from ``--cluster`` (else ``default``).
 
@@ -27,12 +27,13 @@ from pathlib import Path
 import polars as pl
 
 from .. import schema
+from ..store import name_problem_expr
 from . import IngestError, Parsed
+from .limits import MAX_COUNT, MAX_SECONDS
 from .textio import gunzip
 
 REQUIRED = {"jobs": ("job_id", "submit"), "samples": ("job_id", "ts"), "nodes": ("node",)}
-MAX_COUNT = 1e6          # CPUs or GPUs in one job/node: above this the value is a unit error, not a machine
-MAX_BYTES = 1e15         # 1 PB of memory
+MAX_BYTES = 1e15         # 1 PB of memory: stricter than ``limits.MAX_BYTES``, the store's own schema has no excuse
 BAD_UTF8 = "\ufffd"
 REJECT_SCHEMA = {"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String}
 
@@ -172,6 +173,9 @@ def _value_checks(cols: set[str], table: str) -> list[tuple[pl.Expr, str, pl.Exp
     checks: list[tuple[pl.Expr, str, pl.Expr | str]] = []
     for req in REQUIRED[table]:
         checks.append((pl.col(req).is_null(), req, "required value missing"))
+    if "cluster" in cols:  # the name becomes a directory of the store
+        problem = name_problem_expr(pl.col("cluster"))
+        checks.append((problem.is_not_null(), "cluster", problem))
     if {"start", "end"} <= cols:
         checks.append((pl.col("end") < pl.col("start"), "end", "end before start"))
     for c in _COUNTS + _BYTES + _DURATIONS:
@@ -183,6 +187,9 @@ def _value_checks(cols: set[str], table: str) -> list[tuple[pl.Expr, str, pl.Exp
     for c in _BYTES:
         if c in cols:
             checks.append((pl.col(c) > MAX_BYTES, c, pl.format("impossible memory (> 1 PB): {}", pl.col(c))))
+    for c in _DURATIONS:
+        if c in cols:
+            checks.append((pl.col(c) > MAX_SECONDS, c, pl.format("impossible duration (> 100 years): {}", pl.col(c))))
     for c in _FRACTIONS:
         if c in cols:
             checks.append(((pl.col(c) < 0) | (pl.col(c) > 1), c, pl.format("utilisation outside 0..1: {}", pl.col(c))))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -53,7 +54,7 @@ def parse_openb(path: str | Path, **_options) -> Parsed:
         try:
             with gzip.open(path, "rb") as fh:
                 head = fh.read(4096)
-        except (OSError, EOFError):  # corrupt from the start: read_text names the first line it cannot read
+        except (OSError, EOFError, zlib.error):  # corrupt from the start: read_text names the first line it cannot read
             head = read_text(path)[0][:4096].encode()
     cols = _openb_header(head)
     if cols[:1] == ["sn"]:

@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import re
 
 import polars as pl
 
 from .. import schema
+from ..store import name_problem
 from . import IngestError, Parsed
 from . import common as c
 from . import jobstats
 from . import textio
+from .limits import MAX_BYTES, MAX_COUNT, MAX_EPOCH_S, MAX_SECONDS
 
-MAX_COUNT = 1e6
-MAX_BYTES = float(2**60)
 MiB = 2**20
 
 
@@ -43,30 +45,92 @@ def sniff(head: bytes, name: str) -> bool:
     return text.startswith(b"{") and b'"jobs"' in head and (b'"job_id"' in head or b'"meta"' in head)
 
 
-def _num(v):
-    """Plain number, or Slurm's ``{"set", "infinite", "number"}`` wrapper -> float; unset/infinite -> None."""
+class _Bad(Exception):
+    """A record that cannot be read: rejected with ``field`` and ``reason``; the other records go on."""
+
+    def __init__(self, field: str | None, reason: str):
+        super().__init__(reason)
+        self.field, self.reason = field, reason
+
+
+def _num(v, field: str | None = None):
+    """Plain number, or Slurm's ``{"set", "infinite", "number"}`` wrapper -> float; absent/unset/infinite -> None.
+    Anything else (a string, a list, a NaN, an overflowing number) is not a value Slurm writes: ``_Bad``."""
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return None
         v = v.get("number")
-    if isinstance(v, bool) or v is None:
+    if v is None:
         return None
-    return float(v) if isinstance(v, (int, float)) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Bad(field, f"not a number: {_short(v)}")
+    try:
+        f = float(v)
+    except OverflowError:  # an integer beyond float range
+        raise _Bad(field, f"number out of range: {_short(v)}") from None
+    if not math.isfinite(f):
+        raise _Bad(field, f"not a finite number: {_short(v)}")
+    return f
 
 
-def _ts(v):
-    n = _num(v)
-    return dt.datetime.fromtimestamp(n, dt.timezone.utc) if n else None
+def _short(v) -> str:
+    text = json.dumps(v) if not isinstance(v, float) or math.isfinite(v) else str(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _tres(entries) -> dict:
+def _obj(parent: dict, key: str, field: str) -> dict:
+    """``parent[key]`` as an object ({} when absent or null); ``_Bad`` when it is something else."""
+    v = parent.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise _Bad(field, f"not a JSON object: {_short(v)}")
+    return v
+
+
+def _list(parent: dict, key: str, field: str) -> list:
+    v = parent.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _Bad(field, f"not a JSON list: {_short(v)}")
+    return v
+
+
+def _text(parent: dict, key: str, field: str | None = None) -> str | None:
+    """A string field (empty -> None); ``_Bad`` for a number, object or list where Slurm writes text."""
+    v = parent.get(key)
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise _Bad(field or key, f"not a string: {_short(v)}")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800" escape): not text any store can hold
+        raise _Bad(field or key, f"not valid Unicode text: {_short(v)}") from None
+    return v
+
+
+def _ts(v, field: str):
+    """Epoch seconds -> UTC datetime; 0 (not set) -> None; beyond the plausible range -> ``_Bad``."""
+    n = _num(v, field)
+    if not n:
+        return None
+    if not 0 < n < MAX_EPOCH_S:
+        raise _Bad(field, f"implausible epoch seconds: {_short(v)}")
+    return dt.datetime.fromtimestamp(n, dt.timezone.utc)
+
+
+def _tres(entries, field: str) -> dict:
     """List of ``{type, name, count}`` -> cpu, gpus, gpu_type, mem (count as given), nodes, gres name -> count."""
     out: dict = {"cpu": None, "gpus": None, "gpu_type": None, "mem": None, "nodes": None, "gres": {}}
     if not entries:
         return out
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise _Bad(field, f"not a list of TRES entries: {_short(entries)}")
     typed = 0.0
     for e in entries:
-        kind, name, count = e.get("type"), e.get("name") or "", _num(e.get("count"))
+        kind, name, count = e.get("type"), _text(e, "name", field) or "", _num(e.get("count"), field)
         if kind == "cpu":
             out["cpu"] = count
         elif kind == "mem":
@@ -85,10 +149,10 @@ def _tres(entries) -> dict:
     return out
 
 
-def _cpu_seconds(t: dict | None):
+def _cpu_seconds(t, field: str):
     if not isinstance(t, dict):
         return None
-    s, us = _num(t.get("seconds")), _num(t.get("microseconds"))
+    s, us = _num(t.get("seconds"), field), _num(t.get("microseconds"), field)
     return None if s is None else s + (us or 0) / 1e6
 
 
@@ -103,34 +167,49 @@ def _exit_code(job: dict) -> str | None:
     ec = job.get("exit_code")
     if not isinstance(ec, dict):
         return None
-    rc = _num(ec.get("return_code"))
+    rc = _num(ec.get("return_code"), "exit_code")
     sig = ec.get("signal")
-    sig = _num(sig.get("id")) if isinstance(sig, dict) else None
+    sig = _num(sig.get("id"), "exit_code") if isinstance(sig, dict) else None
     return None if rc is None else f"{int(rc)}:{int(sig or 0)}"
+
+
+def _id(v, field: str) -> int | None:
+    """A job, array or het id: a whole number in 0..2**63 (what Slurm's ids fit in), else ``_Bad``."""
+    n = _num(v, field)
+    if n is None:
+        return None
+    if n != int(n) or not 0 <= n < 2**63:
+        raise _Bad(field, f"not a job id: {_short(v)}")
+    return int(n)
 
 
 def _job_id(job: dict) -> tuple[str | None, str | None]:
     """-> (job id as sacct prints it, array parent id)."""
-    jid = _num(job.get("job_id"))
+    try:
+        jid = _id(job.get("job_id"), "job_id")
+    except _Bad:
+        return None, None
     if jid is None:
         return None, None
-    arr, het = job.get("array") or {}, job.get("het") or {}
-    parent, task = _num(arr.get("job_id")), _num(arr.get("task_id"))
+    arr, het = _obj(job, "array", "array"), _obj(job, "het", "het")
+    parent, task = _id(arr.get("job_id"), "array.job_id"), _id(arr.get("task_id"), "array.task_id")
     if parent and task is not None:
-        return f"{int(parent)}_{int(task)}", str(int(parent))
-    if parent and isinstance(arr.get("task"), str) and arr["task"]:  # a pending array record: 123_[1-5]
-        return f"{int(parent)}_[{arr['task']}]", str(int(parent))
-    het_id, offset = _num(het.get("job_id")), _num(het.get("job_offset"))
+        return f"{parent}_{task}", str(parent)
+    task_range = arr.get("task") if isinstance(arr.get("task"), str) else None
+    if parent and task_range:  # a pending array record: 123_[1-5]
+        return f"{parent}_[{_text(arr, 'task', 'array.task')}]", str(parent)
+    het_id, offset = _id(het.get("job_id"), "het.job_id"), _id(het.get("job_offset"), "het.job_offset")
     if het_id and offset is not None:
-        return f"{int(het_id)}+{int(offset)}", None
-    return str(int(jid)), None
+        return f"{het_id}+{offset}", None
+    return str(jid), None
 
 
 def _comment(job: dict) -> str | None:
     com = job.get("comment")
     if isinstance(com, dict):
-        com = " ".join(v for v in (com.get("job"), com.get("administrator"), com.get("system")) if v)
-    return com if isinstance(com, str) else None
+        parts = [_text(com, k, f"comment.{k}") for k in ("job", "administrator", "system")]
+        return " ".join(v for v in parts if v) or None
+    return _text(job, "comment")
 
 
 def _admin_comment(job: dict) -> str | None:
@@ -150,45 +229,58 @@ def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
     state = _state(job)
     if state is None:
         return None, "state", f"unknown state {json.dumps(job.get('state'))}"
-    t = job.get("time") or {}
-    submit, start, end = _ts(t.get("submission")), _ts(t.get("start")), _ts(t.get("end"))
+    t = _obj(job, "time", "time")
+    submit, start = _ts(t.get("submission"), "time.submission"), _ts(t.get("start"), "time.start")
+    end = _ts(t.get("end"), "time.end")
     if start and end and end < start:
         return None, "time.end", "end before start"
-    elapsed = _num(t.get("elapsed"))
-    tres = job.get("tres") or {}
-    req, alloc = _tres(tres.get("requested")), _tres(tres.get("allocated"))
-    required = job.get("required") or {}
-    req_cpus = _num(required.get("CPUs")) or req["cpu"]
-    nodes = alloc["nodes"] or req["nodes"] or _num(job.get("allocation_nodes"))
+    elapsed = _num(t.get("elapsed"), "time.elapsed")
+    tres = _obj(job, "tres", "tres")
+    req, alloc = _tres(tres.get("requested"), "tres.requested"), _tres(tres.get("allocated"), "tres.allocated")
+    required = _obj(job, "required", "required")
+    req_cpus = _num(required.get("CPUs"), "required.CPUs") or req["cpu"]
+    nodes = alloc["nodes"] or req["nodes"] or _num(job.get("allocation_nodes"), "allocation_nodes")
     mem_mb = req["mem"]
     if mem_mb is None:  # no TRES: memory per node / per CPU (23.02+) or the old single figure (per node)
-        per_node, per_cpu = _num(required.get("memory_per_node")), _num(required.get("memory_per_cpu"))
+        per_node = _num(required.get("memory_per_node"), "required.memory_per_node")
+        per_cpu = _num(required.get("memory_per_cpu"), "required.memory_per_cpu")
         mem_mb = (per_node * (nodes or 1) if per_node else per_cpu * (req_cpus or 1) if per_cpu
-                  else _num(required.get("memory")))
+                  else _num(required.get("memory"), "required.memory"))
     started = start is not None
-    limit_min = _num(t.get("limit"))
+    limit_min = _num(t.get("limit"), "time.limit")
+    total = _cpu_seconds(t.get("total"), "time.total")
     sizes = [req_cpus, nodes, req["gpus"], alloc["cpu"], alloc["gpus"]]
-    if any(v is not None and v < 0 for v in sizes + [elapsed, mem_mb]):
+    mems_mb = [mem_mb, alloc["mem"]]
+    durations = [elapsed, total, limit_min * 60 if limit_min is not None else None]
+    if any(v is not None and v < 0 for v in sizes + durations + mems_mb):
         return None, "tres", "negative count or duration"
-    if any(v is not None and v > MAX_COUNT for v in sizes) or (mem_mb or 0) * MiB > MAX_BYTES:
-        return None, "tres", "absurd size (> 1e6 CPUs/GPUs/nodes or > 1 EiB)"
+    if (any(v is not None and v > MAX_COUNT for v in sizes) or any((v or 0) * MiB > MAX_BYTES for v in mems_mb)
+            or any((v or 0) > MAX_SECONDS for v in durations)):
+        return None, "tres", "absurd size (> 1e6 CPUs/GPUs/nodes, > 1 EiB or > 100 years)"
 
     cpus = alloc["cpu"] or req_cpus
-    total = _cpu_seconds(t.get("total"))
     if started and total == 0 and (elapsed or 0) > 0 and not job.get("steps"):
         total = None  # sacct -X reports zero usage without steps: unknown, not idle
     utils = [total / (elapsed * cpus)] if total is not None and elapsed and cpus else []
     step_cpu, rss, gmem, umax, uw, w = [], [], [], [], 0.0, 0.0
-    for step in job.get("steps") or []:
-        st = step.get("time") or {}
-        s_cpu, s_el = _cpu_seconds(st.get("total")), _num(st.get("elapsed"))
-        s_cpus = _tres((step.get("tres") or {}).get("allocated"))["cpu"] or cpus
+    for k, step in enumerate(_list(job, "steps", "steps")):
+        where = f"steps[{k}]"
+        if not isinstance(step, dict):
+            raise _Bad(where, f"not a JSON object: {_short(step)}")
+        st, step_tres = _obj(step, "time", f"{where}.time"), _obj(step, "tres", f"{where}.tres")
+        s_cpu, s_el = _cpu_seconds(st.get("total"), f"{where}.time.total"), _num(st.get("elapsed"), f"{where}.time")
+        s_cpus = _tres(step_tres.get("allocated"), f"{where}.tres.allocated")["cpu"] or cpus
+        if any(v is not None and not 0 <= v <= MAX_SECONDS for v in (s_cpu, s_el)):
+            raise _Bad(f"{where}.time", "negative or absurd duration (> 100 years)")
         if s_cpu is not None:
             step_cpu.append(s_cpu)
             if s_el and s_cpus:
                 utils.append(s_cpu / (s_el * s_cpus))
-        usage = (step.get("tres") or {}).get("requested") or {}
-        mx, av = _tres(usage.get("max")), _tres(usage.get("average"))
+        usage = _obj(step_tres, "requested", f"{where}.tres.requested")
+        mx = _tres(usage.get("max"), f"{where}.tres.requested.max")
+        av = _tres(usage.get("average"), f"{where}.tres.requested.average")
+        if any(v is not None and not 0 <= v <= MAX_BYTES for v in (mx["mem"], mx["gres"].get("gpumem"))):
+            raise _Bad(f"{where}.tres.requested.max", "negative or absurd memory (> 1 EiB)")
         rss += [mx["mem"]] if mx["mem"] is not None else []
         gmem += [mx["gres"]["gpumem"]] if mx["gres"].get("gpumem") is not None else []
         u_max = mx["gres"].get("gpuutil", av["gres"].get("gpuutil"))
@@ -203,12 +295,16 @@ def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
 
     com = _comment(job)
     min_rt = c.parse_comment(com).get("min_runtime_s")
-    nodelist = job.get("nodes")
+    min_rt = float(min_rt) if min_rt and re.fullmatch(r"[0-9]{1,12}(?:\.[0-9]*)?", min_rt) else None
+    nodelist = _text(job, "nodes")
+    cluster = _text(job, "cluster")
+    if cluster is not None and name_problem(cluster):  # the name becomes a directory of the store
+        raise _Bad("cluster", name_problem(cluster))
     row = {
-        "cluster": job.get("cluster") or None, "job_id": job_id, "array_job_id": array_id,
-        "job_name": job.get("name") or None, "user": job.get("user") or None,
-        "account": job.get("account") or None, "partition": job.get("partition") or None,
-        "qos": job.get("qos") or None, "state": state, "exit_code": _exit_code(job),
+        "cluster": cluster, "job_id": job_id, "array_job_id": array_id,
+        "job_name": _text(job, "name"), "user": _text(job, "user"),
+        "account": _text(job, "account"), "partition": _text(job, "partition"),
+        "qos": _text(job, "qos"), "state": state, "exit_code": _exit_code(job),
         "submit": submit, "start": start, "end": end,
         "elapsed_s": elapsed if elapsed is not None else 0.0 if not started else None,
         "time_limit_s": limit_min * 60 if limit_min is not None else None,
@@ -225,8 +321,8 @@ def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
         "mean_gpu_util": gpu_util(uw / w) if w else None, "max_gpu_util": gpu_util(max(umax)) if umax else None,
         "max_cpu_util": min(max(utils), 1.0) if utils else None,
         "gpu_mem_used_bytes": max(gmem) if gmem else None,
-        "min_runtime_s": float(min_rt) if min_rt and min_rt.replace(".", "", 1).isdigit() else None,
-        "priority": _num(job.get("priority")),
+        "min_runtime_s": min_rt,
+        "priority": _num(job.get("priority"), "priority"),
     }
     row["job_class"] = c.job_class(row["qos"], row["job_name"], row["req_gpus"])
     return row, None, None
@@ -246,7 +342,10 @@ def parse(path, **_) -> Parsed:
         raise IngestError(path, "not sacct --json output: no top-level \"jobs\" list", line=1, field="jobs")
     rows, rejects, admin, where = [], [], [], []
     for i, job in enumerate(doc["jobs"], 1):
-        row, field, reason = _job(job)
+        try:
+            row, field, reason = _job(job)
+        except _Bad as bad:
+            row, field, reason = None, bad.field, bad.reason
         if row is None:
             rejects.append({"line": i, "field": field, "reason": reason, "raw": json.dumps(job, sort_keys=True)})
         else:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ..store import name_problem_expr
 from . import common as c
 from . import timezone as TZ
+from .limits import MAX_BYTES, MAX_COUNT, MAX_SECONDS
 
 CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start End Elapsed "
          "ElapsedRaw Timelimit TimelimitRaw NNodes AllocNodes ReqNodes NodeList ReqCPUS AllocCPUS NCPUS ReqMem "
@@ -21,9 +23,6 @@ CANON = ("JobID JobName User Account Partition QOS State ExitCode Submit Start E
 USED = [n.lower() for n in CANON]  # the columns this parser reads; others are ignored
 CODED = ["state", "elapsed", "timelimit", "reqmem", "reqtres", "alloctres", "reqgres", "allocgres"]
 SHOWN = {n.lower(): n for n in CANON}
-MAX_COUNT = 1e6  # CPUs, GPUs or nodes per job beyond this are not a real job
-MAX_BYTES = float(2**60)
-MAX_SECONDS = 100 * 365 * 86400.0
 JOBID_RE = r"^\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?(?:\.[A-Za-z0-9_+\-]+)?$"
 
 
@@ -209,6 +208,9 @@ def checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr,
     chk = [(None, *exact(~col("_fields_ok")), "wrong number of fields", None, True),
            ("JobID", *exact(~col("jobid").fill_null("").str.contains(JOBID_RE)), "malformed job id", "jobid", True),
            ("State", *exact(col("_state").is_null()), "unknown state", "state", True)]
+    if "cluster" in has:  # the name becomes a directory of the store
+        chk.append(("Cluster", *exact(name_problem_expr(col("cluster")).is_not_null()),
+                    "invalid cluster name (empty, a control character or too long)", "cluster", True))
     for k in ("submit", "start", "end"):
         chk.append((SHOWN[k], *unparsed(k, c.TIME_NULL), "unparseable timestamp", k, False))
     chk.append(("Elapsed", *exact(col("_elapsed_bad")), "unparseable duration", "elapsed", True))
@@ -233,6 +235,9 @@ def checks(rows: str, has: set[str]) -> list[tuple[str | None, pl.Expr, pl.Expr,
         + big(["_elapsed"] + (["_totalcpu"] if "totalcpu" in has else []), MAX_SECONDS))), absurd, None, True))
     chk.append((None, *exact(pl.any_horizontal(
         big(["_allocnodes", "_nnodes", "_reqcpus", "_reqnodes", "_reqtres_cpu", "_reqtres_gpus", "_alloctres_cpu",
-             "_alloctres_gpus"], MAX_COUNT) + big(["_alloctres_mem_bytes"], MAX_BYTES))), absurd, None, False))
+             "_alloctres_gpus"], MAX_COUNT)
+        + big(["_alloctres_mem_bytes", "_reqtres_mem_bytes", "_reqmem"], MAX_BYTES)
+        + big(["_timelimit", "_elapsedraw"], MAX_SECONDS) + big(["_timelimitraw"], MAX_SECONDS / 60))),  # minutes
+        absurd, None, False))
     chk.append(("End", *exact(col("_end") < col("_start")), "end before start", "end", False))
     return [x for x in chk if x[5]] if rows == "step" else chk

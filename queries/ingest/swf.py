@@ -49,15 +49,16 @@ import polars as pl
 from .. import schema
 from . import IngestError, Parsed
 from .canonical import BAD_UTF8, first_failure, read_text
+from .limits import MAX_BYTES, MAX_COUNT, MAX_EPOCH_S, MAX_ID, MAX_SECONDS
 
 FIELDS = ("job", "submit", "wait", "run", "alloc_procs", "avg_cpu_time", "used_memory", "req_procs", "req_time",
           "req_memory", "status", "user", "group", "executable", "queue", "partition", "preceding_job", "think_time")
 INTEGRAL = ("job", "alloc_procs", "req_procs", "status", "user", "group", "executable", "queue", "partition",
             "preceding_job")
-MAX_SECONDS = 1e10
 STATUS = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED", 2: "PREEMPTED", 3: "COMPLETED", 4: "FAILED"}
 _HEADER = re.compile(r"^;\s*(\w+)\s*:\s*(.*?)\s*$")
 _INT = re.compile(r"^\s*(-?\d+)")
+_LINE_END = re.compile(r"\r\n?|\n")
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -96,6 +97,17 @@ def _header(lines: list[str]) -> dict:
         elif key not in h:
             h[key] = value
     return h
+
+
+def _check_header(path: Path, h: dict, comments: pl.DataFrame) -> None:
+    """A header value the parse builds on (the epoch every time is added to, the node table's size) that is
+    absurd makes the whole file unreadable: ``IngestError`` naming its line."""
+    for key, limit in (("UnixStartTime", MAX_EPOCH_S), ("MaxProcs", MAX_COUNT), ("MaxNodes", MAX_COUNT)):
+        value = _header_int(h, key)
+        if value is not None and not 0 <= value <= limit:
+            at = comments.filter(pl.col("raw").str.contains(rf"^\s*;\s*{key}\s*:"))["line"]
+            raise IngestError(path, f"implausible header value {value}", line=at[0] if len(at) else None,
+                              field=key)
 
 
 def _header_int(h: dict, key: str) -> int | None:
@@ -155,12 +167,16 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
         if val is not None and val <= 0:
             raise IngestError(path, f"{opt} must be a positive integer, got {val}", field=opt)
     text, bad_utf8 = read_text(path)
-    lines = pl.DataFrame({"raw": text.split("\n")}).with_row_index("line", offset=1)
-    lines = lines.with_columns(pl.col("raw").str.strip_chars_end("\r"), pl.col("line").cast(pl.Int64))
+    # LF, CRLF and lone CR (classic Mac) all end a line: a CR-only file is records, not one long comment
+    lines = pl.DataFrame({"raw": _LINE_END.split(text)}).with_row_index("line", offset=1)
+    lines = lines.with_columns(pl.col("line").cast(pl.Int64))
     stripped = pl.col("raw").str.strip_chars()
     is_comment = stripped.str.starts_with(";")
     h = _header(lines.filter(is_comment)["raw"].to_list())
+    _check_header(path, h, lines.filter(is_comment))
     data = lines.filter(~is_comment & (stripped != ""))
+    if data.height == 0:  # as every other format: a file without a single record is an error, not "read 0"
+        raise IngestError(path, "no SWF record: the file is empty or holds only header comments", line=1)
 
     tokens = stripped.str.replace_all(r"\s+", " ").str.split(" ")
     data = data.with_columns(tokens.alias("__tok")).with_columns(pl.col("__tok").list.len().alias("__n"))
@@ -180,8 +196,16 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
                        pl.format("negative value other than -1: {}", text_of(f))))
     for f in INTEGRAL:
         checks.append((pl.col(f) != pl.col(f).round(), f, pl.format("not an integer: {}", text_of(f))))
-    for f in ("submit", "wait", "run", "req_time"):  # > 300 years: a unit error, and beyond what timestamps hold
+    for f in ("submit", "wait", "run", "req_time", "avg_cpu_time", "think_time"):  # > 100 years: a unit error
         checks.append((pl.col(f) > MAX_SECONDS, f, pl.format("implausible time in seconds: {}", text_of(f))))
+    for f in ("alloc_procs", "req_procs"):
+        checks.append((pl.col(f) > MAX_COUNT, f, pl.format("implausible processor count: {}", text_of(f))))
+    for f in ("used_memory", "req_memory"):  # KB per processor
+        procs = pl.max_horizontal(pl.col("alloc_procs"), pl.col("req_procs"), pl.lit(1.0))
+        checks.append((pl.col(f) * 1024 * procs > MAX_BYTES, f, pl.format("implausible memory (> 1 EiB): {}",
+                                                                          text_of(f))))
+    for f in ("job", "user", "group", "executable", "queue", "partition", "preceding_job"):
+        checks.append((pl.col(f) > MAX_ID, f, pl.format("implausible number: {}", text_of(f))))
     checks.append((pl.col("job") < 1, "job", "job number missing"))
     checks.append((pl.col("submit") < 0, "submit", "submit time missing"))
     checks.append((~pl.col("status").is_in([-1.0, *map(float, STATUS)]), "status",
