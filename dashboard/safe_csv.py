@@ -1,8 +1,11 @@
 """CSV export that a spreadsheet cannot turn into a formula (CSV/formula injection).
 
 Invariant: in every text cell and every header that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
-carriage return (after optional leading whitespace), the value is prefixed with a single quote ``'`` so
-Excel, LibreOffice and Google Sheets show it as text instead of evaluating it (OWASP's advice).
+carriage return (after optional leading whitespace, Unicode spaces included), the value is prefixed with a
+single quote ``'`` so Excel, LibreOffice and Google Sheets show it as text instead of evaluating it (OWASP's
+advice). The look-alikes of those four signs count too: their full-width forms (``＝ ＋ － ＠``, which
+East Asian spreadsheet locales and IMEs turn into the ASCII sign), their small forms (``﹦ ﹢ ﹣ ﹫``) and the
+minus sign ``−`` (U+2212).
 Numeric, boolean and temporal columns are written as they are: a negative *number* is not a formula,
 and quoting it would break every numeric analysis of the export. Nothing else about the data changes.
 
@@ -17,9 +20,13 @@ from pathlib import Path
 
 import polars as pl
 
-TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
-_TRIGGER_RE = r"^[\s]*[=+\-@\t\r]"
-_PY_TRIGGER = re.compile(_TRIGGER_RE)
+TRIGGERS = ("=", "+", "-", "@", "\t", "\r",
+            "\uff1d", "\uff0b", "\uff0d", "\uff20",  # full-width = + - @
+            "\ufe66", "\ufe62", "\ufe63", "\ufe6b",  # small = + - @
+            "\u2212")                                # minus sign
+# \x1c-\x1f: Python's \s counts them as space, the Rust regex Polars uses does not; both engines must agree
+_TRIGGER_RE = r"^[\s\x1c-\x1f]*[=+\-@\t\r\x{ff1d}\x{ff0b}\x{ff0d}\x{ff20}\x{fe66}\x{fe62}\x{fe63}\x{fe6b}\x{2212}]"
+_PY_TRIGGER = re.compile(r"^[\s]*[" + re.escape("".join(TRIGGERS)) + "]")  # Python spells \x{...} differently
 
 
 def neutralise(value):

@@ -396,12 +396,18 @@ class Transaction:
         return df.height
 
     def replace_rejects(self, cluster: str, source_file: str, df: pl.DataFrame) -> int:
-        """Rejects of a re-ingested file replace that file's earlier rejects (idempotent re-ingest)."""
+        """Rejects of a re-ingested file replace that file's earlier rejects (idempotent re-ingest), and a
+        reject whose ``(field, reason, raw)`` arrives again from another file (the same bytes under a new name,
+        or overlapping dumps) replaces the earlier copy: a rejected record is stored once, as a job is."""
         rel_dir = _partition_dir("rejects", cluster, None)
+        content = ["field", "reason", "raw"]
+        incoming = df.select(content).unique() if df.height else None
         kept = []
         for rel in self._live_in("rejects", rel_dir):
             old = pl.read_parquet(self.store.root / rel)
             rest = old.filter(pl.col("source_file") != source_file)
+            if incoming is not None and rest.height:
+                rest = rest.join(incoming, on=content, how="anti", nulls_equal=True)
             if rest.height == old.height:
                 kept.append(rel)
             elif rest.height:

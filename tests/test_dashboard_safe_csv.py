@@ -45,3 +45,18 @@ def test_no_text_cell_starts_a_formula_and_harmless_cells_are_unchanged(values):
             assert after == "'" + before                 # what a spreadsheet would evaluate is quoted
         if not any(ch in before for ch in TRIGGERS):
             assert after == before                       # harmless text is untouched
+
+
+FULL_WIDTH = ["\uff1dSUM(A1)", "\uff0b1", "\uff0dcmd", "\uff20SUM(A1)", " \uff1d1", "\u3000\uff1d1",
+              "\ufe66A1", "\ufe62A1", "\ufe63A1", "\ufe6bA1", "\u22121"]
+
+
+def test_full_width_and_small_formula_signs_are_neutralised():
+    """＝ ＋ － ＠ (U+FF1D, FF0B, FF0D, FF20), their small forms and the minus sign U+2212, also after a
+    Unicode space such as the ideographic space U+3000: each cell and header gets the quote; a full-width
+    sign inside a cell does not."""
+    df = pl.DataFrame({"job_name": FULL_WIDTH + ["a\uff1db"], "\uff1devil": ["x"] * (len(FULL_WIDTH) + 1)})
+    rows = _rows(to_csv_bytes(df))
+    assert rows[0] == ["job_name", "'\uff1devil"]
+    assert [r[0] for r in rows[1:]] == ["'" + v for v in FULL_WIDTH] + ["a\uff1db"]
+    assert [neutralise(v) for v in FULL_WIDTH] == ["'" + v for v in FULL_WIDTH]

@@ -191,6 +191,22 @@ def test_cli_simulate_swf_workload(tmp_path, capsys):
     assert m["params"]["backfill"] == "easy"
 
 
+def test_cli_simulate_counts_records_rejected_at_read_time(tmp_path, capsys):
+    """A record the reader rejects (job number 0) is neither simulated nor skipped by the engine: the summary
+    says it was read and rejected, in text and in JSON."""
+    wf = tmp_path / "tiny.swf"
+    wf.write_text(SWF + "0 4 0 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n")
+    base = ["simulate", "--workload", str(wf), "--format", "swf", "--procs", "4"]
+    assert main(base + ["--out", str(tmp_path / "o1")]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == f"{wf}: read 5 = accepted 4 + rejected 1 (rejected records are not simulated)"
+    assert "3 jobs simulated (1 skipped" in second
+    assert main(base + ["--out", str(tmp_path / "o2"), "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["workload"] == {"file": str(wf), "rows_read": 5, "rows_accepted": 4, "rows_rejected": 1}
+    assert m["jobs_simulated"] + m["jobs_skipped"] == m["workload"]["rows_accepted"]
+
+
 def test_cli_simulate_store_with_budgets(tmp_path, capsys):
     store = tmp_path / "store"
     nodes = schema.conform(pl.DataFrame({"cluster": ["c1"] * 4, "node": [f"n{i}" for i in range(4)],

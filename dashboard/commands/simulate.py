@@ -36,6 +36,8 @@ bf_interval, Maui's poll interval; default 0 = a pass at every event); ``--sched
 event-triggered scheduler does. ``--config-file`` applies the knobs a
 ``quotaloop validate --calibrate`` saved (its ``calibration.json``: cycle, scope, reservation depth); a flag given
 explicitly wins over the file.
+With ``--workload`` the summary (and ``metrics.json``'s ``workload``) first counts what reading the file found,
+``read = accepted + rejected``: a record the reader rejects is never simulated nor counted as skipped.
 """
 from __future__ import annotations
 
@@ -112,6 +114,9 @@ def _user_error(msg):
 
 
 def _load_workload(args):
+    """``(jobs, nodes, read)``: ``read`` is None for a store, else what reading the workload file found:
+    ``{"file", "rows_read", "rows_accepted", "rows_rejected"}`` (a rejected record is not simulated, and the
+    summary must say so: "800 simulated" of an 801-record file is otherwise a silent loss)."""
     import polars as pl
 
     if args.store:
@@ -127,7 +132,7 @@ def _load_workload(args):
                 raise _user_error(f"--store-cluster {args.store_cluster}: no jobs; clusters: {', '.join(clusters)}")
         elif len(clusters) > 1:
             raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --store-cluster")
-        return jobs, nodes
+        return jobs, nodes, None
     import importlib
 
     from queries.ingest import detect_format
@@ -138,7 +143,9 @@ def _load_workload(args):
     if module is None:
         raise _user_error(f"--workload: format {fmt} is not a job log (use swf, sacct or csv)")
     parsed = getattr(importlib.import_module(f"queries.ingest.{module}"), func)(args.workload)
-    return parsed.jobs, parsed.nodes
+    read = {"file": str(args.workload), "rows_read": parsed.rows_read, "rows_accepted": parsed.rows_accepted,
+            "rows_rejected": parsed.rejects.height}
+    return parsed.jobs, parsed.nodes, read
 
 
 def _cluster(args, nodes):
@@ -208,7 +215,7 @@ def run(args) -> int:
     from dashboard.errors import UserError, check_output_dir
 
     check_output_dir(args.out)
-    jobs, nodes = _load_workload(args)
+    jobs, nodes, read = _load_workload(args)
     warm, window_end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
     lookback_s = parse_duration(args.lookback, "--lookback")
     if warm is not None and isinstance(warm, dt.datetime) and jobs.schema.get("submit") == pl.Datetime("us", "UTC"):
@@ -241,6 +248,8 @@ def run(args) -> int:
         repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
     cfg = dataclasses.replace(cfg, **calibrated_knobs(args))
     res = simulate(jobs, cluster, cfg)
+    if read:
+        res.metrics["workload"] = read
     try:
         out = res.write(args.out)
     except OSError as exc:
@@ -251,6 +260,9 @@ def run(args) -> int:
 
         sys.stdout.write(metrics_json(m))
     else:
+        if read:
+            print(f"{read['file']}: read {read['rows_read']} = accepted {read['rows_accepted']}"
+                  f" + rejected {read['rows_rejected']} (rejected records are not simulated)")
         w = m["wait_s"]
         ws = m.get("warm_start")
         pinned = (f", {ws['jobs_running']} running and {ws['jobs_history']} finished as logged before the warm start"
