@@ -338,6 +338,8 @@ def parse(path, **_) -> Parsed:
         raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
         raise IngestError(path, f"not valid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from exc
+    except RecursionError as exc:  # no sacct record nests this deep
+        raise IngestError(path, "JSON nested too deeply to be sacct --json output", line=1) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise IngestError(path, "not sacct --json output: no top-level \"jobs\" list", line=1, field="jobs")
     rows, rejects, admin, where = [], [], [], []
