@@ -15,6 +15,7 @@ Invariants (checked here for every file, whatever the parser):
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -34,7 +35,15 @@ class IngestError(Exception):
     def __init__(self, path: str | Path, message: str, line: int | None = None, field: str | None = None):
         self.path, self.line, self.field, self.message = str(path), line, field, message
         where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {field + ': ' if field else ''}{message}".replace("\n", " "))
+        super().__init__(_one_line(f"{where}: {field + ': ' if field else ''}{message}"))
+
+
+def _one_line(text: str) -> str:
+    """A line break becomes a space and any other control character (a NUL, an escape sequence, a lone CR
+    from the file's own text) an escape, so the message prints as exactly one line of a terminal."""
+    return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]",
+                  lambda m: " " if m[0] == "\n" else f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}",
+                  text)
 
 
 @dataclass
@@ -198,6 +207,30 @@ def _note_jobs_not_in_store(parsed: list, store: str | Path, cluster: str | None
                              "the job is ingested; check --job-label and --cluster)")
 
 
+def parse_file(path: Path, fmt: str = "auto", **options) -> tuple[str, Parsed]:
+    """``(format, what the parser found)`` for one file, checked (``read = accepted + rejected``); writes
+    nothing. ``IngestError`` (one line) for a file that cannot be read at all."""
+    if not path.exists():
+        raise IngestError(path, "no such file")
+    f = detect_format(path) if fmt == "auto" else fmt
+    if f not in FORMATS:
+        raise IngestError(path, f"unknown format {f!r}; use one of auto|{'|'.join(FORMATS)}")
+    try:
+        res = _parser(f)(path, **options)
+    except IngestError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
+    except (OSError, EOFError) as exc:
+        raise IngestError(path, f"cannot read file: {exc}") from exc
+    n_rej = res.rejects.height
+    if res.rows_read != res.rows_accepted + n_rej:
+        raise AssertionError(
+            f"{path}: parser {f} miscounted: read {res.rows_read} != accepted {res.rows_accepted} + rejected {n_rej}"
+        )
+    return f, res
+
+
 def ingest(
     paths: list[str | Path],
     store: str | Path,
@@ -219,25 +252,8 @@ def ingest(
         raise IngestError(paths[0] if paths else "-", f"{name_problem(cluster)}: {cluster!r}", field="--cluster")
     for p in paths:
         p = Path(p)
-        if not p.exists():
-            raise IngestError(p, "no such file")
-        f = detect_format(p) if fmt == "auto" else fmt
-        if f not in FORMATS:
-            raise IngestError(p, f"unknown format {f!r}; use one of auto|{'|'.join(FORMATS)}")
         t0 = time.perf_counter()
-        try:
-            res = _parser(f)(p, **options)
-        except IngestError:
-            raise
-        except UnicodeDecodeError as exc:
-            raise IngestError(p, f"not UTF-8 text at byte {exc.start}") from exc
-        except (OSError, EOFError) as exc:
-            raise IngestError(p, f"cannot read file: {exc}") from exc
-        n_rej = res.rejects.height
-        if res.rows_read != res.rows_accepted + n_rej:
-            raise AssertionError(
-                f"{p}: parser {f} miscounted: read {res.rows_read} != accepted {res.rows_accepted} + rejected {n_rej}"
-            )
+        f, res = parse_file(p, fmt, **options)
         # a name found in the file that cannot be a directory (the parsers rejected its rows) does not name
         # the partition of the file's rejects either
         found = res.cluster if res.cluster is not None and not name_problem(res.cluster) else None

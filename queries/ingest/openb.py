@@ -66,7 +66,9 @@ def parse_openb(path: str | Path, **_options) -> Parsed:
     else:
         raise IngestError(path, "not an openb node list (sn,...) or pod list (name,...)", line=1, field=cols[0])
     if tuple(cols) != expected:
-        missing = next((c for c in expected if c not in cols), None) or next(c for c in cols if c not in expected)
+        # a missing column, else an unexpected one, else the first out of place (same names, other order or twice)
+        missing = (next((c for c in expected if c not in cols), None) or next((c for c in cols if c not in expected), None)
+                   or next((c for c, e in zip(cols, expected) if c != e), cols[-1]))
         raise IngestError(path, f"unexpected header; expected {','.join(expected)}", line=1, field=missing)
     ok, rej = _split(path, expected, numeric, expected[:1], header=True)
     n_read = ok.height + rej.height

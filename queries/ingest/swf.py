@@ -92,7 +92,7 @@ def _header(lines: list[str]) -> dict:
         key, value = m.groups()
         if key in ("Queue", "Partition"):
             num = _INT.match(value)
-            if num:
+            if num and abs(int(num.group(1))) <= MAX_ID:  # a larger number names no record's queue
                 h[key][int(num.group(1))] = value[num.end():].strip() or None
         elif key not in h:
             h[key] = value
