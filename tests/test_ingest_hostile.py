@@ -254,3 +254,9 @@ def test_same_content_under_another_name_keeps_one_copy_of_each_reject(tmp_path)
     assert set(rej["source_file"]) == {str(b)}  # the newer copy wins, as for jobs
     ingest([a], store)
     assert Store(store).read("rejects").height == n_rej
+
+
+def test_error_messages_are_one_terminal_line():
+    """A value quoted from the file (a CR, a NUL, an escape sequence, U+2028) is escaped, never printed raw."""
+    msg = str(IngestError("f.swf", "bad value 'a\rb\x00c\x1b[31md\u2028e'\nnext", line=3, field="x"))
+    assert msg == "f.swf:3: x: bad value 'a\\x0db\\x00c\\x1b[31md\\u2028e' next"
