@@ -260,3 +260,13 @@ def test_error_messages_are_one_terminal_line():
     """A value quoted from the file (a CR, a NUL, an escape sequence, U+2028) is escaped, never printed raw."""
     msg = str(IngestError("f.swf", "bad value 'a\rb\x00c\x1b[31md\u2028e'\nnext", line=3, field="x"))
     assert msg == "f.swf:3: x: bad value 'a\\x0db\\x00c\\x1b[31md\\u2028e' next"
+
+
+def test_csv_header_with_a_stray_cr_is_one_line_error(tmp_path):
+    """Found by the fuzzer: csv.Error escaped from the header split."""
+    f = tmp_path / "samples.csv"
+    f.write_bytes(b"job_id,ts\r,cpu\n1,2026-01-01,1\n")
+    with pytest.raises(IngestError) as err:
+        ingest([f], tmp_path / "s", fmt="samples")
+    assert err.value.line == 1 and "malformed header line" in str(err.value)
+    assert not (tmp_path / "s").exists()

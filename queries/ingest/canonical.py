@@ -267,7 +267,10 @@ def _csv_records(path: Path, text: str) -> tuple[list[str], int, pl.DataFrame, p
     recs = lines.filter(pl.col("raw").str.strip_chars() != "")
     if recs.height == 0:
         raise IngestError(path, "empty file: no header line", line=1)
-    header = [h.strip().lower() for h in next(csv.reader([recs["raw"][0]]))]
+    try:
+        header = [h.strip().lower() for h in next(csv.reader([recs["raw"][0]]))]
+    except csv.Error as exc:  # a lone CR or a NUL inside the header line
+        raise IngestError(path, f"malformed header line: {exc}", line=int(recs["__first"][0])) from exc
     body = recs.slice(1)
     well_formed = pl.col("raw").str.contains(_RECORD) if quoted else pl.lit(True)
     unquoted = pl.col("raw").str.replace_all(r'"(?:[^"]|"")*"', "") if quoted else pl.col("raw")
