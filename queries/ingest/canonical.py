@@ -33,7 +33,7 @@ from .limits import MAX_COUNT, MAX_SECONDS
 from .textio import gunzip
 
 REQUIRED = {"jobs": ("job_id", "submit"), "samples": ("job_id", "ts"), "nodes": ("node",)}
-MAX_BYTES = 1e15         # 1 PB of memory: stricter than ``limits.MAX_BYTES``, the store's own schema has no excuse
+MAX_BYTES = 1e15         # 1 PB of memory (this format's documented limit, stricter than ``limits.MAX_BYTES``)
 BAD_UTF8 = "\ufffd"
 REJECT_SCHEMA = {"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String}
 
