@@ -270,3 +270,16 @@ def test_csv_header_with_a_stray_cr_is_one_line_error(tmp_path):
         ingest([f], tmp_path / "s", fmt="samples")
     assert err.value.line == 1 and "malformed header line" in str(err.value)
     assert not (tmp_path / "s").exists()
+
+
+def test_sacct_cluster_column_that_cannot_be_a_directory_rejects_the_row(tmp_path):
+    f = tmp_path / "s.txt"
+    long = "c" * 201
+    f.write_text("JobID|Cluster|User|State|Submit|Start|End\n"
+                 f"1|{long}|u|COMPLETED|2026-11-01T10:00:00|2026-11-01T10:00:00|2026-11-01T11:00:00\n"
+                 "1|ok|u|COMPLETED|2026-11-01T10:00:00|2026-11-01T10:00:00|2026-11-01T11:00:00\n")
+    (s,) = ingest([f], tmp_path / "st", timezone="UTC")
+    assert (s.rows_read, s.rows_accepted, s.rows_rejected) == (2, 1, 1)
+    rej = Store(tmp_path / "st").read("rejects")
+    assert rej.select("line", "field").rows() == [(2, "Cluster")] and rej["raw"][0].startswith("1|ccc")
+    assert Store(tmp_path / "st").read("jobs")["cluster"].to_list() == ["ok"]
