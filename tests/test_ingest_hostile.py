@@ -283,3 +283,12 @@ def test_sacct_cluster_column_that_cannot_be_a_directory_rejects_the_row(tmp_pat
     rej = Store(tmp_path / "st").read("rejects")
     assert rej.select("line", "field").rows() == [(2, "Cluster")] and rej["raw"][0].startswith("1|ccc")
     assert Store(tmp_path / "st").read("jobs")["cluster"].to_list() == ["ok"]
+
+
+def test_sacct_json_meta_of_the_wrong_type_is_ignored(tmp_path):
+    f = tmp_path / "j.json"
+    f.write_text('{"jobs":[' + GOOD + '],"meta":[{"slurm":{"cluster":5}}]}')
+    p = sacct_json.parse(f)
+    assert (p.rows_accepted, p.cluster) == (1, None)
+    f.write_text('{"jobs":[' + GOOD + '],"meta":{"slurm":{"cluster":5}}}')
+    assert sacct_json.parse(f).cluster is None

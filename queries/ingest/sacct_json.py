@@ -361,7 +361,9 @@ def parse(path, **_) -> Parsed:
                                          field="comment.administrator")
     jobs = jobs.unique(subset=["cluster", "job_id"], keep="last", maintain_order=True)
     clusters = {r["cluster"] for r in rows if r["cluster"]}
-    meta_cluster = ((doc.get("meta") or {}).get("slurm") or {}).get("cluster")
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    slurm = meta.get("slurm") if isinstance(meta.get("slurm"), dict) else {}
+    meta_cluster = slurm.get("cluster") if isinstance(slurm.get("cluster"), str) else None
     rej = pl.DataFrame(rejects, schema={"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String})
     return Parsed(rows_read=len(doc["jobs"]), rows_accepted=len(rows), jobs=jobs, rejects=rej,
                   field_rejects=field_rejects,
