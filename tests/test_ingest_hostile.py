@@ -292,3 +292,13 @@ def test_sacct_json_meta_of_the_wrong_type_is_ignored(tmp_path):
     assert (p.rows_accepted, p.cluster) == (1, None)
     f.write_text('{"jobs":[' + GOOD + '],"meta":{"slurm":{"cluster":5}}}')
     assert sacct_json.parse(f).cluster is None
+
+
+def test_sacct_comment_min_runtime_that_is_no_duration_claims_nothing(tmp_path):
+    f = tmp_path / "s.txt"
+    rows = "".join(f"{i}|u|COMPLETED|2026-11-01T10:00:00|2026-11-01T10:00:00|2026-11-01T11:00:00|min_runtime_s={v}\n"
+                   for i, v in enumerate(["inf", "nan", "-5", "1e300", "3600"], 1))
+    f.write_text("JobID|User|State|Submit|Start|End|Comment\n" + rows)
+    p = sacct.parse(f)
+    assert p.rows_accepted == 5
+    assert p.jobs.sort("job_id")["min_runtime_s"].to_list() == [None, None, None, None, 3600.0]

@@ -33,7 +33,8 @@ request; a *step row* (``123.batch``, ``.extern``, ``.0``, ``.interactive``) car
 - ``alloc_*`` only for jobs that started; ``nodes`` NNodes > AllocNodes > ReqNodes > TRES ``node=``;
   ``elapsed_s`` Elapsed > ElapsedRaw > end - start > 0 (never started): Slurm's own run time wins, so a job across
   a DST change keeps its true length whatever zone the file was read in; ``time_limit_s`` Timelimit (UNLIMITED ->
-  null) > TimelimitRaw minutes; ``min_runtime_s`` from Comment ``min_runtime_s=N``; job_class via
+  null) > TimelimitRaw minutes; ``min_runtime_s`` from Comment ``min_runtime_s=N`` (null when N is no duration:
+  inf, NaN, negative, > 100 years); job_class via
   ``common.job_class_expr``; ``array_job_id`` ``123`` for ``123_4`` and for the pending record ``123_[1-5]``
   (kept as one PENDING job); a ``Cluster`` column (``sacct -L``) keys jobs by (cluster, JobID).
 - ``AdminComment``: a jobstats summary (``JS1:...``) of the allocation row is decoded and, when trusted,

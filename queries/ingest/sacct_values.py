@@ -78,8 +78,9 @@ def parse_values(df: pl.DataFrame, part: str, tz, has: set[str]) -> pl.DataFrame
                                        c.DURATION_NULL))
         mem, per = c.memory_expr(col("reqmem").str.strip_chars(), "M")
         distinct("reqmem", with_bad("reqmem", mem) | {"_reqmem_per": per})
-        distinct("comment", {"_min_runtime_s": c.number_expr(c.comment_value_expr(col("comment"),
-                                                                                  "min_runtime_s"))})
+        # a user's own claim in free text: one that is no duration (inf, NaN, negative, > 100 years) claims nothing
+        mrt = c.number_expr(c.comment_value_expr(col("comment"), "min_runtime_s"))
+        distinct("comment", {"_min_runtime_s": pl.when(mrt.is_finite() & mrt.is_between(0, MAX_SECONDS)).then(mrt)})
         plain |= {f"_{k}": c.number_expr(col(k)) for k in ALLOC_NUMBERS if k not in STEP_NUMBERS}
         specs += [(f"_{k}", k, c.timestamp_fast_expr(col(k), tz), c.timestamp_expr(col(k), tz))
                   for k in ("submit", "start", "end")]
