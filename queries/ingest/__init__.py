@@ -10,7 +10,11 @@ Invariants (checked here for every file, whatever the parser):
 - a rejected *field* of an accepted row (a parser's ``field_rejects``: a malformed jobstats summary, a
   Prometheus point that is not a number) is kept there too, with ``kind = 'field'``; it does not count as a
   rejected row;
-- a file that cannot be read at all raises ``IngestError`` whose ``str`` is one line naming file, line, field.
+- a file that cannot be read at all raises ``IngestError`` whose ``str`` is one line naming file, line, field
+  (control characters quoted from the file are escaped);
+- a cluster name that cannot be a partition directory (``store.name_problem``) never reaches the store: the
+  parsers reject its rows, ``--cluster`` is refused before anything is read.
+``parse_file`` is one file's parse and checks without the write (the fuzz suite runs most inputs through it).
 """
 from __future__ import annotations
 
