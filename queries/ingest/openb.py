@@ -118,7 +118,7 @@ def _openb_jobs(ok: pl.DataFrame, timed: bool) -> pl.DataFrame:
     if timed:
         cutoff = ok["deletion_time__f"].max()
         phase = pl.col("pod_phase")
-        running = (phase == "Running") & (pl.col("deletion_time__f") >= cutoff)
+        running = (phase == "Running") & (pl.col("deletion_time__f") >= pl.lit(cutoff, pl.Float64))  # None: no cut-off
         state = (pl.when(phase == "Succeeded").then(pl.lit("COMPLETED"))
                  .when(phase == "Failed").then(pl.lit("FAILED"))
                  .when(phase == "Pending").then(pl.lit("CANCELLED"))
