@@ -112,7 +112,7 @@ def run(args) -> int:
 
         check_output_dir(args.out)
     args.workload = None
-    jobs, nodes = _load_workload(args)
+    jobs, nodes, _read = _load_workload(args)  # validate replays a store; the read counts are for --workload
     if jobs.height == 0:
         raise _err(f"--store {args.store}: no jobs to validate against")
     if jobs.schema.get("submit") != pl.Datetime("us", "UTC"):
