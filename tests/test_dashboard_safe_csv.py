@@ -5,7 +5,7 @@ import csv
 import io
 
 import polars as pl
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dashboard.safe_csv import TRIGGERS, neutralise, safe_frame, to_csv_bytes
 
@@ -36,6 +36,7 @@ def test_neutralise_single_values():
     assert neutralise(None) is None
 
 
+@settings(deadline=None)  # no timing assertion: a loaded machine made this flaky
 @given(st.lists(st.text(max_size=12), min_size=1, max_size=20))
 def test_no_text_cell_starts_a_formula_and_harmless_cells_are_unchanged(values):
     out = safe_frame(pl.DataFrame({"v": values}))["v"].to_list()
