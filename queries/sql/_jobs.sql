@@ -98,7 +98,6 @@ stg_jobs as not materialized (
         max_cpu_util,
         gpus_measured,
         gpus_idle,
-        node_mem_peak_bytes / 1e9 as node_mem_peak_gb,
         jobstats
     from jobs
     left join account_teams as t on t.account = coalesce(jobs.account, '(none)')

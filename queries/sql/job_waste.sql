@@ -3,8 +3,8 @@
 -- with efficiency = used / requested (0..1, null without usage data or without a request) and the peak-based
 -- utilisation beside it. usage_source: 'samples' (integral of the sampled curve), 'totals' (job-level
 -- totals / means) or null; mem_used_basis: 'samples' or 'peak' (max_rss held for the whole run: an upper bound).
--- From a jobstats summary: gpus_idle of gpus_measured GPUs never used (mean utilisation 0 %), the busiest
--- node's memory peak over the per-node request (node_mem_peak_util), and the summary's status (jobstats).
+-- From a jobstats summary: gpus_idle of gpus_measured GPUs never used (mean utilisation 0 %) and the
+-- summary's status (jobstats); its busiest node's memory peak is already what peak_mem_util compares.
 -- Ordered by job (cluster, job_id); with limit_rows, the limit_rows jobs that wasted most GPU-seconds, then
 -- CPU-seconds, most first. (Sorting every job of a big store by its waste costs more than computing it; the
 -- key order is nearly free because the store's files are sorted by job_id. Re-sort a full frame if needed.)
@@ -52,7 +52,6 @@ waste as (
         -- per-GPU and per-node detail from a jobstats summary (null without one)
         gpus_measured,
         gpus_idle,
-        node_mem_peak_gb / nullif(mem_gb / nullif(nodes, 0), 0) as node_mem_peak_util,
         jobstats
     from job_usage
 )
