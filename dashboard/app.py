@@ -41,4 +41,5 @@ PAGES["Cluster"].append(st.Page("views/overview.py", title="Overview", url_path=
 page = st.navigation(PAGES)
 ui.page_style()
 ui.sidebar()
+ui.mode_banner()
 page.run()

@@ -2,22 +2,29 @@
 
 Sources, later wins: built-in defaults < TOML file (``$QUOTALOOP_CONFIG``, else ``./quotaloop.toml``; the
 ``[dashboard]`` table) < environment (``QUOTALOOP_STORE``, ``QUOTALOOP_AUTH``, ``QUOTALOOP_AUTH_HEADER``,
-``QUOTALOOP_ADMINS`` comma-separated, ``QUOTALOOP_BUDGETS``, ``QUOTALOOP_MEMORY_LIMIT``).
+``QUOTALOOP_ADMINS`` and ``QUOTALOOP_EMAIL_DOMAINS`` comma-separated, ``QUOTALOOP_BUDGETS``,
+``QUOTALOOP_MEMORY_LIMIT``).
 
 Example::
 
     [dashboard]
     store = "/srv/quotaloop/store"
-    auth = "oidc"                    # auto | oidc | header | demo | open | none
+    auth = "oidc"                    # auto | oidc | header | operator | demo | open | none
     auth_header = "X-Forwarded-User" # only read when auth = "header" (a trusted reverse proxy sets it)
-    admins = ["alice", "ops-lead@example.org"]
-    email_to_user = "local-part"     # OIDC email -> cluster user: "local-part" (alice@x -> alice) or "email"
+    admins = ["alice", "ops-lead@example.org"]   # exact user names or exact addresses (domain case-insensitive)
+    email_to_user = "local-part"     # email -> cluster user: "local-part" (alice@x -> alice) or "email"
+    email_domains = ["example.org"]  # "local-part" maps only addresses at these domains; others are nobody
     budgets = "/srv/quotaloop/budgets.toml"
     memory_limit = "8GB"             # DuckDB's memory bound for the dashboard's queries (default: 80 % of RAM)
 
 Invariants: the config is read fresh on every call (cheap; lets tests and operators change it without a
 restart); it never reads URL query parameters; ``auth = "auto"`` never trusts a request header, because only
-an operator who runs a proxy that strips and sets the header may turn that on.
+an operator who runs a proxy that strips and sets the header may turn that on. ``quotaloop serve`` resolves
+``auto`` before Streamlit starts (``dashboard.commands.serve.resolve_auth``): ``demo`` on the sample store,
+``oidc`` when ``.streamlit/secrets.toml`` has an ``[auth]`` section, ``operator`` (one person on this machine,
+everything visible) on a loopback address, and a refusal to start on any other address. ``email_to_user =
+"local-part"`` maps an address to its local part only at a domain listed in ``email_domains``: ``x@elsewhere``
+is nobody, not user ``x``.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_STORE = REPO_ROOT / "sample_data" / "store"
 SAMPLE_BUDGETS = REPO_ROOT / "sample_data" / "budgets.toml"
-AUTH_MODES = ("auto", "oidc", "header", "demo", "open", "none")
+AUTH_MODES = ("auto", "oidc", "header", "operator", "demo", "open", "none")
 
 
 class ConfigError(ValueError):
@@ -44,6 +51,7 @@ class Config:
     auth_header: str = "X-Forwarded-User"
     admins: tuple[str, ...] = field(default_factory=tuple)
     email_to_user: str = "local-part"
+    email_domains: tuple[str, ...] = field(default_factory=tuple)  # lower-case domains "local-part" maps
     budgets: Path | None = None
     memory_limit: str | None = None
 
@@ -90,6 +98,7 @@ def load(env: dict | None = None) -> Config:
             raise ConfigError(f"cannot read dashboard config {path}: {exc}") from exc
     for key, var in (("store", "QUOTALOOP_STORE"), ("auth", "QUOTALOOP_AUTH"),
                      ("auth_header", "QUOTALOOP_AUTH_HEADER"), ("admins", "QUOTALOOP_ADMINS"),
+                     ("email_domains", "QUOTALOOP_EMAIL_DOMAINS"),
                      ("budgets", "QUOTALOOP_BUDGETS"), ("memory_limit", "QUOTALOOP_MEMORY_LIMIT")):
         if env.get(var):
             values[key] = env[var]
@@ -114,6 +123,7 @@ def load(env: dict | None = None) -> Config:
         auth_header=header,
         admins=_split(values.get("admins")),
         email_to_user=mapping,
+        email_domains=tuple(d.lower().lstrip("@") for d in _split(values.get("email_domains"))),
         budgets=Path(values["budgets"]).expanduser() if values.get("budgets") else None,
         memory_limit=memory,
     )

@@ -111,8 +111,14 @@ def sidebar() -> None:
                 st.caption(f"Signed in as **{ident.label}**" + (" · admin" if ident.is_admin else ""))
                 if st.button("Log out", type="tertiary"):
                     st.logout()
+            elif ident.label:  # signed in, but the address maps to no cluster user (auth.resolve's problem)
+                st.caption(f"Signed in as **{ident.label}**, no cluster user")
+                if st.button("Log out", type="tertiary"):
+                    st.logout()
             else:
                 st.caption("Not signed in.")
+        elif ident.mode == "operator":
+            st.caption("Single-operator mode: no sign-in, you see everything.")
         elif ident.mode == "open":
             st.caption("Open access: no sign-in, everyone is an admin.")
         elif ident.mode == "header":
@@ -120,6 +126,39 @@ def sidebar() -> None:
         elif ident.mode == "demo":
             st.caption(f"Viewing as **{ident.user}** (researcher)" if ident.user else
                        "Viewing as the **platform team** (everyone)")
+
+
+OPERATOR_BANNER = ("**Single-operator mode** — no sign-in: you see every user's jobs, as an admin, and the dashboard "
+                   "listens on this machine only. To let researchers sign in and see their own jobs, restart with "
+                   "`quotaloop serve --auth oidc` (an `[auth]` section in `.streamlit/secrets.toml`) or "
+                   "`--auth header` behind a reverse proxy that sets `X-Forwarded-User`.")
+
+
+def mode_banner() -> None:
+    """The banner every page carries in single-operator mode (``auth.resolve``'s ``operator``)."""
+    if data.config().effective_auth == "operator":
+        st.info(OPERATOR_BANNER, icon=":material/admin_panel_settings:")
+
+
+def sign_in_prompt(message: str, ident: auth.Identity) -> None:
+    """Why nobody is identified and, under OIDC, a Sign in button: a signed-in address that maps to no user says
+    so; sign-in that is not set up (no Authlib, no ``[auth]`` secrets) is one line, never a traceback."""
+    if ident.problem:
+        st.warning(ident.problem, icon=":material/person_off:")
+        return
+    if ident.mode != "oidc":
+        st.info(message, icon=":material/login:")
+        return
+    problem = auth.oidc_setup_problem()
+    if problem:
+        st.warning(f"{message[:-1] if message.endswith('.') else message}: {problem}", icon=":material/lock:")
+        return
+    st.info(message, icon=":material/login:")
+    if st.button("Sign in", type="primary", key="sign_in"):
+        try:
+            st.login()
+        except Exception as exc:  # noqa: BLE001 - StreamlitAuthError and kin: one line, not a traceback
+            st.error(auth.sign_in_error(exc), icon=":material/error:")
 
 
 def viewer() -> auth.Identity:

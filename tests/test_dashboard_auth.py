@@ -8,7 +8,8 @@ from dashboard.config import SAMPLE_STORE, Config, ConfigError, load
 
 
 def cfg(**kw) -> Config:
-    base = dict(store=SAMPLE_STORE.parent / "elsewhere", auth="oidc", admins=("root-admin", "boss@example.org"))
+    base = dict(store=SAMPLE_STORE.parent / "elsewhere", auth="oidc", admins=("root-admin", "boss@example.org"),
+                email_domains=("example.org", "corp"))
     base.update(kw)
     return Config(**base)
 
@@ -29,7 +30,7 @@ def test_logged_out_oidc_sees_nobody():
 
 
 def test_admin_by_email_or_user_name_may_view_anyone():
-    by_email = auth.resolve(cfg(), {"is_logged_in": True, "email": "Boss@Example.org"})
+    by_email = auth.resolve(cfg(), {"is_logged_in": True, "email": "boss@Example.ORG"})  # domains: any case
     assert by_email.is_admin and auth.visible_user(by_email, "bob") == "bob"
     by_name = auth.resolve(cfg(), {"is_logged_in": True, "email": "root-admin@corp"})
     assert by_name.is_admin and auth.can_view(by_name, "carol")
@@ -38,9 +39,52 @@ def test_admin_by_email_or_user_name_may_view_anyone():
 
 
 def test_email_mapping_modes():
-    assert auth.user_from_email("alice@example.org") == "alice"
+    assert auth.user_from_email("alice@example.org", domains=["example.org"]) == "alice"
+    assert auth.user_from_email("alice@EXAMPLE.org", domains=["Example.Org"]) == "alice"
     assert auth.user_from_email("alice@example.org", "email") == "alice@example.org"
-    assert auth.user_from_email("  ") is None
+    assert auth.user_from_email("  ", domains=["example.org"]) is None
+
+
+@pytest.mark.parametrize("email", ["alice@evil.example", "alice@example.org.evil.example", "alice@sub.example.org",
+                                   "alice@", "@example.org", "alice", "alice@example.org@evil.example"])
+def test_local_part_maps_only_configured_domains(email):
+    assert auth.user_from_email(email, "local-part", ["example.org"]) is None
+    assert auth.user_from_email(email, "local-part", []) is None  # no domain configured: nobody is mapped
+
+
+def test_a_foreign_address_is_nobody_and_never_an_admin():
+    c = cfg(admins=("opsadmin", "boss@example.org"))
+    for email in ("opsadmin@evil.example", "alice@evil.example", "boss@evil.example"):
+        ident = auth.resolve(c, {"is_logged_in": True, "email": email})
+        assert ident.user is None and not ident.is_admin, email
+        assert auth.visible_user(ident, "alice") is None and not auth.can_view(ident, "alice")
+        assert email in ident.problem and "email_domains" in ident.problem
+    # the same refusal through a proxy header that carries an address
+    h = cfg(auth="header", admins=("opsadmin",))
+    ident = auth.resolve(h, {}, {"X-Forwarded-User": "opsadmin@evil.example"})
+    assert ident.user is None and not ident.is_admin and ident.problem
+
+
+def test_admins_compare_exactly():
+    c = cfg(admins=("opsadmin", "boss@example.org"))
+    assert not auth.resolve(c, {"is_logged_in": True, "email": "OPSADMIN@example.org"}).is_admin
+    assert not auth.resolve(c, {"is_logged_in": True, "email": "Boss@example.org"}).is_admin  # local part: exact
+    assert not auth.resolve(c, {"is_logged_in": True, "email": "opsadmin2@example.org"}).is_admin
+    assert auth.resolve(c, {"is_logged_in": True, "email": "opsadmin@example.org"}).is_admin
+    h = cfg(auth="header", admins=("opsadmin",))
+    assert not auth.resolve(h, {}, {"X-Forwarded-User": "OPSADMIN"}).is_admin
+    assert auth.resolve(h, {}, {"X-Forwarded-User": "opsadmin"}).is_admin
+    # an admin address never makes its local part an admin name, nor the reverse
+    assert not auth.is_admin(("boss@example.org",), "boss", None)
+    assert not auth.is_admin(("opsadmin",), None, "opsadmin@example.org")
+
+
+def test_email_domains_from_config_and_env(tmp_path):
+    path = tmp_path / "q.toml"
+    path.write_text('[dashboard]\nemail_domains = ["Example.org", "@lab.example"]\n')
+    assert load({"QUOTALOOP_CONFIG": str(path)}).email_domains == ("example.org", "lab.example")
+    assert load({"QUOTALOOP_EMAIL_DOMAINS": "a.example, b.example"}).email_domains == ("a.example", "b.example")
+    assert load({}).email_domains == ()
 
 
 def test_header_mode_reads_only_the_configured_header_case_insensitively():
@@ -50,6 +94,13 @@ def test_header_mode_reads_only_the_configured_header_case_insensitively():
     # another header (a client could send X-Forwarded-User) is not trusted
     nobody = auth.resolve(c, {}, {"X-Forwarded-User": "carol"})
     assert nobody.user is None and auth.visible_user(nobody, "carol") is None
+
+
+def test_operator_mode_is_an_admin_without_a_name():
+    ident = auth.resolve(cfg(auth="operator"), {"is_logged_in": True, "email": "mallory@example.org"},
+                         {"X-Forwarded-User": "carol"}, demo_user="carol")
+    assert (ident.user, ident.mode, ident.is_admin) == (None, "operator", True)
+    assert auth.visible_user(ident, "bob") == "bob" and auth.can_view(ident, "carol")
 
 
 def test_auto_never_trusts_headers_and_is_demo_only_on_the_sample_store():

@@ -31,6 +31,7 @@ def make_app(store, monkeypatch):
         monkeypatch.setenv("QUOTALOOP_STORE", str(root or store))
         monkeypatch.setenv("QUOTALOOP_AUTH", auth)
         monkeypatch.setenv("QUOTALOOP_ADMINS", admins)
+        monkeypatch.setenv("QUOTALOOP_EMAIL_DOMAINS", "example.org")  # the test users' addresses map to users
         monkeypatch.delenv("QUOTALOOP_CONFIG", raising=False)
         at = AppTest.from_file(APP, default_timeout=timeout)
         if user is not None:

@@ -27,10 +27,8 @@ if ident.may_pick_any_user:
                                     help="Admins may open any user's page. A researcher only ever sees their own.")
 user = auth.visible_user(ident, st.session_state.get("view_user"))
 if user is None:
-    if ident.mode == "oidc":
-        st.info("Sign in to see your jobs.", icon=":material/login:")
-        if st.button("Sign in", type="primary"):
-            st.login()
+    if ident.mode == "oidc" or ident.problem:
+        ui.sign_in_prompt("Sign in to see your jobs.", ident)
     elif ident.mode == "header":
         st.warning(f"No user in the `{data.config().auth_header}` header: the reverse proxy did not identify you.",
                    icon=":material/lock:")

@@ -46,7 +46,7 @@ elif audience == "user":
         st.caption("Pick the user the report is about.")
         st.stop()
     if user is None:
-        st.info("Sign in to export your own report.", icon=":material/lock:")
+        ui.sign_in_prompt("Sign in to export your own report.", ident)
         st.stop()
     if not ident.may_pick_any_user:
         c2.markdown(f"Report for **{user}**")
