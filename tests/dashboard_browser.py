@@ -44,12 +44,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(store: Path | str, *, auth: str = "demo", extra_env: dict | None = None, log: Path | None = None,
+def serve(store: Path | str, *, auth: str | None = "demo", extra_env: dict | None = None, log: Path | None = None,
           timeout_s: float = 90.0):
-    """Yield the base URL of a real ``quotaloop serve`` on a free loopback port."""
+    """Yield the base URL of a real ``quotaloop serve`` on a free loopback port. ``auth=None``: no auth set at all
+    (no ``QUOTALOOP_AUTH``, no config), as on a first run."""
     port = free_port()
-    env = dict(os.environ, QUOTALOOP_AUTH=auth, PYTHONUNBUFFERED="1", **(extra_env or {}))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     env.pop("QUOTALOOP_CONFIG", None)
+    env.pop("QUOTALOOP_AUTH", None)
+    if auth is not None:
+        env["QUOTALOOP_AUTH"] = auth
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "dashboard.cli", "serve", "--store", str(store), "--port",
                              str(port), "--host", "127.0.0.1"], cwd=REPO, env=env, stdout=out,

@@ -1,15 +1,20 @@
 """End to end: the real ``quotaloop serve`` driven in headless Chromium (Playwright, sync API).
 
-Opens every page (a screenshot of each under tests/artifacts/), moves a budget slider and runs a simulation,
-downloads a CSV, proves the trusted-header identity path, and loads the waste explorer in 20 concurrent sessions.
-Runs on a small fixture store by default; ``QUOTALOOP_E2E_STORE=sample`` (or a store path) uses another store.
+Opens every page (a screenshot of each, kept under ``$QUOTALOOP_ARTIFACTS``, default a tmp dir, printed), moves
+a budget slider and runs a simulation, downloads a CSV, proves the trusted-header identity path, and loads the
+waste explorer in 20 concurrent sessions. Runs on a small fixture store by default; ``QUOTALOOP_E2E_STORE=sample``
+(or a store path) uses another store. The first run on real data (issue 12): ``quotaloop serve --store DIR``
+without any auth or config on the HPC2N SWF store and the slurm-jobinfo sacct store (built from ../shared/data,
+skipped with the reason when absent): single-operator mode, every page, Fair share simulate on HPC2N.
 """
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -17,11 +22,22 @@ import pytest
 
 import dashboard_browser as br
 import dashboard_fixture as fx
+import real_stores
 
 pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+
+@functools.cache
+def artifacts() -> Path:
+    """Where screenshots and server logs are kept: ``$QUOTALOOP_ARTIFACTS``, else a fresh tmp dir (made on first
+    use, and said where on stderr so it shows whatever -s says)."""
+    import tempfile
+
+    path = Path(os.environ.get("QUOTALOOP_ARTIFACTS") or tempfile.mkdtemp(prefix="quotaloop-e2e-"))
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"\nbrowser test artifacts (screenshots, server logs): {path}", file=sys.stderr)
+    return path
 PAGES = {"overview": "/", "waste": "/waste", "layout": "/layout", "rankings": "/rankings",
          "fairshare": "/fairshare", "my_jobs": "/my-jobs", "reports": "/reports"}
 TITLES = {"overview": "Cluster overview", "waste": "Waste explorer", "layout": "Cluster layout",
@@ -46,8 +62,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(store):
-    ARTIFACTS.mkdir(exist_ok=True)
-    with br.serve(store, auth="demo", log=ARTIFACTS / "server.log") as url:
+    with br.serve(store, auth="demo", log=artifacts() / "server.log") as url:
         yield url
 
 
@@ -88,7 +103,7 @@ def test_each_page_renders_and_is_screenshotted(server, page, name):
     page.wait_for_timeout(800)  # let Plotly finish drawing before the screenshot
     _no_app_errors(page)
     assert page.locator("h1").first.inner_text().strip() == TITLES[name]
-    br.screenshot_full(page, ARTIFACTS / f"{name}.png")
+    br.screenshot_full(page, artifacts() / f"{name}.png")
     assert seconds < 120
 
 
@@ -123,7 +138,7 @@ def test_budget_slider_and_simulation_change_the_comparison(server, page):
     _no_app_errors(page)
     assert any(d not in (None, "no change") for _, d in changed.values()), changed
     assert page.get_by_text("Why does my team get less?").count() == 1
-    br.screenshot_full(page, ARTIFACTS / "fairshare_simulated.png")
+    br.screenshot_full(page, artifacts() / "fairshare_simulated.png")
 
 
 def test_csv_download_from_the_waste_explorer(server, page, store):
@@ -201,7 +216,7 @@ def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
         pg.wait_for_timeout(800)
         legend = pg.locator("[data-testid=stPlotlyChart] .legend").first.text_content()
         assert "alice" in legend and "4 other users" in legend and not OTHERS.findall(legend)
-        br.screenshot_full(pg, ARTIFACTS / "waste_as_researcher.png")
+        br.screenshot_full(pg, artifacts() / "waste_as_researcher.png")
         ctx.close()
         anon = browser.new_context()
         pg = anon.new_page()
@@ -223,14 +238,14 @@ def test_demo_view_as_a_researcher_in_the_browser(server, page):
     page.wait_for_timeout(800)
     main = page.locator("[data-testid=stMain]")
     assert not OTHERS.findall(main.inner_html())
-    br.screenshot_full(page, ARTIFACTS / "rankings_as_researcher.png")
+    br.screenshot_full(page, artifacts() / "rankings_as_researcher.png")
     page.locator("[data-testid=stSidebarNav] a", has_text="Overview").click()
     page.get_by_text("Biggest GPU wasters (teams)").wait_for(timeout=60_000)
     br.wait_done(page)
     page.wait_for_timeout(800)
     _no_app_errors(page)
     assert not OTHERS.findall(page.locator("[data-testid=stMain]").inner_html())
-    br.screenshot_full(page, ARTIFACTS / "overview_as_researcher.png")
+    br.screenshot_full(page, artifacts() / "overview_as_researcher.png")
 
 
 def test_report_built_and_downloaded_from_the_reports_page(server, page):
@@ -247,7 +262,7 @@ def test_report_built_and_downloaded_from_the_reports_page(server, page):
     assert re.fullmatch(r"quotaloop-report-\d{4}-\d\d-\d\d_\d{4}-\d\d-\d\d\.html", name), name
     body = Path(info.value.path()).read_text()
     assert body.lstrip().lower().startswith("<!doctype html") and "Plotly.newPlot" in body
-    br.screenshot_full(page, ARTIFACTS / "reports_built.png")
+    br.screenshot_full(page, artifacts() / "reports_built.png")
 
 
 def test_a_hostile_job_name_stays_text_in_the_browser(server, page):
@@ -277,7 +292,7 @@ def test_a_hostile_job_name_stays_text_in_the_browser(server, page):
 
 def test_the_server_warms_every_page_at_start_up(server):
     """``dashboard.server`` runs the warm-up in the real server process and logs one line when done."""
-    log = ARTIFACTS / "server.log"
+    log = artifacts() / "server.log"
     deadline = time.monotonic() + 120
     while "quotaloop: warm-up done" not in log.read_text():
         assert time.monotonic() < deadline, log.read_text()[-2000:]
@@ -286,3 +301,49 @@ def test_the_server_warms_every_page_at_start_up(server):
     line = next(x for x in text.splitlines() if "warm-up done" in x)
     assert all(f"{p} " in line for p in ("overview", "waste", "layout", "rankings", "my_jobs")), line
     assert "warm-up of" not in text and "warm-up failed" not in text and "Traceback" not in text
+
+
+# ------------------------------------------------------------------ first run on real exports (issue 12)
+REAL_STORES = ["hpc2n", "sacct-jobinfo"]
+
+
+@pytest.fixture(scope="module", params=REAL_STORES)
+def real_server(request, shared_data, tmp_path_factory):
+    """``quotaloop serve --store DIR`` on a real store, with no --auth, no config, no QUOTALOOP_AUTH."""
+    br.require_chromium()
+    store = real_stores.build(request.param, shared_data, tmp_path_factory.mktemp(f"e2e-{request.param}"))
+    log = artifacts() / f"server-{request.param}.log"
+    with br.serve(store, auth=None, log=log) as url:
+        yield request.param, url, log
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name", list(PAGES))
+def test_first_run_on_a_real_store_every_page(real_server, page, name):
+    store, url, log = real_server
+    br.open_page(page, url + PAGES[name])
+    page.wait_for_timeout(800)
+    _no_app_errors(page)
+    assert page.locator("h1").first.inner_text().strip() == TITLES[name]
+    main = page.locator("[data-testid=stMain]").inner_text()
+    assert "Single-operator mode" in main and "Sign in to see" not in main and "not signed in" not in main
+    assert "auth operator" in log.read_text()  # what serve chose, on its start-up line
+    br.screenshot_full(page, artifacts() / f"real-{store}-{name}.png")
+
+
+@pytest.mark.shared_data
+@pytest.mark.xfail(strict=False, reason="issue 12: Fair share on a CPU-only cluster (core-hours), fixed on branch "
+                                        "h12b; today HPC2N's run ends in 'the cluster has no GPUs'")
+def test_fair_share_simulate_on_hpc2n(real_server, page):
+    store, url, _ = real_server
+    if store != "hpc2n":
+        pytest.skip("the simulate step runs on HPC2N only")
+    br.open_page(page, url + "/fairshare")
+    page.get_by_role("button", name="Simulate").click()
+    try:
+        page.get_by_text("Baseline vs scenario", exact=True).wait_for(timeout=300_000)
+    finally:
+        br.wait_done(page, 300_000)
+        br.screenshot_full(page, artifacts() / "real-hpc2n-fairshare-simulated.png")
+    _no_app_errors(page)
+    assert _metric_values(page)
