@@ -221,3 +221,24 @@ def test_memory_limit_is_validated_and_reaches_duckdb(tmp_path):
     finally:
         con.close()
     assert limit.replace(" ", "") in ("1.0GB", "953.6MiB", "1GB", "0.9GiB")
+
+
+def test_oidc_setup_problem_names_what_is_missing(monkeypatch):
+    import streamlit.auth_util as au
+    from streamlit.errors import StreamlitAuthError
+
+    def no_section(provider):  # what Streamlit raises without an [auth] section (its message spans lines)
+        raise StreamlitAuthError("""To use authentication features you need to configure credentials for at
+            least one authentication provider in `.streamlit/secrets.toml`.""")
+
+    monkeypatch.setattr(au, "is_authlib_installed", lambda: True)
+    monkeypatch.setattr(au, "validate_auth_credentials", no_section)
+    problem = auth.oidc_setup_problem()
+    assert problem and "\n" not in problem and "  " not in problem
+    assert "configure credentials for at least one" in problem and "client_id" in problem
+    monkeypatch.setattr(au, "is_authlib_installed", lambda: False)
+    problem = auth.oidc_setup_problem()
+    assert "Authlib>=1.3.2" in problem and "\n" not in problem
+    monkeypatch.setattr(au, "is_authlib_installed", lambda: True)
+    monkeypatch.setattr(au, "validate_auth_credentials", lambda provider: None)
+    assert auth.oidc_setup_problem() is None
