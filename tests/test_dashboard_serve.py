@@ -170,3 +170,14 @@ def test_oidc_dependency_installs_with_the_package():
     from streamlit.auth_util import is_authlib_installed
 
     assert is_authlib_installed()
+
+
+def test_sign_in_without_email_domains_is_pointed_out(tmp_path, monkeypatch, capsys):
+    _env_without_auth(monkeypatch, tmp_path)
+    store = fx.build(tmp_path / "s")
+    parse = serve.register(argparse.ArgumentParser().add_subparsers()).parse_args
+    serve.command(parse(["--store", str(store), "--auth", "oidc"]))
+    assert "email_domains is empty" in capsys.readouterr().err
+    monkeypatch.setenv("QUOTALOOP_EMAIL_DOMAINS", "example.org")
+    serve.command(parse(["--store", str(store), "--auth", "oidc"]))
+    assert "email_domains" not in capsys.readouterr().err

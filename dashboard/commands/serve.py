@@ -131,6 +131,10 @@ def command(args) -> tuple[list[str], dict]:
     sample = store.resolve() == SAMPLE_STORE.resolve()
     env["QUOTALOOP_AUTH"] = resolve_auth(configured, args.host, sample,
                                          configured == "auto" and oidc_secrets_present())
+    cfg = load(env)
+    if env["QUOTALOOP_AUTH"] == "oidc" and cfg.email_to_user == "local-part" and not cfg.email_domains:
+        print("quotaloop serve: note: email_domains is empty, so no signed-in address maps to a cluster user; "
+              "set email_domains = [\"your.org\"] in the dashboard config (QUOTALOOP_EMAIL_DOMAINS)", file=sys.stderr)
     if args.no_warm:
         env["QUOTALOOP_WARM"] = "0"
     env.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")

@@ -34,7 +34,8 @@ if user is None:
                    icon=":material/lock:")
     else:
         st.info("Sign-in is not configured. Set up Streamlit's OIDC login (`[auth]` in secrets.toml), a trusted "
-                "proxy header (`auth = \"header\"`), or `--auth open` for a single operator.", icon=":material/lock:")
+                "proxy header (`auth = \"header\"`), or `--auth operator` for a single operator on this machine.",
+                icon=":material/lock:")
     st.stop()
 if ident.mode == "demo":
     st.caption(f":material/science: Demo mode: showing **{user}**'s page on sample data.")
