@@ -30,13 +30,12 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 @functools.cache
 def artifacts() -> Path:
-    """Where screenshots and server logs are kept: ``$QUOTALOOP_ARTIFACTS``, else a fresh tmp dir (made on first
-    use, and said where on stderr so it shows whatever -s says)."""
+    """Where screenshots and server logs are kept: ``$QUOTALOOP_ARTIFACTS``, else a fresh tmp dir made on first use
+    (``say_where_the_artifacts_are`` prints it)."""
     import tempfile
 
     path = Path(os.environ.get("QUOTALOOP_ARTIFACTS") or tempfile.mkdtemp(prefix="quotaloop-e2e-"))
     path.mkdir(parents=True, exist_ok=True)
-    print(f"\nbrowser test artifacts (screenshots, server logs): {path}", file=sys.stderr)
     return path
 PAGES = {"overview": "/", "waste": "/waste", "layout": "/layout", "rankings": "/rankings",
          "fairshare": "/fairshare", "my_jobs": "/my-jobs", "reports": "/reports"}
@@ -52,6 +51,16 @@ def _store(tmp_path_factory) -> Path:
     if choice:
         return Path(choice)
     return fx.build(tmp_path_factory.mktemp("e2e_store"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def say_where_the_artifacts_are(request):
+    """After the module: one line in pytest's own output (not captured) naming the artifacts directory."""
+    yield
+    if artifacts.cache_info().currsize:
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            print(f"\nbrowser test artifacts (screenshots, server logs): {artifacts()}", file=sys.stderr)
 
 
 @pytest.fixture(scope="module")
