@@ -20,7 +20,6 @@ minutes on the shared 2-core machine, about 1.5 s a cell. Skipped with a reason 
 from __future__ import annotations
 
 import base64
-import datetime as dt
 from pathlib import Path
 
 import numpy as np
