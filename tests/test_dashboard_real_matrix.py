@@ -38,7 +38,6 @@ DOMAIN = "example.org"
 # (store, page, role) -> the bug that breaks the cell today; None in a position matches every value
 CPU_ONLY = "issue 12: CPU-only cluster shown in GPU units (flat zero GPU curves), fixed on branch h12b"
 NONE_FMT = "issue 12: missing usage formatted as a number (TypeError on None), fixed on branch h12b"
-ADMIN_DEFAULT = "issue 12: admin's My jobs opens on a user without jobs in the window, fixed on branch h12c"
 MY_JOBS_GPU = ("issue 12: CPU-only cluster: My jobs draws its scatter in GPU-hours, every job at 0 ('the resource "
                "follows the data'); expected from branch h12b (CPU-only pages) / h12c (My jobs ranking by area)")
 GPU_UNKNOWN = ("issue 12: 'the resource follows the data': SARC records GPUs held but no GPU use, so the default "
@@ -288,8 +287,8 @@ CHECKS = {"overview": check_overview, "waste": check_waste, "layout": check_layo
 
 @pytest.mark.shared_data
 @pytest.mark.parametrize("store_name", [
-    pytest.param(s, marks=[pytest.mark.xfail(strict=False, reason=ADMIN_DEFAULT)] if s in ("hpc2n", "kth", "sarc-json")
-                 else []) for s in STORES])
+    pytest.param(s, marks=[pytest.mark.xfail(strict=False, reason=NONE_FMT)] if s in ("hpc2n", "kth") else [])
+    for s in STORES])
 def test_admin_my_jobs_opens_on_a_user_with_jobs(store_name, facts, monkeypatch):
     f = facts(store_name)
     if f.researcher is None:
