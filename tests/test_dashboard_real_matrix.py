@@ -14,8 +14,9 @@ query, not from the page); a researcher never sees the platform's report audienc
 code because of bugs fixed on other branches are ``xfail(strict=False)`` with the bug named (``KNOWN``).
 
 The window is the sidebar's default (the last 30 days of each store); one AppTest session per store and role
-clicks through the seven pages. The whole matrix (315 cells, the real stores ingested in about 5 s) took 8.6
-minutes on the shared 2-core machine, about 1.5 s a cell. Skipped with a reason when ../shared is absent.
+clicks through the seven pages. The whole matrix (315 cells, the real stores ingested in about 5 s) takes 3.7
+minutes on the shared 2-core machine when it is quiet, 8.6 under the load of other jobs. Skipped with a reason
+when ../shared is absent.
 """
 from __future__ import annotations
 
