@@ -68,9 +68,10 @@ else:
     m2.metric("GPU-hours held", ui.compact(req_h), border=True)
     m3.metric("GPU-hours wasted", ui.compact(wasted_h), border=True)
 if me is not None:
-    m4.metric("Quota coefficient", f"{me['rec_coefficient']:.2f} ×",
-              help=f"Legacy score would give {me['legacy_coefficient']:.2f} × (rank {me['legacy_rank']}).",
-              border=True)
+    legacy = shaping.coefficient_text(me, "legacy_coefficient")
+    m4.metric("Quota coefficient", shaping.coefficient_text(me, "rec_coefficient"),
+              help=(f"Legacy score would give {legacy} (rank {me['legacy_rank']})."
+                    if me["legacy_coefficient"] is not None else f"Legacy score: {legacy}."), border=True)
 
 st.subheader("Your most wasteful jobs, and what to request instead")
 _LOW = "user_low_efficiency_jobs"

@@ -11,7 +11,8 @@ if not ui.require_store():
     st.stop()
 
 c1, c2 = st.columns([1.4, 3])
-rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default="gpu", required=True,
+rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default=data.resource(flt),
+                               required=True,
                                format_func=lambda r: {"gpu": "GPU", "cpu": "CPU", "mem": "Memory",
                                                       "equiv": "GPU-equiv."}[r])
 unit = data.RANK_BY[rank_by]
@@ -37,10 +38,12 @@ def own_standing(users) -> None:
     m1.metric(f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}", border=True,
               help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio.")
     m2.metric(f"Your wasted {unit}", f"{row[wasted]:,.1f}" if row[wasted] is not None else "–", border=True)
-    m3.metric("Recommended coefficient", f"{row['rec_coefficient']:.2f} ×", border=True,
+    m3.metric("Recommended coefficient", shaping.coefficient_text(row, "rec_coefficient"), border=True,
               help="Absolute efficiency × confidence × demand: it rises when you right-size, whatever others do.")
-    m4.metric("Legacy coefficient", f"{row['legacy_coefficient']:.2f} ×", border=True,
-              help=f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score.")
+    m4.metric("Legacy coefficient", shaping.coefficient_text(row, "legacy_coefficient"), border=True,
+              help=(f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score."
+                    if row["legacy_coefficient"] is not None else
+                    "The old score needs each job's peak CPU utilisation, which this log does not record."))
     ui.chart(charts.score_scatter(privacy.unnamed(users, ident), name="user", legacy="legacy_coefficient",
                                   recommended="rec_coefficient", highlight=ident.user), "score_scatter",
              key="r_scatter")

@@ -6,6 +6,8 @@
 -- Static shares: what a team leaves idle is not redistributed here (queries/budgets.py water-fills the tree).
 -- occupancy = received / (capacity x span) is cluster-wide, repeated on every row; funded_gpu_hours is the
 -- received time of jobs with a share and a non-zero minimum runtime (0 = unallocated occupancy, DOMAIN.md 6).
+-- resource = 'cpu' counts CPU cores and core-hours instead of GPUs (a cluster without GPUs): the *_gpu_hours
+-- columns then hold core-hours, capacity_gpus cores, and the `resource` column says so.
 with
 -- include: _jobs
 -- include: _fairshare
@@ -66,6 +68,7 @@ team_rows as (
 )
 select
     team,
+    $resource::varchar as resource,
     share,
     share_source,
     entitled_gpu_hours,
