@@ -8,7 +8,7 @@
 -- number of GPUs allocated at once in the logs (capacity_source says which).
 -- Resource: 'gpu' (GPU-time budgets), or 'cpu' for a cluster without GPUs (selection_resource says which a
 -- selection has): then every amount is CPU cores / core-hours, capacity_gpus and the nodes' capacity included
--- (the columns keep their gpu names; the `resource` column of the query says which unit they hold).
+-- (the columns keep their gpu names: one result shape; the caller's `resource` says which unit they hold).
 -- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
 -- param: capacity_gpus double null >0  cluster GPUs (CPU cores when resource = cpu); null = from the nodes table, else the observed peak allocated
 -- param: resource varchar gpu  gpu | cpu: the resource shares, capacity and hours are counted in

@@ -6,7 +6,7 @@
 -- allocated GPU-hours over jobs whose GPU usage is known (samples or mean_gpu_util). A team row's occupancy
 -- is its part of the cluster's. Capacity and shares as in fairshare_attainment.
 -- resource = 'cpu' (a cluster or partition without GPUs, see selection_resource) measures every level in CPU
--- cores and core-hours instead: the *_gpu_* columns then hold core-hours and `resource` says so.
+-- cores and core-hours instead: the *_gpu_* columns then hold core-hours (one result shape for both).
 with
 -- include: _jobs
 -- include: _job_usage
@@ -57,7 +57,6 @@ with_all as (
 )
 select
     g.team,
-    $resource::varchar as resource,
     c.capacity_gpus,
     c.capacity_source,
     c.span_s / 3600 as span_hours,
