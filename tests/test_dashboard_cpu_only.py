@@ -113,7 +113,8 @@ def _pct(text: str) -> float:
 def test_tiny_overview_is_in_core_hours(monkeypatch, tiny):
     at = page(app(monkeypatch, tiny), "overview")
     labels = [m.label for m in at.metric]
-    assert "GPU occupancy" not in labels and "GPU utilisation" not in labels
+    assert not [x for x in labels if "GPU" in x], labels
+    assert metric(at, "CPU cores").value == "8.0"  # 4 nodes x 2 cores
     assert _pct(metric(at, "CPU occupancy").value) == pytest.approx(TINY_OCCUPANCY, abs=0.0005) and TINY_OCCUPANCY > 0.0005
     assert _pct(metric(at, "CPU utilisation").value) == pytest.approx(TINY_UTILISATION, abs=0.0005)
     figs = charts(at)
@@ -140,6 +141,10 @@ def test_tiny_researcher_pages_show_the_missing_legacy_score(monkeypatch, tiny):
     at = page(app(monkeypatch, tiny, researcher="user1"), "my_jobs")
     coef = metric(at, "Quota coefficient")
     assert coef.value == "1.00 ×" and "n/a: this log has no peak CPU" in coef.help
+    # user1's jobs 1, 5 and 5-part1 held 400 + 100 + 80 core-s; job 1 used half of its 400 (the cards are in
+    # the score's GPU-equivalent hours; their help names the resource-hours behind them)
+    assert f"core-hours wasted: {TINY_USER1_WASTED_H:.1f} of {580 / 3600:.1f} held" in metric(at, "Wasted (GPU-eq. h)").help
+    assert not [m.label for m in at.metric if "GPU-hours" in m.label]
     at = page(at, "rankings")
     assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
     assert metric(at, "Your rank by wasted CPU core-hours").value == "1 of 4"

@@ -29,8 +29,13 @@ c[0].metric(f"{name} occupancy", ui.pct(totals["occupancy"]), border=True, heigh
                  + (" This selection has no GPUs, so it is measured in CPU cores." if res == "cpu" else ""))
 c[1].metric(f"{name} utilisation", ui.pct(totals["utilisation"]), border=True, height="stretch",
             help=f"{hours} busy / {hours} allocated. The gap to occupancy is requested-but-idle.")
-c[2].metric("Wasted GPU-h", ui.compact(totals["gpu_wasted_h"]), border=True, height="stretch",
-            help=f"{totals['gpu_wasted_h']:,.1f} GPU-hours held but not used.")
+if res == "cpu":  # no GPUs to waste: the card shows the capacity the occupancy is measured against
+    c[2].metric("CPU cores", ui.compact(totals["capacity"]), border=True, height="stretch",
+                help="Cores in the node list: the capacity of the CPU occupancy (this selection has no GPUs)."
+                if totals["capacity"] else "No node list: the capacity is unknown.")
+else:
+    c[2].metric("Wasted GPU-h", ui.compact(totals["gpu_wasted_h"]), border=True, height="stretch",
+                help=f"{totals['gpu_wasted_h']:,.1f} GPU-hours held but not used.")
 c[3].metric("Wasted core-h", ui.compact(totals["cpu_wasted_h"]), border=True, height="stretch",
             help=f"{totals['cpu_wasted_h']:,.1f} CPU core-hours held but not used.")
 c[4].metric("Wasted mem TB-h", ui.compact(totals["mem_wasted_h"] / 1000), border=True, height="stretch",
