@@ -291,6 +291,9 @@ def score_scatter(df: pl.DataFrame, *, name: str, legacy: str, recommended: str,
     """One dot per user; ``highlight`` (a name) is drawn as its own, larger "you" trace."""
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
+    if df[legacy].null_count() == df.height:  # SWF logs and many exports record no peak CPU
+        return empty_figure(title, "No legacy coefficient to compare: it needs each job's peak CPU "
+                                   "utilisation, and this log has none.")
     vals = [v for v in df[legacy].to_list() + df[recommended].to_list() if v is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0, 1)
     hover = "%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"

@@ -5,7 +5,8 @@ File format (TOML; every key optional unless marked)::
     cluster = "h100"               # the cluster the budget funds (informational)
     cluster_gpus = 1024            # capacity used to check guarantees (``validate`` may be given it instead)
     unit = "gpu"                   # "gpu" (GPU-hours) or "cpu" (core-hours, a cluster without GPUs); omitted =
-                                   # inferred from the cluster (no GPUs in its node list or jobs -> "cpu")
+                                   # inferred (queries.budgets.budget_unit): a node list with cores and no
+                                   # GPUs -> "cpu". Guarantees and max_gpus stay GPUs (the simulator's quota)
 
     [min_runtime]                  # per job class default min runtime: seconds or "8h", "30m", "1h30m", "2d"
     training = "8h"
