@@ -76,12 +76,15 @@ class Attainment:
 UNIT_LABELS = {"gpu": "GPU-hours", "cpu": "core-hours"}
 
 
-def store_capacity(store, cluster: str | None = None, resource: str = "gpu") -> float | None:
-    """Sum of ``nodes.gpus`` (``resource="cpu"``: ``nodes.cpus``) of ``cluster``; ``None`` when the store has no
-    node inventory or it sums to 0."""
+def store_capacity(store, cluster: str | None = None, resource: str = "gpu",
+                   partition: str | None = None) -> float | None:
+    """Sum of ``nodes.gpus`` (``resource="cpu"``: ``nodes.cpus``) of ``cluster`` (and ``partition``); ``None``
+    when the store has no node inventory or it sums to 0."""
     nodes = Store(store or DEFAULT_STORE).read("nodes")
     if cluster is not None:
         nodes = nodes.filter(pl.col("cluster") == cluster)
+    if partition is not None:
+        nodes = nodes.filter(pl.col("partition") == partition)
     total = nodes["cpus" if resource == "cpu" else "gpus"].sum() if nodes.height else None
     return float(total) if total else None
 

@@ -207,3 +207,19 @@ def test_hpc2n_fair_share_runs_a_scenario_in_core_hours(monkeypatch, hpc2n):
     assert teams["node"].str.startswith("swf/group").any()
     assert teams["received_baseline_h"].sum() > 0
     assert teams["attainment_baseline"].notna().any()
+
+
+# ------------------------------------------------------------------ a mixed cluster: the CPU partition
+def test_the_cpu_partition_of_a_mixed_cluster_reads_in_core_hours(monkeypatch):
+    """The sample store's GPU cluster has a `cpu` partition (8 nodes x 128 cores): picking it in the sidebar turns
+    the Overview into cores, and clearing it turns it back into GPUs."""
+    sample = Path(__file__).resolve().parent.parent / "sample_data" / "store"
+    at = page(app(monkeypatch, sample), "overview")
+    assert "GPU occupancy" in [m.label for m in at.metric]
+    at.selectbox(key="flt_partition").set_value("cpu").run()
+    assert not at.exception and not at.error
+    labels = [m.label for m in at.metric]
+    assert "CPU occupancy" in labels and "GPU occupancy" not in labels
+    assert metric(at, "CPU cores").value == "1,024"
+    assert 0 < _pct(metric(at, "CPU occupancy").value) <= 1
+    assert 8.0 * 128 in _ys(charts(at)["ov_occ"])  # the capacity line

@@ -219,14 +219,15 @@ def capacity_gpus(cluster: str | None = None) -> float | None:
     return _capacity(str(store_dir()), store_token(), cluster, store_capacity_gpus)
 
 
-def capacity(cluster: str | None = None, unit: str = "gpu") -> float | None:
-    """GPUs (``unit="cpu"``: CPU cores) in the store's node list (of ``cluster``); None without a node list."""
+def capacity(cluster: str | None = None, unit: str = "gpu", partition: str | None = None) -> float | None:
+    """GPUs (``unit="cpu"``: the CPU cores of ``partition``, the selection that has no GPUs) in the store's node
+    list (of ``cluster``); None without a node list."""
     if unit != "cpu":
         return capacity_gpus(cluster)
     from queries.budgets import store_capacity
 
-    return _capacity(str(store_dir()), store_token(), cluster, lambda store, c: store_capacity(store, c, "cpu"),
-                     "cpu")
+    return _capacity(str(store_dir()), store_token(), cluster,
+                     lambda store, c: store_capacity(store, c, "cpu", partition), f"cpu:{partition}")
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -239,7 +240,7 @@ def occupancy_series(flt: Filters | None, bucket_s: float = 3600.0, res: str | N
     with the node list's capacity: t, capacity, allocated, used."""
     res = res or resource(flt)
     gap = gap_series(flt, res, by=None, bucket_s=bucket_s)
-    cap = capacity(flt.cluster if flt else None, res)
+    cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     return gap.select("t", pl.lit(cap, dtype=pl.Float64).alias("capacity"),
                       pl.col("requested").alias("allocated"), "used")
 
@@ -259,7 +260,7 @@ def _overview_totals(store: str, token: str, flt) -> dict:
         for k in ("requested", "used", "wasted"):
             out[f"{r}_{k}_h"] = (row.get(f"{col}_{k}") or 0.0) * scale
     res = out["resource"] = resource(flt)  # occupancy and utilisation of GPUs, or of cores without GPUs
-    cap = capacity(flt.cluster if flt else None, res)
+    cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     span_h = ((flt.end - flt.start).total_seconds() / 3600.0) if flt and flt.start and flt.end else None
     out["capacity_gpus"] = capacity_gpus(flt.cluster if flt else None) if res == "cpu" else cap
     out["capacity"] = cap
