@@ -164,6 +164,8 @@ def test_tiny_fair_share_compares_in_core_hours(monkeypatch, tiny):
     # 3 cores span two 2-core nodes in the replay, which allocates both nodes' cores: 4 x 10 s, not 3 x 10 s
     assert received["swf/group1"] == pytest.approx((400 + 4 * 10 + 100 + 80) / 3600, rel=1e-6)
     assert received["swf/group2"] == pytest.approx(120 / 3600, rel=1e-6)
+    why = [m.value for m in at.markdown if "is funded for" in m.value]  # "Why does my team get less?"
+    assert why and all("core-hours" in w and "GPU-hours" not in w for w in why)
 
 
 # ------------------------------------------------------------------ the real HPC2N log
