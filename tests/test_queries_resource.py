@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 import queries
 from queries.ingest import ingest
@@ -58,8 +59,23 @@ def test_the_cpu_partition_pyramid_and_attainment_are_in_core_hours():
     fa = queries.run("fairshare_attainment", store=SAMPLE, start=START, end=END, partition="cpu", resource="cpu")
     assert fa["received_gpu_hours"].sum() == pytest.approx(want, rel=1e-9)
     # the GPU form of the same selection: no GPU job ran there, so nothing was received
-    gpu = queries.run("fairshare_attainment", store=SAMPLE, start=START, end=END, partition="cpu")
+    gpu = queries.run("fairshare_attainment", store=SAMPLE, start=START, end=END, partition="cpu", resource="gpu")
     assert gpu["received_gpu_hours"].sum() == 0.0
+
+
+@pytest.mark.parametrize("partition, want", [("cpu", "cpu"), (None, "gpu")])
+def test_query_defaults_follow_the_selection(partition, want):
+    """Without a resource (or order_by) the queries take the selection's: the cpu partition ranks, draws and
+    counts fair share in core-hours, the whole GPU cluster in GPU-hours, exactly as when it is asked for."""
+    p = dict(store=SAMPLE, start=START, end=END, partition=partition)
+    default, asked = queries.run("user_ranking", **p), queries.run("user_ranking", order_by=want, **p)
+    assert default["user"].to_list() == asked["user"].to_list()
+    assert default[f"rank_{want}_wasted"].to_list() == sorted(default[f"rank_{want}_wasted"].to_list())
+    gap = queries.run("gap_area", bucket_s=86400.0, **p)
+    assert gap["resource"].unique().to_list() == [want]
+    for name in ("fairshare_attainment", "metric_pyramid"):
+        # equal up to the order DuckDB's parallel sums add floats in
+        assert_frame_equal(queries.run(name, **p), queries.run(name, resource=want, **p), rel_tol=1e-9)
 
 
 def test_a_cpu_only_log_and_an_empty_window(tmp_path):

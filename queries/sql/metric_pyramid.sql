@@ -14,12 +14,12 @@ with
 resource_usage as (
     -- the chosen resource's held and used seconds per job (GPU-seconds, or core-seconds for resource = cpu)
     select
-        account,
-        min_runtime_s,
-        case when $resource::varchar = 'cpu' then coalesce(cpus, 0) else gpus end as level,
-        case when $resource::varchar = 'cpu' then cpu_seconds_requested else gpu_seconds_requested end as held_s,
-        case when $resource::varchar = 'cpu' then cpu_seconds_used else gpu_seconds_used end as used_s
-    from job_usage
+        u.account,
+        u.min_runtime_s,
+        case when r.resource = 'cpu' then coalesce(u.cpus, 0) else u.gpus end as level,
+        case when r.resource = 'cpu' then u.cpu_seconds_requested else u.gpu_seconds_requested end as held_s,
+        case when r.resource = 'cpu' then u.cpu_seconds_used else u.gpu_seconds_used end as used_s
+    from job_usage as u, fs_resource as r
 ),
 
 usage_rows as (
