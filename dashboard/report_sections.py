@@ -22,6 +22,7 @@ import queries
 
 from .report_files import Window
 from .report_html import Chart, Kpi, Section, Table, fmt
+from .shaping import RESOURCE_WORDS
 
 WEEK_S = 7 * 86_400
 BACKTEST_PERIODS = 8
@@ -67,8 +68,7 @@ def _hours(col: str, alias: str | None = None) -> pl.Expr:
     return (pl.col(col) / 3600.0).alias(alias or col)
 
 
-# resource -> (name, what is held, hours, short hours): the report's words for GPU- or core-hours
-WORDS = {"gpu": ("GPU", "GPUs", "GPU-hours", "GPU-h"), "cpu": ("CPU", "CPU cores", "core-hours", "core-h")}
+WORDS = RESOURCE_WORDS  # (name, what is held, hours, short hours) of GPU- or core-hours
 
 
 # ------------------------------------------------------------------ overview

@@ -344,6 +344,9 @@ def sim_gantt_rows(result, see_all: bool, viewer: str | None, max_rows: int = 60
     return df.select("node", "start", "end", pl.col("account").fill_null("(none)").alias("team"), label.alias("label"))
 
 
+# resource -> (name, what is held, its hours, short hours): the words of GPU- or core-hours on every page and
+# in the report (the resource itself comes from the data: the selection_resource query)
+RESOURCE_WORDS = {"gpu": ("GPU", "GPUs", "GPU-hours", "GPU-h"), "cpu": ("CPU", "CPU cores", "core-hours", "core-h")}
 NO_PEAK_CPU = "n/a: this log has no peak CPU"
 
 

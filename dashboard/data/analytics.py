@@ -192,10 +192,6 @@ def coefficient_explanation(flt: Filters | None, user: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ the selection's resource
-# resource -> (what is held, its hours): the words every page and chart uses for the chosen resource
-RESOURCE_WORDS = {"gpu": ("GPUs", "GPU-hours"), "cpu": ("CPU cores", "core-hours")}
-
-
 def resource(flt: Filters | None) -> str:
     """"gpu" or "cpu": the resource this selection is measured in (``selection_resource``: GPUs when its jobs held
     GPUs in the window or its node list has GPUs, else CPU cores). Every page asks here instead of guessing, so a

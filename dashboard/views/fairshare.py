@@ -20,7 +20,7 @@ except Exception as exc:  # noqa: BLE001 - a broken budget file is a message, no
     st.stop()
 cluster = data.sim_cluster(flt)
 unit = data.budget_unit(cluster)  # "gpu", or "cpu" on a cluster without GPUs: attainment in core-hours
-held_unit = "cores" if unit == "cpu" else "GPUs"
+held_unit = shaping.RESOURCE_WORDS[unit][1]  # "GPUs", or "CPU cores"
 st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}** from its logged "
            "state at the window start (jobs running then run as logged). Partition, account, state and class "
            "filters do not apply to a replay."
@@ -245,8 +245,7 @@ with right:
              "compare_bars", key="fs_waits")
 occ = data.sim_occupancy(base, scen, resource="cpus" if unit == "cpu" else "gpus")
 ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenario", unit=f"{held_unit} allocated",
-                              title=f"{held_unit.capitalize() if unit == 'cpu' else held_unit} allocated over time: "
-                                    "baseline vs scenario",
+                              title=f"{held_unit} allocated over time: baseline vs scenario",
                               reference=data.capacity(cluster, unit)), "compare_lines", key="fs_occ")
 
 st.subheader("Who gains, who loses")

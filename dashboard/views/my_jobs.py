@@ -57,7 +57,7 @@ try:
 except data.NotAvailable:
     me = None
 res = data.resource(flt)  # GPU-hours, or core-hours where the selection has no GPUs (a CPU-only cluster)
-hours = {"gpu": "GPU-hours", "cpu": "core-hours"}[res]
+hours = shaping.RESOURCE_WORDS[res][2]
 req_h, wasted_h = mine[f"{res}_hours_requested"].sum(), mine[f"{res}_hours_wasted"].sum()
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Jobs in window", f"{mine.height:,}", border=True)

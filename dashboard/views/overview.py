@@ -1,7 +1,7 @@
 """Overview: the cluster at a glance for the chosen window."""
 import streamlit as st
 
-from dashboard import charts, data, privacy, ui
+from dashboard import charts, data, privacy, shaping, ui
 
 flt = ui.filters()
 ui.page_header("Cluster overview",
@@ -22,7 +22,7 @@ if not totals["jobs"]:
 
 # GPUs, or CPU cores where the selection has none (a CPU-only cluster or partition): data.resource decides
 res = totals.get("resource", "gpu")
-name, held, hours = {"gpu": ("GPU", "GPUs", "GPU-hours"), "cpu": ("CPU", "CPU cores", "core-hours")}[res]
+name, held, hours, _ = shaping.RESOURCE_WORDS[res]
 c = st.columns([1, 1, 1.05, 1.1, 1.25, 1])
 c[0].metric(f"{name} occupancy", ui.pct(totals["occupancy"]), border=True, height="stretch",
             help=f"{hours} allocated to jobs / {hours} the node list provides in the window."
