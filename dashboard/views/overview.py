@@ -54,7 +54,8 @@ with left:
     except data.NotAvailable as exc:
         ui.not_available(exc)
 with right:
-    ui.chart(charts.pyramid(data.pyramid(flt, res), title=f"Metric pyramid: where {name} capacity goes"), "pyramid", key="ov_pyramid")
+    ui.chart(charts.pyramid(data.pyramid(flt, res), title=f"Metric pyramid: where {name} capacity goes"), "pyramid",
+             key="ov_pyramid")
 
 left, right = st.columns(2)
 with left:
