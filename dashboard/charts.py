@@ -256,6 +256,8 @@ def ranked_bars(df: pl.DataFrame, *, name: str, value: str, unit: str, efficienc
     title = title or f"Largest wasters by {unit}"
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
+    if df[value].null_count() == df.height:  # usage unknown for everyone: bars of nothing would read as no waste
+        return empty_figure(title, "No usage recorded in this log: the waste is unknown.")
     d = df.sort(value, descending=True, nulls_last=True).head(top_n)
     effs = d[efficiency].to_list() if efficiency and efficiency in d.columns else [None] * d.height
     colors = [WASTED if not efficiency else UNKNOWN if e is None else efficiency_color(e) for e in effs]

@@ -225,3 +225,31 @@ def test_the_cpu_partition_of_a_mixed_cluster_reads_in_core_hours(monkeypatch):
     assert metric(at, "CPU cores").value == "1,024"
     assert 0 < _pct(metric(at, "CPU occupancy").value) <= 1
     assert 8.0 * 128 in _ys(charts(at)["ov_occ"])  # the capacity line
+
+
+# ------------------------------------------------------------------ a log without usage and without a node list
+@pytest.fixture(scope="module")
+def kth(shared_data, tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("cpu_kth") / "store"
+    ingest([shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"], store, fmt="swf")  # no --procs-per-node
+    return store
+
+
+def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
+    """KTH's SWF log has no CPU times: nobody's waste is known. The pages say so instead of ranking users by
+    nothing (alphabetically) or formatting a missing number."""
+    jobs = Store(kth).read("jobs")
+    assert jobs["cpu_seconds_used"].null_count() == jobs.height  # the premise
+    at = page(app(monkeypatch, kth), "overview")
+    assert "CPU occupancy" in [m.label for m in at.metric]
+    assert "this log" in json.dumps(charts(at)["ov_top"]["layout"]["annotations"])
+    at = page(at, "rankings")
+    top = metric(at, "Largest waster")
+    assert top.value == "–" and top.delta == "n/a: this log records no usage"
+    latest = jobs.sort("end", nulls_last=True).drop_nulls("end")["user"][-1]
+    at = page(app(monkeypatch, kth, researcher=latest), "rankings")
+    assert metric(at, "Your rank by wasted CPU core-hours").value == "n/a: your usage is not recorded"
+    assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
+    page(at, "my_jobs")
+    page(at, "overview")
+    assert any("records no usage of your jobs" in c.value for c in at.caption)
