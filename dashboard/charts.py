@@ -256,6 +256,8 @@ def ranked_bars(df: pl.DataFrame, *, name: str, value: str, unit: str, efficienc
     title = title or f"Largest wasters by {unit}"
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
+    if df[value].null_count() == df.height:  # usage unknown for everyone: bars of nothing would read as no waste
+        return empty_figure(title, "No usage recorded in this log: the waste is unknown.")
     d = df.sort(value, descending=True, nulls_last=True).head(top_n)
     effs = d[efficiency].to_list() if efficiency and efficiency in d.columns else [None] * d.height
     colors = [WASTED if not efficiency else UNKNOWN if e is None else efficiency_color(e) for e in effs]
@@ -291,6 +293,9 @@ def score_scatter(df: pl.DataFrame, *, name: str, legacy: str, recommended: str,
     """One dot per user; ``highlight`` (a name) is drawn as its own, larger "you" trace."""
     if df.is_empty():
         return empty_figure(title, "Nothing to rank for these filters.")
+    if df[legacy].null_count() == df.height:  # SWF logs and many exports record no peak CPU
+        return empty_figure(title, "No legacy coefficient to compare: it needs each job's peak CPU "
+                                   "utilisation, and this log has none.")
     vals = [v for v in df[legacy].to_list() + df[recommended].to_list() if v is not None]
     lo, hi = (min(vals), max(vals)) if vals else (0, 1)
     hover = "%{text}<br>legacy %{x:.2f} x<br>recommended %{y:.2f} x<extra></extra>"

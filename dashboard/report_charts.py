@@ -78,7 +78,9 @@ def plotly(kind: str, frame: pl.DataFrame, title: str, **args) -> go.Figure:
                                   top_n=args.get("top_n", 15), title=title)
     if kind == "pyramid":
         return charts.pyramid(list(zip(frame["level"].to_list(), frame["value"].to_list())), title=title)
-    return {"coef": _coef, "attainment": _attainment, "waits": _waits}[kind](frame, title)
+    if kind == "attainment":
+        return _attainment(frame, title, unit or "GPU-hours")
+    return {"coef": _coef, "waits": _waits}[kind](frame, title)
 
 
 def _coef(frame: pl.DataFrame, title: str) -> go.Figure:
@@ -97,7 +99,7 @@ def _coef(frame: pl.DataFrame, title: str) -> go.Figure:
     return _layout(fig, title, "quota coefficient (× base quota)", "", height=max(260, 26 * frame.height + 100))
 
 
-def _attainment(frame: pl.DataFrame, title: str) -> go.Figure:
+def _attainment(frame: pl.DataFrame, title: str, unit: str = "GPU-hours") -> go.Figure:
     teams = [label(v) for v in frame["team"].to_list()]
     fig = go.Figure([
         go.Bar(x=teams, y=frame["entitled"].to_list(), name="entitled", marker_color=REQUESTED),
@@ -112,7 +114,7 @@ def _attainment(frame: pl.DataFrame, title: str) -> go.Figure:
                                                    range=[0, 1.1 * top], showgrid=False,
                                                    dtick=25 if top <= 150 else 50 if top <= 300 else 100))
     fig.update_xaxes(type="category")
-    return _layout(fig, title, "team", "GPU-hours", height=420)
+    return _layout(fig, title, "team", unit, height=420)
 
 
 def _waits(frame: pl.DataFrame, title: str) -> go.Figure:
@@ -183,7 +185,7 @@ def altair(kind: str, frame: pl.DataFrame, title: str, **args) -> alt.TopLevelMi
             long = long.filter(pl.col("value") > 0)
         y_scale = alt.Scale(type="log") if kind == "waits" else alt.Undefined
         enc = dict(x=alt.X(f"{index}:N", title=index.replace("_", " ")),
-                   y=alt.Y("value:Q", scale=y_scale, title={"attainment": "GPU-hours",
+                   y=alt.Y("value:Q", scale=y_scale, title={"attainment": args.get("unit") or "GPU-hours",
                                                             "waits": "queue wait (minutes, log scale)"}[kind]),
                    color=alt.Color("series:N", title=None, scale=alt.Scale(domain=values, range=colors)))
         enc["xOffset"] = "series:N"

@@ -7,6 +7,9 @@ Invariants:
   row about anybody else (no rankings, no other users' jobs); a manager report passes the team's account
   subtree (``account_prefix``) except for the one cluster-wide comparison figure, which is an aggregate.
 - A window without jobs yields sections that say so, never an error.
+- The resource follows the data: ``Runner.resource`` (the ``selection_resource`` query over the scope) is "gpu"
+  or "cpu"; on a selection without GPUs (a CPU-only cluster or partition) the headline, pyramid, gap charts,
+  rankings, the jobs table and fair share are in core-hours, and a GPU cluster's report is unchanged.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import queries
 
 from .report_files import Window
 from .report_html import Chart, Kpi, Section, Table, fmt
+from .shaping import RESOURCE_WORDS
 
 WEEK_S = 7 * 86_400
 BACKTEST_PERIODS = 8
@@ -39,6 +43,14 @@ class Runner:
 
     def __init__(self, con, scope: Scope, store=None):
         self.con, self.scope, self.store = con, scope, store
+        self._resource: str | None = None
+
+    @property
+    def resource(self) -> str:
+        """"gpu" or "cpu": what this scope is measured in (``selection_resource``, asked once per report)."""
+        if self._resource is None:
+            self._resource = str(self("selection_resource").row(0, named=True)["resource"])
+        return self._resource
 
     def __call__(self, name: str, **params) -> pl.DataFrame:
         s = self.scope
@@ -56,43 +68,62 @@ def _hours(col: str, alias: str | None = None) -> pl.Expr:
     return (pl.col(col) / 3600.0).alias(alias or col)
 
 
+WORDS = RESOURCE_WORDS  # (name, what is held, hours, short hours) of GPU- or core-hours
+
+
 # ------------------------------------------------------------------ overview
 def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
     ov = q("overview").row(0, named=True)
-    pyr = q("metric_pyramid") if scope.audience != "user" else None  # '(all)' = every job in scope
+    res = q.resource
+    name, held, hours, _ = WORDS[res]
+    pyr = q("metric_pyramid", resource=res) if scope.audience != "user" else None  # '(all)' = every job in scope
     pyr_row = None if pyr is None else next((r for r in pyr.iter_rows(named=True) if r["team"] == "(all)"), None)
-    kpis = [
-        Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
-        Kpi("GPU-hours requested", ov["gpu_hours_requested"], "num1"),
-        Kpi("GPU-hours used", ov["gpu_hours_used"], "num1"),
-        Kpi("GPU-hours wasted", ov["gpu_hours_wasted"], "num1", "requested − used"),
-        Kpi("GPU efficiency", ov["gpu_efficiency"], "pct", "used / requested"),
-        Kpi("CPU-hours wasted", ov["cpu_hours_wasted"], "num0", f"efficiency {_pct(ov['cpu_efficiency'])}"),
-        Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2", f"efficiency {_pct(ov['mem_efficiency'])}"),
-        Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
-    ]
+    if res == "cpu":  # no GPUs in this selection: the headline is in core-hours, no GPU figures (all zero)
+        kpis = [
+            Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
+            Kpi("core-hours requested", ov["cpu_hours_requested"], "num1"),
+            Kpi("core-hours used", ov["cpu_hours_used"], "num1"),
+            Kpi("core-hours wasted", ov["cpu_hours_wasted"], "num1", "requested − used"),
+            Kpi("CPU efficiency", ov["cpu_efficiency"], "pct", "used / requested"),
+            Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2",
+                f"efficiency {_pct(ov['mem_efficiency'])}"),
+            Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
+        ]
+    else:
+        kpis = [
+            Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
+            Kpi("GPU-hours requested", ov["gpu_hours_requested"], "num1"),
+            Kpi("GPU-hours used", ov["gpu_hours_used"], "num1"),
+            Kpi("GPU-hours wasted", ov["gpu_hours_wasted"], "num1", "requested − used"),
+            Kpi("GPU efficiency", ov["gpu_efficiency"], "pct", "used / requested"),
+            Kpi("CPU-hours wasted", ov["cpu_hours_wasted"], "num0", f"efficiency {_pct(ov['cpu_efficiency'])}"),
+            Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2",
+                f"efficiency {_pct(ov['mem_efficiency'])}"),
+            Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
+        ]
     if pyr_row and scope.audience != "user":
-        kpis.append(Kpi("GPU occupancy", pyr_row["occupancy"], "pct", "allocated / available GPU-hours"
+        kpis.append(Kpi(f"{name} occupancy", pyr_row["occupancy"], "pct", f"allocated / available {hours}"
                         + (" (this team's part)" if scope.audience == "manager" else "")))
     charts = []
     if pyr_row and scope.audience != "user":
         levels = pl.DataFrame({"level": ["availability", "occupancy", "impact", "utilisation"],
                                "value": [pyr_row[k] for k in ("availability", "occupancy", "impact", "utilisation")]},
                               schema={"level": pl.String, "value": pl.Float64})
-        charts.append(Chart("pyramid", "pyramid", levels, "Metric pyramid: where GPU capacity goes",
+        charts.append(Chart("pyramid", "pyramid", levels, f"Metric pyramid: where {name} capacity goes",
                             "Each bar is a share of the level above: healthy hardware, allocated, funded work, "
                             "actually used. The biggest drop is where capacity is lost."))
-    daily = q("gap_area", resource="gpu", bucket_s=86_400.0, origin=scope.window.start, group_by="none")
+    daily = q("gap_area", resource=res, bucket_s=86_400.0, origin=scope.window.start, group_by="none")
     trend = daily.select(pl.col("bucket_start").alias("t"), _hours("wasted_seconds", "value"))
-    charts.append(Chart("waste_trend", "trend", trend, "GPU-hours requested but not used, per day",
-                        "Bar height is GPU-hours held by jobs but idle that day; a rising trend means requests "
-                        "are getting more inflated.", {"unit": "GPU-hours"}))
+    charts.append(Chart("waste_trend", "trend", trend, f"{hours} requested but not used, per day",
+                        f"Bar height is {hours} held by jobs but idle that day; a rising trend means requests "
+                        "are getting more inflated.", {"unit": hours}))
     totals = pl.DataFrame([
         {"resource": r, "unit": u, "requested": ov[f"{p}_requested"], "used": ov[f"{p}_used"],
          "wasted": ov[f"{p}_wasted"], "efficiency": ov[e]}
-        for r, u, p, e in (("GPU", "GPU-hours", "gpu_hours", "gpu_efficiency"),
-                           ("CPU", "CPU-hours", "cpu_hours", "cpu_efficiency"),
-                           ("memory", "TB-hours", "mem_tb_hours", "mem_efficiency"))],
+        for r, u, p, e in ((("GPU", "GPU-hours", "gpu_hours", "gpu_efficiency"),
+                            ("CPU", "CPU-hours", "cpu_hours", "cpu_efficiency")) if res == "gpu" else
+                           (("CPU", "core-hours", "cpu_hours", "cpu_efficiency"),))
+        + (("memory", "TB-hours", "mem_tb_hours", "mem_efficiency"),)],
         schema={"resource": pl.String, "unit": pl.String, "requested": pl.Float64, "used": pl.Float64,
                 "wasted": pl.Float64, "efficiency": pl.Float64})
     tables = [Table("totals", "Requested, used and wasted resource-hours", totals,
@@ -103,9 +134,12 @@ def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
         notes.append(f"{ov['jobs_without_usage']:,} job(s) have no usage data; their requests count in 'requested' "
                      "but not in efficiency.")
     if pyr_row and pyr_row.get("capacity_source") and scope.audience != "user":
-        notes.append(f"Capacity {pyr_row['capacity_gpus']:,.0f} GPUs (source: {pyr_row['capacity_source']}).")
+        notes.append(f"Capacity {pyr_row['capacity_gpus']:,.0f} {held} (source: {pyr_row['capacity_source']})."
+                     + (" The selection has no GPUs, so the report is in core-hours." if res == "cpu" else ""))
     title = {"user": "Your jobs at a glance", "manager": "Your team at a glance"}.get(scope.audience, "Overview")
-    ov = {**ov, "capacity_gpus": pyr["capacity_gpus"].max() if pyr is not None and pyr.height else None}
+    # capacity_gpus: the capacity of the chosen resource (CPU cores for "cpu", as metric_pyramid's column)
+    ov = {**ov, "capacity_gpus": pyr["capacity_gpus"].max() if pyr is not None and pyr.height else None,
+          "resource": res}
     return Section("overview", title, "Jobs count by the part of their run inside the window.", kpis, charts,
                    tables, notes), ov
 
@@ -124,10 +158,14 @@ def _dur(v) -> str:
 
 # ------------------------------------------------------------------ gap areas
 def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
+    """``capacity_gpus``: the capacity of ``q.resource`` (GPUs, or CPU cores on a selection without GPUs)."""
     by = {"platform": "team", "manager": "user", "user": "none"}[scope.audience]
     bucket = _bucket_s(scope.window)
     charts, frames = [], []
-    for resource, unit in (("gpu", "GPUs"), ("cpu", "CPUs"), ("mem", "GB")):
+    main = q.resource
+    order = (("gpu", "GPUs"), ("cpu", "CPUs"), ("mem", "GB")) if main == "gpu" else \
+        (("cpu", "CPU cores"), ("mem", "GB"))  # no GPU curve (all zero) where there are no GPUs
+    for resource, unit in order:
         df = q("gap_area", resource=resource, bucket_s=bucket, origin=scope.window.start, group_by=by)
         frames.append(df)
         total = (df.group_by("bucket_start").agg(pl.col("requested_level", "used_level", "unknown_usage_level").sum())
@@ -136,26 +174,26 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
                                               pl.col("used_level").alias("used"),
                                               pl.col("unknown_usage_level").alias("unknown")))
         hours = f"{bucket / 3600:g}-hour"
-        if resource == "gpu" and capacity_gpus and scope.audience == "platform":
+        if resource == main and capacity_gpus and scope.audience == "platform":
             occ = total.select("t", pl.lit(float(capacity_gpus)).alias("capacity"),
                                pl.col("requested").alias("allocated"), "used")
-            charts.append(Chart("gpu_occupancy", "occupancy", occ, "GPUs: capacity vs allocated vs busy",
-                                f"Mean over {hours} buckets. The dashed line is the cluster's GPUs; the space "
+            charts.append(Chart(f"{resource}_occupancy", "occupancy", occ, f"{unit}: capacity vs allocated vs busy",
+                                f"Mean over {hours} buckets. The dashed line is the cluster's {unit}; the space "
                                 "between allocated and busy is held but idle: the waste the queue cannot see.",
-                                {"unit": "GPUs"}))
+                                {"unit": unit}))
         else:
             charts.append(Chart(f"{resource}_gap", "gap", total,
                                 f"{resource.upper() if resource != 'mem' else 'Memory'}: requested vs used {unit}",
                                 f"Mean over {hours} buckets; the band between requested and used is waste.",
                                 {"unit": unit}))
-        if by != "none" and resource == "gpu":
+        if by != "none" and resource == main:
             grouped = df.select(pl.col("bucket_start").alias("t"), pl.col("group_key").alias("group"),
                                 pl.col("requested_level").alias("requested"), pl.col("used_level").alias("used"),
                                 pl.col("unknown_usage_level").alias("unknown"))
-            charts.append(Chart(f"gpu_gap_by_{by}", "gap_by", grouped,
-                                f"Requested vs used GPUs by {by} (hatched = held but unused)",
+            charts.append(Chart(f"{resource}_gap_by_{by}", "gap_by", grouped,
+                                f"Requested vs used {unit} by {by} (hatched = held but unused)",
                                 f"Per {by}: the solid band is used, the hatched band above it held but unused; "
-                                f"{by}s beyond the 8 largest wasters are summed as 'other'.", {"unit": "GPUs"}))
+                                f"{by}s beyond the 8 largest wasters are summed as 'other'.", {"unit": unit}))
     series = pl.concat(frames, how="diagonal_relaxed")
     section = Section("gap", "Request vs usage over time",
                       "Waste is an area: what jobs held minus what they used, integrated over time.", charts=charts,
@@ -171,16 +209,22 @@ def gap(q: Runner, scope: Scope, capacity_gpus: float | None) -> Section:
 
 # ------------------------------------------------------------------ jobs
 def jobs_table(q: Runner, scope: Scope) -> Table:
-    """Every job in scope with its waste (job_waste), most wasted GPU-hours first; the HTML shows the top."""
+    """Every job in scope with its waste (job_waste), most wasted GPU-hours (core-hours without GPUs) first; the
+    HTML shows the top."""
+    first = ("gpu_seconds_wasted", "cpu_seconds_wasted") if q.resource == "gpu" else ("cpu_seconds_wasted",)
     jw = (q("job_waste")  # comes by job; most wasted first here, ties in job order
-          .sort("gpu_seconds_wasted", "cpu_seconds_wasted", descending=True, nulls_last=True, maintain_order=True)
+          .sort(*first, descending=True, nulls_last=True, maintain_order=True)
           .with_columns(_hours("gpu_seconds_wasted", "gpu_hours_wasted"),
                         _hours("cpu_seconds_wasted", "cpu_hours_wasted")))
     cols = [("job_name", "job", "text"), ("job_id", "id", "text")]
     if scope.audience != "user":
         cols.append(("user", "user", "text"))
-    cols += [("job_class", "class", "text"), ("state", "state", "text"), ("in_window_s", "ran in window", "dur"),
-             ("gpus", "GPUs", "num0"), ("gpu_hours_wasted", "GPU-h wasted", "num1"),
+    cols += [("job_class", "class", "text"), ("state", "state", "text"), ("in_window_s", "ran in window", "dur")]
+    if q.resource == "cpu":
+        cols += [("cpus", "cores", "num0"), ("cpu_hours_wasted", "core-h wasted", "num1"),
+                 ("cpu_efficiency", "CPU eff.", "pct")]
+        return Table("jobs", "Jobs that wasted the most core-hours", jw, cols)
+    cols += [("gpus", "GPUs", "num0"), ("gpu_hours_wasted", "GPU-h wasted", "num1"),
              ("gpu_efficiency", "GPU eff.", "pct"), ("cpu_hours_wasted", "CPU-h wasted", "num0"),
              ("cpu_efficiency", "CPU eff.", "pct")]
     return Table("jobs", "Jobs that wasted the most GPU-hours", jw, cols)
@@ -195,18 +239,26 @@ RANK_COLS = [("user", "user", "text"), ("main_team", "team", "text"), ("job_coun
              ("legacy_coefficient", "legacy coef.", "coef"), ("rec_coefficient", "recommended coef.", "coef")]
 
 
+# without GPUs: the core-hour columns lead and the GPU ones (all zero) are left out
+CPU_RANK_COLS = [("cpu_hours_wasted", "core-h wasted", "num1") if c[0] == "cpu_hours_wasted" else c
+                 for c in RANK_COLS if not c[0].startswith("gpu_")]
+
+
 def rankings(q: Runner, scope: Scope) -> Section:
-    users = q("user_ranking", order_by="gpu")
-    ranked = users.select(pl.col("user").alias("label"), pl.col("gpu_hours_wasted").alias("value"),
-                          pl.col("gpu_efficiency").alias("efficiency"))
-    charts = [Chart("top_wasters", "ranked", ranked, "Largest wasters: GPU-hours held but unused, per user",
-                    "Longest bar = most GPU-hours wasted in absolute terms; colour is GPU efficiency, so a long red "
-                    "bar is big and inefficient.", {"unit": "GPU-hours", "top_n": 15})]
-    tables = [Table("user_ranking", "Users by wasted GPU-hours", users, RANK_COLS)]
+    res = q.resource
+    name, _, hours, _ = WORDS[res]
+    cols = RANK_COLS if res == "gpu" else CPU_RANK_COLS
+    users = q("user_ranking", order_by=res)
+    ranked = users.select(pl.col("user").alias("label"), pl.col(f"{res}_hours_wasted").alias("value"),
+                          pl.col(f"{res}_efficiency").alias("efficiency"))
+    charts = [Chart("top_wasters", "ranked", ranked, f"Largest wasters: {hours} held but unused, per user",
+                    f"Longest bar = most {hours} wasted in absolute terms; colour is {name} efficiency, so a long red "
+                    "bar is big and inefficient.", {"unit": hours, "top_n": 15})]
+    tables = [Table("user_ranking", f"Users by wasted {hours}", users, cols)]
     if scope.audience == "platform":
-        teams = q("team_ranking", order_by="gpu")
-        tables.append(Table("team_ranking", "Teams by wasted GPU-hours", teams,
-                            [("team", "team", "text"), ("user_count", "users", "int")] + RANK_COLS[2:]))
+        teams = q("team_ranking", order_by=res)
+        tables.append(Table("team_ranking", f"Teams by wasted {hours}", teams,
+                            [("team", "team", "text"), ("user_count", "users", "int")] + cols[2:]))
     tables.append(jobs_table(q, scope))
     section = Section("rankings", "Waste rankings",
                       "Ranked by absolute waste (resource-hours), not by ratio: a small job with an ugly percentage "
@@ -300,7 +352,7 @@ def _budget_attainment(q: Runner, scope: Scope, tree) -> tuple[pl.DataFrame, lis
     from queries import budgets as qb
 
     res = qb.attainment(q.store, tree, scope.window.start, scope.window.end, con=q.con,
-                        cluster=scope.filters.get("cluster"))
+                        cluster=scope.filters.get("cluster"), unit=tree.unit or q.resource)
     fa = res.table.filter(pl.col("node").map_elements(lambda n: _in_subtree(scope.team, n), return_dtype=pl.Boolean)
                           & ((pl.col("demanded_gpu_hours") > 0) | (pl.col("kind") == "node")))
     notes = ["Entitlement from the budget tree, water-filled: what a team leaves idle flows to its siblings "
@@ -312,7 +364,7 @@ def fairshare(q: Runner, scope: Scope, tree=None) -> Section:
     if tree is not None:
         fa, notes = _budget_attainment(q, scope, tree)
     else:
-        fa, notes = q("fairshare_attainment"), []
+        fa, notes = q("fairshare_attainment", resource=q.resource), []
         if fa.height and fa["share_source"].drop_nulls().unique().to_list() == ["equal"]:
             notes.append("No budget tree given (--budgets): shares are equal per account level "
                          "(see queries/README.md).")
@@ -320,6 +372,7 @@ def fairshare(q: Runner, scope: Scope, tree=None) -> Section:
                       pl.col("demanded_gpu_hours").alias("demanded"), pl.col("received_gpu_hours").alias("received"),
                       "attainment")
     att = fa.filter(pl.col("attainment").is_not_null())["attainment"]
+    _, _, hours, short = WORDS[tree.unit or q.resource if tree is not None else q.resource]
     kpis = [Kpi("mean attainment", att.clip(upper_bound=1.0).mean() if att.len() else None, "pct",
                 f"{att.len()} teams with demand; above 100 % counts as 100 %"),
             Kpi("worst attainment", att.min() if att.len() else None, "pct"),
@@ -328,25 +381,25 @@ def fairshare(q: Runner, scope: Scope, tree=None) -> Section:
         if tree is not None:
             everyone = _budget_attainment(q, Scope(scope.window, "platform", filters=scope.filters), tree)[0]
         else:
-            everyone = q("fairshare_attainment", account_prefix=None)
+            everyone = q("fairshare_attainment", account_prefix=None, resource=q.resource)
         everyone = everyone["attainment"].drop_nulls()
         kpis.append(Kpi("cluster-wide mean attainment", everyone.clip(upper_bound=1.0).mean()
                         if everyone.len() else None, "pct", "all teams, for comparison"))
-    section = Section("fairshare", "Fair share: GPU-hours received vs entitlement",
+    section = Section("fairshare", f"Fair share: {hours} received vs entitlement",
                       "attainment = received / min(entitled, demanded): 100 % means a team got all it was entitled "
                       "to, or all it asked for if it asked for less.", kpis,
-                      [Chart("attainment", "attainment", frame, "GPU-hours entitled, demanded and received per team",
+                      [Chart("attainment", "attainment", frame, f"{hours} entitled, demanded and received per team",
                              "Bars compare what each team was entitled to, asked for and got; the diamond is "
-                             "attainment on the right axis.")],
+                             "attainment on the right axis.", *([{"unit": hours}] if hours != "GPU-hours" else []))],
                       [Table("fairshare", "Attainment per team", fa,
                              [("team", "team", "text")] + ([("share", "share", "pct")] if tree is None else [])
-                             + [("entitled_gpu_hours", "entitled GPU-h", "num1"),
-                              ("demanded_gpu_hours", "demanded GPU-h", "num1"),
-                              ("received_gpu_hours", "received GPU-h", "num1"), ("attainment", "attainment", "pct")]
+                             + [("entitled_gpu_hours", f"entitled {short}", "num1"),
+                              ("demanded_gpu_hours", f"demanded {short}", "num1"),
+                              ("received_gpu_hours", f"received {short}", "num1"), ("attainment", "attainment", "pct")]
                              + ([("jobs_waiting", "jobs waiting", "int")] if tree is None else
                                 [("attainment_static", "vs static share", "pct")]))], notes)
     if fa.is_empty():
-        section.empty = "No GPU demand in this window."
+        section.empty = f"No {'GPU' if hours == 'GPU-hours' else 'CPU'} demand in this window."
     return section
 
 

@@ -101,16 +101,17 @@ def overrides(baseline: dict, chosen: dict, tol: float = 1e-9) -> dict:
     return {k: v for k, v in chosen.items() if abs(float(v) - float(baseline.get(k) or 0.0)) > tol}
 
 
-def occupancy_series(result, bucket_s: float = 3600.0, start=None, end=None) -> pl.DataFrame:
-    """GPUs allocated per bucket from a run's node x time timeline: t, gpus (mean over the bucket).
+def occupancy_series(result, bucket_s: float = 3600.0, start=None, end=None, resource: str = "gpus") -> pl.DataFrame:
+    """GPUs (``resource="cpus"``: CPU cores) allocated per bucket from a run's node x time timeline: t and the
+    resource's column (mean over the bucket).
 
     Buckets tile [start, end) (default: the timeline's first start to its last end) and none begins at ``end``:
     a bucket starting at the window's end would hold nothing and draw a drop to 0 that reads as "the cluster
     emptied". A last bucket cut short by ``end`` is the mean over its own length, so sum(gpus x bucket length)
     is the allocated GPU-hours."""
-    tl = result.timeline.filter(pl.col("end") > pl.col("start"))
+    tl = result.timeline.filter(pl.col("end") > pl.col("start")).select("start", "end", pl.col(resource).alias("gpus"))
     if tl.is_empty():
-        return pl.DataFrame(schema={"t": pl.Datetime("us", "UTC"), "gpus": pl.Float64})
+        return pl.DataFrame(schema={"t": pl.Datetime("us", "UTC"), resource: pl.Float64})
     us = int(bucket_s * 1e6)
     t0 = start if start is not None else tl["start"].min()
     t1 = end if end is not None else tl["end"].max()
@@ -124,8 +125,8 @@ def occupancy_series(result, bucket_s: float = 3600.0, start=None, end=None) -> 
     over = joined.with_columns(
         ((pl.min_horizontal("end", "t_end") - pl.max_horizontal("start", "t")).dt.total_microseconds()
          / (pl.col("t_end") - pl.col("t")).dt.total_microseconds() * pl.col("gpus")).alias("g"))
-    return grid.join(over.group_by("t").agg(pl.col("g").sum().alias("gpus")), on="t", how="left") \
-        .select("t", pl.col("gpus").fill_null(0.0)).sort("t")
+    return grid.join(over.group_by("t").agg(pl.col("g").sum().alias(resource)), on="t", how="left") \
+        .select("t", pl.col(resource).fill_null(0.0)).sort("t")
 
 
 def default_budgets(accounts: list[str]) -> dict:

@@ -344,6 +344,26 @@ def sim_gantt_rows(result, see_all: bool, viewer: str | None, max_rows: int = 60
     return df.select("node", "start", "end", pl.col("account").fill_null("(none)").alias("team"), label.alias("label"))
 
 
+# resource -> (name, what is held, its hours, short hours): the words of GPU- or core-hours on every page and
+# in the report (the resource itself comes from the data: the selection_resource query)
+RESOURCE_WORDS = {"gpu": ("GPU", "GPUs", "GPU-hours", "GPU-h"), "cpu": ("CPU", "CPU cores", "core-hours", "core-h")}
+NO_PEAK_CPU = "n/a: this log has no peak CPU"
+
+
+def legacy_missing_reason(row: dict) -> str:
+    """Why a ranking row has no legacy score: it needs each job's peak CPU utilisation, which SWF logs and many
+    exports do not record (``legacy_jobs`` = 0), else the row's score could not be ranked."""
+    return NO_PEAK_CPU if not row.get("legacy_jobs") else "n/a: no legacy score for these jobs"
+
+
+def coefficient_text(row: dict, column: str) -> str:
+    """``"1.23 ×"``, or a sentence saying why the coefficient is missing; never a number made up from None."""
+    value = row.get(column)
+    if value is not None:
+        return f"{value:.2f} ×"
+    return legacy_missing_reason(row) if column.startswith("legacy") else "n/a: no usage to score"
+
+
 def coefficient_lines(user: str, me: dict | None, bt: pl.DataFrame | None) -> list[str]:
     """Plain-language lines: the score terms of the user's ranking row and the last move in the back-test."""
     if me is None:
@@ -374,8 +394,10 @@ def coefficient_lines(user: str, me: dict | None, bt: pl.DataFrame | None) -> li
     if me.get("rec_demand") is not None:
         lines.append(f"Demand term: **{me['rec_demand']:.2f}** of the base quota actually used; the coefficient is "
                      "never raised far above what you use.")
-    lines.append(f"Recommended coefficient **{me['rec_coefficient']:.2f} ×**; the legacy score (peak CPU, relative "
-                 f"rank {me.get('legacy_rank')}) would give **{me['legacy_coefficient']:.2f} ×**.")
+    legacy = (f"the legacy score (peak CPU, relative rank {me.get('legacy_rank')}) would give "
+              f"**{coefficient_text(me, 'legacy_coefficient')}**" if me.get("legacy_coefficient") is not None else
+              f"the legacy score (peak CPU) cannot be computed ({legacy_missing_reason(me)})")
+    lines.append(f"Recommended coefficient **{coefficient_text(me, 'rec_coefficient')}**; {legacy}.")
     return lines
 
 

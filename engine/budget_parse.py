@@ -13,7 +13,7 @@ import re
 import tomllib
 
 from .budget_tree import (
-    _DURATION, _NAME, _UNITS, FLAT_KEYS, JOB_CLASSES, NODE_KEYS, PERIOD_KEYS, TOP_KEYS, UNBUDGETED,
+    _DURATION, _NAME, _UNITS, FLAT_KEYS, JOB_CLASSES, NODE_KEYS, PERIOD_KEYS, TOP_KEYS, UNBUDGETED, UNITS,
     BudgetError, BudgetNode, BudgetTree, BudgetVersion, _utc,
 )
 
@@ -91,6 +91,9 @@ class Parser:
         defaults = self.min_runtime(doc.get("min_runtime", {}), ("min_runtime",))
         cluster_gpus = self.number(doc, "cluster_gpus", ())
         qos_preempts = self.qos(doc.get("qos", {}), ("qos",))
+        unit = doc.get("unit")
+        if unit is not None and unit not in UNITS:
+            raise self.error(f"must be \"gpu\" (GPU-hours) or \"cpu\" (core-hours), got {unit!r}", ("unit",))
         spec: dict[str, dict] = {}
         where: dict[str, tuple] = {}  # path -> key of the table that last set it (for error messages)
         self.nested(doc.get("tree", {}), "", ("tree",), spec, where, override=False)
@@ -117,7 +120,7 @@ class Parser:
             self.nested(period.get("tree", {}), "", key + ("tree",), spec, where, override=True)
             self.flat(period.get("node", []), key + ("node",), spec, where, override=True)
             versions.append(BudgetVersion(start, self.build(spec, where, f" (in force from {start:%Y-%m-%d})")))
-        return BudgetTree(tuple(versions), defaults, cluster_gpus, cluster, self.source, qos_preempts)
+        return BudgetTree(tuple(versions), defaults, cluster_gpus, cluster, self.source, qos_preempts, unit)
 
     def qos(self, table, key: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """``[qos]``: QoS name = { preempts = [QoS names] } (Slurm's preempt/qos pairs)."""

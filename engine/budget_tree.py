@@ -4,6 +4,9 @@ File format (TOML; every key optional unless marked)::
 
     cluster = "h100"               # the cluster the budget funds (informational)
     cluster_gpus = 1024            # capacity used to check guarantees (``validate`` may be given it instead)
+    unit = "gpu"                   # "gpu" (GPU-hours) or "cpu" (core-hours, a cluster without GPUs); omitted =
+                                   # inferred (queries.budgets.budget_unit): a node list with cores and no
+                                   # GPUs -> "cpu". Guarantees and max_gpus stay GPUs (the simulator's quota)
 
     [min_runtime]                  # per job class default min runtime: seconds or "8h", "30m", "1h30m", "2d"
     training = "8h"
@@ -66,7 +69,8 @@ DIRECT = "(direct)"
 JOB_CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
 NODE_KEYS = {"share", "guaranteed_gpus", "max_gpus", "min_runtime", "description"}
 FLAT_KEYS = NODE_KEYS | {"name", "parent", "path"}
-TOP_KEYS = {"cluster", "cluster_gpus", "description", "min_runtime", "qos", "tree", "node", "period"}
+TOP_KEYS = {"cluster", "cluster_gpus", "description", "min_runtime", "qos", "tree", "node", "period", "unit"}
+UNITS = ("gpu", "cpu")  # the resource a budget counts: GPU-hours, or core-hours on a cluster without GPUs
 PERIOD_KEYS = {"start", "description", "tree", "node"}
 _NAME = re.compile(r"[^\s/()]+")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
@@ -135,6 +139,7 @@ class BudgetTree:
     cluster: str | None = None
     source: str = ""
     qos_preempts: tuple[tuple[str, tuple[str, ...]], ...] = ()   # [qos]: (QoS, QoS it may preempt), sorted
+    unit: str | None = None  # "gpu" | "cpu"; None = inferred from the cluster (queries.budgets.budget_unit)
 
     def at(self, when: dt.datetime | None = None) -> BudgetNode:
         """The root in force at ``when`` (UTC); ``None`` = the latest version."""

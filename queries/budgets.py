@@ -27,6 +27,11 @@ Definitions, per window [start, end) and per account (then summed over the tree)
   so a replay and the log it replays are measured identically; ``attainment_history`` slides a window
   (default 7 days, stepped daily) over a store or a simulation's output directory (a flat store).
 - ``quota_loop_multipliers``: the quota loop's per-user coefficients as per-bucket budget multipliers (see it).
+- Unit: GPU-hours, or core-hours when the budget's ``unit`` is "cpu" (``budgets.toml``'s ``unit``, else
+  inferred: a cluster whose node list has cores but no GPUs, or a known capacity of 0 GPUs, is counted in
+  core-hours; ``budget_unit``). Then every amount above is CPU cores x hours (allocated cores run, requested
+  cores waited), the capacity is the node list's cores, and the ``*_gpu_hours`` columns hold core-hours
+  (``Attainment.unit`` says which): one table shape for both, so the pages and the scenario runner read one.
 - Summary: over "node" rows with attainment: ``teams``, ``mean`` of attainment capped at 1 (a team receiving
   more than its share is reported in ``over_entitled``, not used to hide another's shortfall), ``worst``
   (uncapped min) and ``worst_node``, ``at_least_95`` (attainment >= 0.95).
@@ -61,35 +66,79 @@ class Attainment:
     end: dt.datetime
     level: object
     warnings: tuple[str, ...] = field(default=())
+    unit: str = "gpu"  # "gpu": the hours are GPU-hours; "cpu": core-hours (a cluster without GPUs)
+
+    @property
+    def unit_label(self) -> str:
+        return UNIT_LABELS[self.unit]
+
+
+UNIT_LABELS = {"gpu": "GPU-hours", "cpu": "core-hours"}
+
+
+def store_capacity(store, cluster: str | None = None, resource: str = "gpu",
+                   partition: str | None = None) -> float | None:
+    """Sum of ``nodes.gpus`` (``resource="cpu"``: ``nodes.cpus``) of ``cluster`` (and ``partition``); ``None``
+    when the store has no node inventory or it sums to 0."""
+    nodes = Store(store or DEFAULT_STORE).read("nodes")
+    if cluster is not None:
+        nodes = nodes.filter(pl.col("cluster") == cluster)
+    if partition is not None:
+        nodes = nodes.filter(pl.col("partition") == partition)
+    total = nodes["cpus" if resource == "cpu" else "gpus"].sum() if nodes.height else None
+    return float(total) if total else None
 
 
 def store_capacity_gpus(store, cluster: str | None = None) -> float | None:
     """Sum of ``nodes.gpus`` (of ``cluster``); ``None`` when the store has no node inventory."""
-    nodes = Store(store or DEFAULT_STORE).read("nodes")
-    if cluster is not None:
-        nodes = nodes.filter(pl.col("cluster") == cluster)
-    total = nodes["gpus"].sum() if nodes.height else None
-    return float(total) if total else None
+    return store_capacity(store, cluster, "gpu")
 
 
-def usage(store=None, start=None, end=None, *, cluster: str | None = None, con=None) -> pl.DataFrame:
-    """Per-account ``received_gpu_s``, ``waiting_gpu_s``, ``demanded_gpu_s`` in [start, end) (budget_usage.sql)."""
-    return run("budget_usage", store, con=con, start=start, end=end, cluster=cluster)
+def budget_unit(tree: BudgetTree | None, *, capacity_gpus: float | None = None, capacity_cpus: float | None = None,
+                store=None, cluster: str | None = None) -> str:
+    """The unit a budget is counted in: the tree's ``unit`` when set, else "cpu" for a cluster without GPUs (a known
+    capacity of 0 GPUs, or a node list with cores and no GPUs while budgets.toml gives no ``cluster_gpus``), else
+    "gpu"."""
+    if tree is not None and tree.unit:
+        return tree.unit
+    if capacity_gpus is None and store is not None:
+        capacity_gpus = store_capacity_gpus(store, cluster) or (tree.cluster_gpus if tree is not None else None)
+        if not capacity_gpus and capacity_cpus is None:
+            capacity_cpus = store_capacity(store, cluster, "cpu")
+    if capacity_gpus == 0 or (not capacity_gpus and capacity_cpus):
+        return "cpu"
+    return "gpu"
+
+
+def usage(store=None, start=None, end=None, *, cluster: str | None = None, con=None,
+          resource: str = "gpu") -> pl.DataFrame:
+    """Per-account ``received_gpu_s``, ``waiting_gpu_s``, ``demanded_gpu_s`` in [start, end) (budget_usage.sql);
+    core-seconds under the same names for ``resource="cpu"``."""
+    return run("budget_usage", store, con=con, start=start, end=end, cluster=cluster, resource=resource)
 
 
 def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: str | None = None,
-               capacity_gpus: float | None = None, con=None) -> Attainment:
-    """Entitled / static / demanded / received GPU-hours and attainment per tree row at ``level`` (see module doc)."""
+               capacity_gpus: float | None = None, con=None, capacity_cpus: float | None = None,
+               unit: str | None = None) -> Attainment:
+    """Entitled / static / demanded / received GPU-hours (core-hours for a "cpu" budget: ``unit``, else
+    ``budget_unit``) and attainment per tree row at ``level`` (see module doc)."""
     start, end = _parse_ts(start), _parse_ts(end)
     if start is None or end is None or end <= start:
         raise ValueError(f"attainment needs a window start < end, got {start} .. {end}")
-    if capacity_gpus == 0:  # a known layout without GPUs (a CPU-only machine), not an unknown one
-        raise ValueError("the cluster has no GPUs: fair-share attainment is measured in GPU-hours of GPU-time "
-                         "budgets")
-    gpus = capacity_gpus or store_capacity_gpus(store, cluster) or tree.cluster_gpus
-    if not gpus:
-        raise ValueError("cluster capacity unknown: pass capacity_gpus=, ingest a node inventory, or set "
-                         "cluster_gpus in budgets.toml")
+    unit = unit or budget_unit(tree, capacity_gpus=capacity_gpus, capacity_cpus=capacity_cpus, store=store,
+                               cluster=cluster)
+    if unit == "cpu":
+        gpus = capacity_cpus or store_capacity(store, cluster, "cpu")
+        if not gpus:
+            raise ValueError("cluster capacity in CPU cores unknown: pass capacity_cpus= or ingest a node inventory")
+    else:
+        if capacity_gpus == 0:  # a GPU budget on a layout without GPUs (budgets.toml says unit = "gpu")
+            raise ValueError('the cluster has no GPUs: set unit = "cpu" in budgets.toml to count the budget in '
+                             "core-hours")
+        gpus = capacity_gpus or store_capacity_gpus(store, cluster) or tree.cluster_gpus
+        if not gpus:
+            raise ValueError("cluster capacity unknown: pass capacity_gpus=, ingest a node inventory, or set "
+                             "cluster_gpus in budgets.toml")
     own = con is None
     con = con or connect(store)
     tally = WindowTally(level)
@@ -99,7 +148,7 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
             hours = (seg_end - seg_start).total_seconds() / 3600.0
             capacity_total += gpus * hours
             rows = [(account, dem_s / 3600.0, rec_s / 3600.0) for account, rec_s, dem_s in usage(
-                start=seg_start, end=seg_end, cluster=cluster, con=con).select(
+                start=seg_start, end=seg_end, cluster=cluster, con=con, resource=unit).select(
                     "account", "received_gpu_s", "demanded_gpu_s").iter_rows()]
             received_total += sum(r for _, _, r in rows)
             tally.add_segment(root, gpus * hours, hours, rows)
@@ -110,13 +159,15 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
     table = pl.DataFrame(rows, schema=_TABLE_SCHEMA, orient="row")
     warnings = []
     if received_total > capacity_total * (1 + 1e-9):
-        warnings.append(f"received {received_total:.1f} GPU-hours exceeds the capacity {capacity_total:.1f} "
-                        f"({gpus:g} GPUs): the capacity or the cluster filter is wrong")
-    return Attainment(table, summarize(table), capacity_total, start, end, level, tuple(warnings))
+        warnings.append(f"received {received_total:.1f} {UNIT_LABELS[unit]} exceeds the capacity "
+                        f"{capacity_total:.1f} ({gpus:g} {'GPUs' if unit == 'gpu' else 'cores'}): the capacity or "
+                        "the cluster filter is wrong")
+    return Attainment(table, summarize(table), capacity_total, start, end, level, tuple(warnings), unit)
 
 
 def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_gpus: float, level="leaf",
-                  cluster: str | None = None) -> Attainment:
+                  cluster: str | None = None, capacity_cpus: float | None = None,
+                  unit: str | None = None) -> Attainment:
     """``attainment`` of a jobs frame in the store's schema (a simulation's ``jobs``, a filtered log) instead of
     a store: the same SQL and tree math, so a replay and the log it replays are measured identically."""
     import tempfile
@@ -125,7 +176,7 @@ def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_
         con = connect(empty, extra={"jobs": jobs})
         try:
             return attainment(empty, tree, start, end, level=level, cluster=cluster, capacity_gpus=capacity_gpus,
-                              con=con)
+                              con=con, capacity_cpus=capacity_cpus, unit=unit)
         finally:
             con.close()
 

@@ -141,8 +141,11 @@ def test_slurm_exports_sane(slurm):
             gap = queries.run("gap_area", store=slurm, cluster=cluster, resource=resource, bucket_s=3600.0)
             assert gap["wasted_seconds"].sum() == pytest.approx(mine[f"{resource}_seconds_wasted"].sum() or 0.0,
                                                                 rel=1e-9, abs=1e-6), (cluster, resource)
+        # fair share counts the cluster's own resource by default: GPU-hours, core-hours where no job held a GPU
+        res = queries.run("selection_resource", store=slurm, cluster=cluster).row(0, named=True)["resource"]
+        assert res == ("gpu" if mine["gpu_seconds_requested"].sum() > 0 else "cpu"), cluster
         fair = queries.run("fairshare_attainment", store=slurm, cluster=cluster)
-        assert fair["received_gpu_hours"].sum() == pytest.approx(mine["gpu_seconds_requested"].sum() / 3600,
+        assert fair["received_gpu_hours"].sum() == pytest.approx(mine[f"{res}_seconds_requested"].sum() / 3600,
                                                                  rel=1e-9, abs=1e-9)
         assert (fair["attainment"].drop_nulls() >= 0).all()
         waits = queries.run("queue_waits", store=slurm, cluster=cluster)

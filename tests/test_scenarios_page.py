@@ -240,9 +240,10 @@ def test_custom_mix_idle_reservation_counts_what_the_jobs_used(app, store):
     assert row["baseline"] == pytest.approx(want["idle_cpu_hours"]) and row["scenario"] == row["baseline"]
 
 
-def test_a_cpu_only_cluster_says_why_there_is_nothing_to_compare(tmp_path, monkeypatch):
-    """A CPU-only machine (an SWF trace, its nodes without GPUs): the custom mix replays it, then explains that
-    GPU-time attainment needs GPUs, in a message instead of a traceback."""
+def test_a_cpu_only_cluster_compares_in_core_hours(tmp_path, monkeypatch):
+    """A CPU-only machine (an SWF trace, its nodes without GPUs): the custom mix replays it and compares the runs
+    in core-hours (the budget's unit is inferred from the node list), instead of a dead end "no GPUs"
+    (the figures are checked by hand in test_dashboard_cpu_only.py)."""
     from queries.ingest import ingest
 
     store = tmp_path / "cpu-only"
@@ -255,7 +256,8 @@ def test_a_cpu_only_cluster_says_why_there_is_nothing_to_compare(tmp_path, monke
     at.switch_page("views/fairshare.py").run()
     at.button(key="fs_simulate").click().run()
     no_errors(at)
-    assert any("the cluster has no GPUs" in i.value for i in at.info)
+    assert not any("the cluster has no GPUs" in i.value for i in at.info)
+    assert metric_labels(at) >= {"Mean attainment", "Lost core-hours"} and "Lost GPU-hours" not in metric_labels(at)
 
 
 def test_drains_expander_runs_the_drains_scenario(app, store):
@@ -278,3 +280,7 @@ def test_drains_expander_runs_the_drains_scenario(app, store):
     at.button(key="fs_simulate").click().run()
     assert not at.exception
     assert any("Cannot build the scenario" in e.value for e in at.error)
+
+
+def metric_labels(at) -> set[str]:
+    return {m.label for m in at.metric}

@@ -191,6 +191,22 @@ def coefficient_explanation(flt: Filters | None, user: str) -> list[str]:
     return shaping.coefficient_lines(user, me, bt)
 
 
+# ------------------------------------------------------------------ the selection's resource
+def resource(flt: Filters | None) -> str:
+    """"gpu" or "cpu": the resource this selection is measured in (``selection_resource``: GPUs when its jobs held
+    GPUs in the window or its node list has GPUs, else CPU cores). Every page asks here instead of guessing, so a
+    CPU-only cluster, or the CPU partition of a mixed one, reads in core-hours everywhere."""
+    if not available("selection_resource"):
+        return "gpu"
+    store = str(store_dir())
+    return _resource(store, store_token(store), flt)
+
+
+@st.cache_data(show_spinner=False, max_entries=128, ttl=6 * 3600)
+def _resource(store: str, token: str, flt) -> str:
+    return str(query("selection_resource", flt).row(0, named=True)["resource"])
+
+
 # ------------------------------------------------------------------ overview
 def capacity_gpus(cluster: str | None = None) -> float | None:
     """GPUs in the store's node list (of ``cluster``); None when the store has no node list."""
@@ -199,15 +215,28 @@ def capacity_gpus(cluster: str | None = None) -> float | None:
     return _capacity(str(store_dir()), store_token(), cluster, store_capacity_gpus)
 
 
+def capacity(cluster: str | None = None, unit: str = "gpu", partition: str | None = None) -> float | None:
+    """GPUs (``unit="cpu"``: the CPU cores of ``partition``, the selection that has no GPUs) in the store's node
+    list (of ``cluster``); None without a node list."""
+    if unit != "cpu":
+        return capacity_gpus(cluster)
+    from queries.budgets import store_capacity
+
+    return _capacity(str(store_dir()), store_token(), cluster,
+                     lambda store, c: store_capacity(store, c, "cpu", partition), f"cpu:{partition}")
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
-def _capacity(store: str, token: str, cluster: str | None, _fn) -> float | None:
+def _capacity(store: str, token: str, cluster: str | None, _fn, unit: str = "gpu") -> float | None:
     return _fn(store, cluster)
 
 
-def occupancy_series(flt: Filters | None, bucket_s: float = 3600.0) -> pl.DataFrame:
-    """Cluster-wide GPUs allocated and busy per bucket, with the node list's capacity: t, capacity, allocated, used."""
-    gap = gap_series(flt, "gpu", by=None, bucket_s=bucket_s)
-    cap = capacity_gpus(flt.cluster if flt else None)
+def occupancy_series(flt: Filters | None, bucket_s: float = 3600.0, res: str | None = None) -> pl.DataFrame:
+    """Cluster-wide GPUs (or, for a selection without GPUs, CPU cores: ``resource``) allocated and busy per bucket,
+    with the node list's capacity: t, capacity, allocated, used."""
+    res = res or resource(flt)
+    gap = gap_series(flt, res, by=None, bucket_s=bucket_s)
+    cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     return gap.select("t", pl.lit(cap, dtype=pl.Float64).alias("capacity"),
                       pl.col("requested").alias("allocated"), "used")
 
@@ -226,23 +255,27 @@ def _overview_totals(store: str, token: str, flt) -> dict:
         scale = 1000.0 if r == "mem" else 1.0  # GB-hours, like job_waste's memory columns
         for k in ("requested", "used", "wasted"):
             out[f"{r}_{k}_h"] = (row.get(f"{col}_{k}") or 0.0) * scale
-    cap = capacity_gpus(flt.cluster if flt else None)
+    res = out["resource"] = resource(flt)  # occupancy and utilisation of GPUs, or of cores without GPUs
+    cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     span_h = ((flt.end - flt.start).total_seconds() / 3600.0) if flt and flt.start and flt.end else None
-    out["capacity_gpus"] = cap
-    out["occupancy"] = out["gpu_requested_h"] / (cap * span_h) if cap and span_h else None
-    out["utilisation"] = out["gpu_used_h"] / out["gpu_requested_h"] if out["gpu_requested_h"] else None
-    levels = dict(pyramid(flt))
+    out["capacity_gpus"] = capacity_gpus(flt.cluster if flt else None) if res == "cpu" else cap
+    out["capacity"] = cap
+    out["occupancy"] = out[f"{res}_requested_h"] / (cap * span_h) if cap and span_h else None
+    out["utilisation"] = out[f"{res}_used_h"] / out[f"{res}_requested_h"] if out[f"{res}_requested_h"] else None
+    levels = dict(pyramid(flt, res))
     for key in ("occupancy", "utilisation"):
         if levels.get(key) is not None:  # the pyramid query knows node availability and usage coverage
             out[key] = levels[key]
     return out
 
 
-def pyramid(flt: Filters | None) -> list[tuple[str, float | None]]:
-    """(level, fraction) for availability -> occupancy -> impact -> utilisation (DOMAIN.md section 6)."""
+def pyramid(flt: Filters | None, res: str | None = None) -> list[tuple[str, float | None]]:
+    """(level, fraction) for availability -> occupancy -> impact -> utilisation (DOMAIN.md section 6), of GPUs, or
+    of CPU cores for a selection without GPUs (``resource``)."""
     levels = ("availability", "occupancy", "impact", "utilisation")
     if available("metric_pyramid"):
-        df = query("metric_pyramid", flt)
+        res = res or resource(flt)
+        df = query("metric_pyramid", flt, resource=res)
         if "team" in df.columns:
             df = df.filter(pl.col("team") == "(all)")
         if df.height and set(levels) <= set(df.columns):

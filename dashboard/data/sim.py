@@ -169,8 +169,9 @@ def _in_window(result):
     return types.SimpleNamespace(timeline=tl, jobs=result.jobs, metrics=result.metrics)
 
 
-def sim_occupancy(base, scen, bucket_s: float = 3600.0) -> pl.DataFrame:
-    """t, baseline, scenario: GPUs allocated per bucket in both runs (outer-joined on time)."""
+def sim_occupancy(base, scen, bucket_s: float = 3600.0, resource: str = "gpus") -> pl.DataFrame:
+    """t, baseline, scenario: GPUs (``resource="cpus"``: cores) allocated per bucket in both runs (outer-joined
+    on time)."""
     from dashboard import scenario
 
     runs = [_in_window(base), _in_window(scen)]
@@ -185,8 +186,8 @@ def sim_occupancy(base, scen, bucket_s: float = 3600.0) -> pl.DataFrame:
         min(tl["start"].min() for tl in tls)
     hi = dt.datetime.fromisoformat(params["window_end"]) if params.get("window_end") else \
         max(tl["end"].max() for tl in tls)
-    a = scenario.occupancy_series(runs[0], bucket_s, lo, hi).rename({"gpus": "baseline"})
-    b = scenario.occupancy_series(runs[1], bucket_s, lo, hi).rename({"gpus": "scenario"})
+    a = scenario.occupancy_series(runs[0], bucket_s, lo, hi, resource).rename({resource: "baseline"})
+    b = scenario.occupancy_series(runs[1], bucket_s, lo, hi, resource).rename({resource: "scenario"})
     return a.join(b, on="t", how="full", coalesce=True).fill_null(0.0).sort("t")
 
 
@@ -197,6 +198,20 @@ def budget_tree():
 
     b, source = budgets()
     return to_tree(b), source
+
+
+def budget_unit(cluster: str | None) -> str:
+    """"gpu" or "cpu": what the Fair share page's budgets count (``queries.budgets.budget_unit``: budgets.toml's
+    ``unit``, else core-hours for a cluster whose node list has no GPUs)."""
+    store = str(store_dir())
+    return _budget_unit(store, store_token(store), cluster, _budgets_key())
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _budget_unit(store: str, token: str, cluster, budgets_key: str) -> str:
+    from queries import budgets as qb
+
+    return qb.budget_unit(budget_tree()[0], store=store, cluster=cluster)
 
 
 def _budgets_key() -> str:
@@ -279,22 +294,23 @@ def _explain(store: str, token: str, start, end, cluster, run_key, which: str, t
 
     _, nodes = _engine_inputs(store, token, start, end, cluster)
     cap = float(nodes["gpus"].fill_null(0).sum())
+    cores = float(nodes["cpus"].fill_null(0).sum())  # the capacity of a budget in core-hours (no GPUs)
     if which == "logs":
         lo, hi = start, end
         jobs = scan("jobs", store)
         if cluster is not None:
             jobs = jobs.filter(pl.col("cluster") == cluster)
         jobs = jobs.filter((pl.col("submit") < hi) & (pl.col("end").is_null() | (pl.col("end") > lo))).collect()
-        att = qb.attainment(store, _tree, lo, hi, cluster=cluster, capacity_gpus=cap)
+        att = qb.attainment(store, _tree, lo, hi, cluster=cluster, capacity_gpus=cap, capacity_cpus=cores)
         allocations = ex.log_allocations(jobs, hi)
         jobs = ex.with_bucket(jobs, _tree, hi)
     else:
-        att = qb.attainment_of(_result.jobs, _tree, start, end, capacity_gpus=cap)
+        att = qb.attainment_of(_result.jobs, _tree, start, end, capacity_gpus=cap, capacity_cpus=cores)
         allocations, jobs = _result.timeline, ex.with_bucket(_result.jobs, _tree)
     rows = att.table.filter(pl.col("node") == team)
     row = rows.row(0, named=True) if rows.height else None
     return ex.explain(team, jobs, allocations, nodes, row, source="logs" if which == "logs" else "simulation",
-                      start=start, end=end)
+                      start=start, end=end, unit=att.unit_label)
 
 
 def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree=None):
@@ -342,14 +358,14 @@ def _custom_comparison(store: str, token: str, start, end, cluster, run_key, bud
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     lo, hi = _window(jobs, start, end)
     inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster, warm_start=start is not None)
-    cap = inputs.capacity_gpus
+    cap = dict(capacity_gpus=inputs.capacity_gpus, capacity_cpus=inputs.capacity_cpus, unit=inputs.unit)
     try:
-        ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, capacity_gpus=cap)
-        sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, capacity_gpus=cap)
-    except ValueError as exc:  # e.g. a CPU-only cluster: no GPU-time attainment to compare
+        ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, **cap)
+        sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, **cap)
+    except ValueError as exc:  # e.g. capacity unknown: no attainment to compare
         raise NotAvailable(str(exc)) from exc
     w0, w1 = (lo, hi) if start is not None else (None, None)
-    return (runner.compare(_base, _scen, ba.summary, sa.summary, w0, w1),
+    return (runner.compare(_base, _scen, ba.summary, sa.summary, w0, w1, unit=ba.unit),
             runner.team_table(_base, _scen, ba.table, sa.table, inputs))
 
 

@@ -152,7 +152,7 @@ class _Profile:
 
 # ------------------------------------------------------------------------------------------ explain
 def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.DataFrame, row: dict | None, *,
-            source: str = "logs", start=None, end=None) -> Explanation:
+            source: str = "logs", start=None, end=None, unit: str = "GPU-hours") -> Explanation:
     """The explanation for budget bucket ``team``.
 
     ``jobs`` need ``bucket`` (the budget bucket of each job: ``budget_bucket`` of a simulation, or
@@ -160,13 +160,14 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     wait_reason / preemptions / lost_gpu_seconds and the log's ``state`` are used when present.
     ``allocations``: node, job_id, start, end, gpus. ``nodes``: node, gpus, partition. ``row``: the team's row of
     ``queries.budgets.attainment`` (entitled / static / demanded / received GPU-hours, attainment) or None.
-    Waits are clipped to [start, end) when given.
+    Waits are clipped to [start, end) when given. ``unit``: the hours ``row`` is counted in (``Attainment.unit_label``:
+    core-hours for a budget of a cluster without GPUs); the wait analysis stays in GPU-hours.
     """
     table: list[tuple[str, str, float | None, str]] = []
     if row:
         for key, label in (("demanded_gpu_hours", "demanded"), ("static_gpu_hours", "funded (share x capacity)"),
                            ("entitled_gpu_hours", "entitled (water-filled)"), ("received_gpu_hours", "received")):
-            table.append(("demand", label, row.get(key), "GPU-hours"))
+            table.append(("demand", label, row.get(key), unit))
         table.append(("demand", "attainment", row.get("attainment"), "fraction"))
     mine = jobs.filter(pl.col("bucket") == team)
     t0 = _origin(jobs, allocations, start)
@@ -195,7 +196,7 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     table.append(("preemption", "preemptions suffered", pre, "count"))
     table.append(("preemption", "GPU-hours lost", lost, "GPU-hours"))
     frame = pl.DataFrame(table, schema=TABLE_SCHEMA, orient="row")
-    return Explanation(team, source, frame, waits, tuple(_sentences(team, frame, waits, source)))
+    return Explanation(team, source, frame, waits, tuple(_sentences(team, frame, waits, source, unit)))
 
 
 def _origin(jobs, allocations, start):
@@ -292,20 +293,20 @@ def _preemptions(mine: pl.DataFrame) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------------------ sentences
-def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str) -> list[str]:
+def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str, unit: str = "GPU-hours") -> list[str]:
     v = {m: x for m, x in zip(t["measure"].to_list(), t["value"].to_list())}
     out = []
     dem, stat = v.get("demanded"), v.get("funded (share x capacity)")
     ent, rec, att = v.get("entitled (water-filled)"), v.get("received"), v.get("attainment")
     if dem is not None:
-        head = (f"`{team}` asked for {dem:,.0f} GPU-hours, is funded for {stat:,.0f} (its share of the cluster), "
+        head = (f"`{team}` asked for {dem:,.0f} {unit}, is funded for {stat:,.0f} (its share of the cluster), "
                 f"was entitled to {ent:,.0f} after water-filling and received {rec:,.0f}")
         out.append(head + (f": attainment {100 * att:.0f} %." if att is not None else "."))
         if stat is not None and dem < stat:
-            out.append(f"Demand below entitlement: it asked for {dem:,.0f} of the {stat:,.0f} GPU-hours its share "
+            out.append(f"Demand below entitlement: it asked for {dem:,.0f} of the {stat:,.0f} {unit} its share "
                        f"funds ({100 * dem / stat:.0f} %); the unused part went to its siblings, then up the tree.")
         elif ent is not None and dem > ent + 1e-9:
-            out.append(f"Its demand exceeds its entitlement by {dem - ent:,.0f} GPU-hours: the other teams' shares "
+            out.append(f"Its demand exceeds its entitlement by {dem - ent:,.0f} {unit}: the other teams' shares "
                        "claim the rest while they have work queued; a larger share is the lever.")
     wait_h = v.get("waiting GPU-hours") or 0.0
     holes = v.get("free GPUs but no block that fits") or 0.0

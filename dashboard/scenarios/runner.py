@@ -11,6 +11,9 @@ both engine configurations (``spec`` describes the kinds), simulates both and me
 - ``comparison``: one row per metric (engine metrics, ``queries.budgets`` attainment of both runs' jobs over
   the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
   Queueing and idle reservation count only inside the window and only simulated (not pinned) waits.
+- Unit: GPU-hours, or core-hours on a cluster without GPUs (``Inputs.unit``: the budget tree's ``unit``, else
+  inferred from the node list): attainment, received hours and the queueing / lost-work rows are then counted
+  in cores, and the GPU-only rows (fragmentation, idle GPUs) are left out (``metrics_for``).
 - ``teams``: per budget bucket, attainment, received GPU-hours, share of the cluster's GPU-hours, p50/p90 wait
   (of the simulated jobs until their first start, as the engine's ``wait_s``),
   and ``verdict`` gains / loses / same: received GPU-hours moved by more than 0.5 % of the baseline's and
@@ -57,6 +60,26 @@ METRICS = [
     ("usage.idle_mem_tb_hours", "Idle reserved memory TB-hours", -1),
     ("usage.idle_gpu_hours", "Idle reserved GPU-hours", -1),
 ]
+# on a cluster without GPUs: the same rows in core-hours, GPU-only rows dropped (they would all read 0)
+_CPU_METRICS = {"lost_gpu_hours": ("lost_cpu_hours", "Lost core-hours"),
+                "usage.waiting_gpu_hours": ("usage.waiting_cpu_hours", "Queued core-hours"),
+                "fragmentation_gpu_hours": None, "usage.idle_gpu_hours": None}
+
+
+def metrics_for(unit: str) -> list[tuple[str, str, int]]:
+    """The comparison rows for a budget ``unit``: ``METRICS`` for "gpu", the core-hour rows for "cpu"."""
+    if unit != "cpu":
+        return METRICS
+    out = []
+    for key, label, better in METRICS:
+        if key in _CPU_METRICS:
+            if _CPU_METRICS[key] is None:
+                continue
+            key, label = _CPU_METRICS[key]
+        out.append((key, label, better))
+    return out
+
+
 COMPARISON_SCHEMA = {"metric": pl.String, "label": pl.String, "better": pl.Int8, "baseline": pl.Float64,
                      "scenario": pl.Float64, "delta": pl.Float64}
 
@@ -77,6 +100,22 @@ class Inputs:
     def capacity_gpus(self) -> float:
         return float(self.nodes["gpus"].fill_null(0).sum()) if self.nodes.height else float(self.tree.cluster_gpus or 0)
 
+    @property
+    def capacity_cpus(self) -> float:
+        return float(self.nodes["cpus"].fill_null(0).sum()) if self.nodes.height else 0.0
+
+    @property
+    def unit(self) -> str:
+        """"gpu" or "cpu": what attainment and the comparison count (``queries.budgets.budget_unit``)."""
+        from queries.budgets import budget_unit
+
+        return budget_unit(self.tree, capacity_gpus=self.capacity_gpus, capacity_cpus=self.capacity_cpus)
+
+    @property
+    def capacity(self) -> float:
+        """Capacity in the unit's resource: GPUs, or CPU cores on a cluster without GPUs."""
+        return self.capacity_cpus if self.unit == "cpu" else self.capacity_gpus
+
     def counts(self) -> dict:
         """Jobs submitted in the window, and (warm start) pending at its start and started before it."""
         j = self.jobs
@@ -88,9 +127,12 @@ class Inputs:
         return out
 
     def describe(self) -> dict:
-        return {"cluster": self.cluster, "start": self.start.isoformat(), "end": self.end.isoformat(),
-                **self.counts(), "capacity_gpus": self.capacity_gpus, "budgets": self.budgets_source,
-                "warm_start": self.warm_start}
+        out = {"cluster": self.cluster, "start": self.start.isoformat(), "end": self.end.isoformat(),
+               **self.counts(), "capacity_gpus": self.capacity_gpus, "budgets": self.budgets_source,
+               "warm_start": self.warm_start}
+        if self.unit == "cpu":  # GPU clusters keep their parameters byte-identical
+            out.update(unit="cpu", capacity_cpus=self.capacity_cpus)
+        return out
 
     def sim_window(self) -> dict:
         """The engine's warm start and window end (none for a cold start)."""
@@ -273,7 +315,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
     scen = base if same else engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
     say(0.85, "Comparing ...")
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
-    comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end)
+    comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end, unit=ba.unit)
     teams = team_table(base, scen, ba.table, sa.table, inputs, by=verdict_basis(spec.kind))
     say(1.0, "Done")
     return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
@@ -283,7 +325,8 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
 def _attainment(res, cfg, inputs):
     from queries import budgets
 
-    return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus)
+    return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus,
+                                 capacity_cpus=inputs.capacity_cpus, unit=inputs.unit)
 
 
 def _seconds_inside(a: pl.Expr, b: pl.Expr, start, end) -> pl.Expr:
@@ -313,7 +356,11 @@ def usage_metrics(res, start=None, end=None) -> dict:
     def used(col):
         return float(j.select((pl.col(col).fill_null(0.0) * ran).sum()).item()) if col in j.columns else 0.0
 
+    cores = [pl.col(c) for c in ("req_cpus", "alloc_cpus") if c in sim_rows.columns]  # SWF: often only allocated
+    queued_cpu = sim_rows.select((pl.coalesce(cores).fill_null(0.0) * _seconds_inside(
+        pl.col("submit"), pl.col("start"), start, end)).sum()).item() if cores else 0.0
     return {"waiting_gpu_hours": float(waits[0] or 0.0) / 3600.0, "wait_job_hours": float(waits[1] or 0.0) / 3600.0,
+            "waiting_cpu_hours": float(queued_cpu or 0.0) / 3600.0,
             "allocated_cpu_hours": alloc_cpu / 3600.0, "idle_cpu_hours": (alloc_cpu - used("used_cpus")) / 3600.0,
             "idle_mem_tb_hours": (alloc_mem / 1e12 - used("used_mem_gb") / 1000.0) / 3600.0,
             "idle_gpu_hours": (alloc_gpu - used("used_gpus")) / 3600.0}
@@ -335,12 +382,13 @@ def _flat(metrics: dict, att: dict, usage: dict) -> dict:
     return flat
 
 
-def compare(base, scen, base_att: dict, scen_att: dict, start=None, end=None) -> pl.DataFrame:
-    """The comparison table; queueing and idle reservation inside [start, end) (``usage_metrics``)."""
+def compare(base, scen, base_att: dict, scen_att: dict, start=None, end=None, unit: str = "gpu") -> pl.DataFrame:
+    """The comparison table; queueing and idle reservation inside [start, end) (``usage_metrics``); the rows of
+    ``metrics_for(unit)``."""
     a = _flat(base.metrics, base_att, usage_metrics(base, start, end))
     b = _flat(scen.metrics, scen_att, usage_metrics(scen, start, end))
     rows = []
-    for key, label, better in METRICS:
+    for key, label, better in metrics_for(unit):
         x, y = a.get(key), b.get(key)
         if x is None and y is None:
             continue
@@ -406,7 +454,7 @@ def verdict_notes(teams: pl.DataFrame, by: str = "received") -> list[str]:
 def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs,
                by: str = "received") -> pl.DataFrame:
     hours = (inputs.end - inputs.start).total_seconds() / 3600.0
-    cap = inputs.capacity_gpus * hours
+    cap = inputs.capacity * hours
     keep = ["node", "attainment", "entitled_gpu_hours", "received_gpu_hours", "demanded_gpu_hours"]
     a = base_att.select(keep).join(_waits_by_bucket(base), on="node", how="left")
     b = scen_att.select(keep).join(_waits_by_bucket(scen), on="node", how="left")

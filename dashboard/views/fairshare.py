@@ -19,9 +19,14 @@ except Exception as exc:  # noqa: BLE001 - a broken budget file is a message, no
     st.error(f"The budget file could not be read: {exc}", icon=":material/error:")
     st.stop()
 cluster = data.sim_cluster(flt)
+unit = data.budget_unit(cluster)  # "gpu", or "cpu" on a cluster without GPUs: attainment in core-hours
+held_unit = shaping.RESOURCE_WORDS[unit][1]  # "GPUs", or "CPU cores"
 st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying cluster **{cluster}** from its logged "
            "state at the window start (jobs running then run as logged). Partition, account, state and class "
-           "filters do not apply to a replay.")
+           "filters do not apply to a replay."
+           + (" · **Measured in core-hours**: this cluster has no GPUs, so shares, entitlement and attainment count "
+              "CPU cores x hours; teams are the log's accounts (an SWF log's group ids, `swf/groupN`)."
+              if unit == "cpu" else ""))
 
 if st.toggle("Show the logged attainment history (7-day windows, stepped daily)", key="fs_history"):
     try:
@@ -56,6 +61,8 @@ def share_controls(shares: dict, guaranteed: dict) -> None:
                                                 step=float(hi) / 60, key=f"share_{kid['path']}", format="%.1f")
     if not groups:
         st.caption("The budget tree has no siblings to weigh against each other.")
+    if unit == "cpu":  # guarantees are whole GPUs held for a team: nothing to guarantee without GPUs
+        return
     with st.expander("Guaranteed GPUs"):
         cap = int(data.capacity_gpus(cluster) or 0)
         for kid in (groups[0][1] if groups else []):
@@ -236,10 +243,10 @@ with right:
     ui.chart(charts.compare_bars(waits, category="job_class", baseline="baseline", scenario="scenario",
                                  unit="p90 queue wait (h)", title="p90 queue wait per job class"),
              "compare_bars", key="fs_waits")
-occ = data.sim_occupancy(base, scen)
-ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenario", unit="GPUs allocated",
-                              title="GPUs allocated over time: baseline vs scenario",
-                              reference=data.capacity_gpus(cluster)), "compare_lines", key="fs_occ")
+occ = data.sim_occupancy(base, scen, resource="cpus" if unit == "cpu" else "gpus")
+ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenario", unit=f"{held_unit} allocated",
+                              title=f"{held_unit} allocated over time: baseline vs scenario",
+                              reference=data.capacity(cluster, unit)), "compare_lines", key="fs_occ")
 
 st.subheader("Who gains, who loses")
 basis = runner.verdict_basis(scn.kind if is_named else None)

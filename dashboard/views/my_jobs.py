@@ -55,21 +55,24 @@ try:
     me = data.user_row(flt, user)
 except data.NotAvailable:
     me = None
-req_h, wasted_h = mine["gpu_hours_requested"].sum(), mine["gpu_hours_wasted"].sum()
+res = data.resource(flt)  # GPU-hours, or core-hours where the selection has no GPUs (a CPU-only cluster)
+hours = shaping.RESOURCE_WORDS[res][2]
+req_h, wasted_h = mine[f"{res}_hours_requested"].sum(), mine[f"{res}_hours_wasted"].sum()
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Jobs in window", f"{mine.height:,}", border=True)
 if me is not None and me.get("footprint_gpu_equiv_hours") is not None:
     # one unit on the page's score side: the GPU-equivalent hours of the score and of "the jobs that drove it"
     m2.metric("Held (GPU-eq. h)", ui.compact(me["footprint_gpu_equiv_hours"]), border=True, help=ui.GPU_EQUIV_HELP)
     m3.metric("Wasted (GPU-eq. h)", ui.compact(me["wasted_gpu_equiv_hours"]), border=True,
-              help=ui.GPU_EQUIV_HELP + f" Of it, GPU-hours wasted: {wasted_h:,.1f} of {req_h:,.1f} held.")
+              help=ui.GPU_EQUIV_HELP + f" Of it, {hours} wasted: {wasted_h:,.1f} of {req_h:,.1f} held.")
 else:
-    m2.metric("GPU-hours held", ui.compact(req_h), border=True)
-    m3.metric("GPU-hours wasted", ui.compact(wasted_h), border=True)
+    m2.metric(f"{hours} held", ui.compact(req_h), border=True)
+    m3.metric(f"{hours} wasted", ui.compact(wasted_h), border=True)
 if me is not None:
-    m4.metric("Quota coefficient", f"{me['rec_coefficient']:.2f} ×",
-              help=f"Legacy score would give {me['legacy_coefficient']:.2f} × (rank {me['legacy_rank']}).",
-              border=True)
+    legacy = shaping.coefficient_text(me, "legacy_coefficient")
+    m4.metric("Quota coefficient", shaping.coefficient_text(me, "rec_coefficient"),
+              help=(f"Legacy score would give {legacy} (rank {me['legacy_rank']})."
+                    if me["legacy_coefficient"] is not None else f"Legacy score: {legacy}."), border=True)
 
 st.subheader("Your most wasteful jobs, and what to request instead")
 _LOW = "user_low_efficiency_jobs"
@@ -105,14 +108,17 @@ with right:
         st.dataframe(drivers, hide_index=True, column_config=ui.driver_columns())
         st.caption("Share of your wasted GPU-equivalent hours (the unit of the cards above), and the efficiency "
                    "term your score would have without that job.")
-ui.chart(charts.waste_scatter(mine, requested="gpu_hours_requested", wasted="gpu_hours_wasted", hover="job_name",
-                              unit="GPU-hours", title=f"{user}'s jobs: GPU-hours requested vs wasted"),
+ui.chart(charts.waste_scatter(mine, requested=f"{res}_hours_requested", wasted=f"{res}_hours_wasted",
+                              hover="job_name", unit=hours, title=f"{user}'s jobs: {hours} requested vs wasted"),
          "waste_scatter", key="my_scatter")
 
 st.markdown(f"**All of {user}'s jobs in the window** ({mine.height:,})")
 cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", "gpus", "idle_gpus", "gpu_hours_requested",
         "gpu_hours_wasted", "gpu_efficiency", "cpu_efficiency", "mem_efficiency", "usage_source"]
 mine = shaping.idle_gpus_text(mine)  # "2 of 8 never used": what a mean utilisation hides (jobstats)
+if res == "cpu":  # no GPU columns (all zero) where the selection has no GPUs
+    cols = ["job_id", "job_name", "job_class", "state", "start", "run_end", "cpus", "cpu_hours_requested",
+            "cpu_hours_wasted", "cpu_efficiency", "mem_efficiency", "usage_source"]
 st.dataframe(mine.select([c for c in cols if c in mine.columns]), hide_index=True,
              column_config=ui.hours_columns("h"), key="my_all_jobs")
 ui.download(mine, f"{user}_jobs.csv", key="dl_mine")

@@ -11,7 +11,8 @@ if not ui.require_store():
     st.stop()
 
 c1, c2 = st.columns([1.4, 3])
-rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default="gpu", required=True,
+rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default=data.resource(flt),
+                               required=True,
                                format_func=lambda r: {"gpu": "GPU", "cpu": "CPU", "mem": "Memory",
                                                       "equiv": "GPU-equiv."}[r])
 unit = data.RANK_BY[rank_by]
@@ -34,13 +35,17 @@ def own_standing(users) -> None:
         return
     row = me["row"]
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}", border=True,
-              help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio.")
+    m1.metric(f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}" if row[wasted] is not None else
+              "n/a: your usage is not recorded", border=True,
+              help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio. Without usage data "
+                   "(a log with no CPU times) the waste is unknown, so there is no rank.")
     m2.metric(f"Your wasted {unit}", f"{row[wasted]:,.1f}" if row[wasted] is not None else "–", border=True)
-    m3.metric("Recommended coefficient", f"{row['rec_coefficient']:.2f} ×", border=True,
+    m3.metric("Recommended coefficient", shaping.coefficient_text(row, "rec_coefficient"), border=True,
               help="Absolute efficiency × confidence × demand: it rises when you right-size, whatever others do.")
-    m4.metric("Legacy coefficient", f"{row['legacy_coefficient']:.2f} ×", border=True,
-              help=f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score.")
+    m4.metric("Legacy coefficient", shaping.coefficient_text(row, "legacy_coefficient"), border=True,
+              help=(f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score."
+                    if row["legacy_coefficient"] is not None else
+                    "The old score needs each job's peak CPU utilisation, which this log does not record."))
     ui.chart(charts.score_scatter(privacy.unnamed(users, ident), name="user", legacy="legacy_coefficient",
                                   recommended="rec_coefficient", highlight=ident.user), "score_scatter",
              key="r_scatter")
@@ -64,8 +69,12 @@ with users_tab:
             m1.metric("Users ranked", f"{users.height:,}", border=True)
             m2.metric(f"Wasted {unit}", f"{users[wasted].sum():,.0f}", border=True)
             top = users.row(0, named=True)
-            m3.metric("Largest waster", str(top["user"]), f"{top[wasted]:,.0f} {unit}", delta_color="off",
-                      delta_arrow="off", border=True)
+            if top[wasted] is None:  # nobody's usage is known (an SWF log without CPU times): no waste to rank
+                m3.metric("Largest waster", "–", "n/a: this log records no usage", delta_color="off",
+                          delta_arrow="off", border=True)
+            else:
+                m3.metric("Largest waster", str(top["user"]), f"{top[wasted]:,.0f} {unit}", delta_color="off",
+                          delta_arrow="off", border=True)
             left, right = st.columns(2)
             with left:
                 ui.chart(charts.ranked_bars(users, name="user", value=wasted, unit=f"wasted {unit}", efficiency=eff,

@@ -13,7 +13,8 @@ if not ui.require_store():
 opts = data.options()
 depth = data.team_depth(opts)
 c1, c2, c3, c4 = st.columns([1.2, 1, 1, 1.6])
-resource = c1.segmented_control("Resource", list(data.RESOURCES), key="w_resource", default="gpu", required=True,
+resource = c1.segmented_control("Resource", list(data.RESOURCES), key="w_resource", default=data.resource(flt),
+                                required=True,
                                 format_func=lambda r: data.RESOURCES[r][0])
 by = c2.segmented_control("Group by", ["team", "user"], key="w_by", default="team", required=True,
                           format_func=str.capitalize)

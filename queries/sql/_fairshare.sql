@@ -6,8 +6,20 @@
 -- row that is it or a `/`-prefix of it (case-insensitive), else to 'unbudgeted' (share 0): never lost.
 -- Capacity: capacity_gpus if given, else the nodes table's GPUs (cluster / partition filters), else the peak
 -- number of GPUs allocated at once in the logs (capacity_source says which).
+-- Resource: 'gpu' (GPU-time budgets), or 'cpu' for a cluster without GPUs (selection_resource says which a
+-- selection has): then every amount is CPU cores / core-hours, capacity_gpus and the nodes' capacity included
+-- (the columns keep their gpu names: one result shape; the caller's `resource` says which unit they hold).
 -- The span: the window, an open bound replaced by the first submit / last end of the cluster's jobs.
--- param: capacity_gpus double null >0  cluster GPUs; null = from the nodes table, else the observed peak of allocated GPUs
+-- param: capacity_gpus double null >0  cluster GPUs (CPU cores when resource = cpu); null = from the nodes table, else the observed peak allocated
+-- param: resource varchar null  gpu | cpu: the resource shares, capacity and hours are counted in; null = the selection's (selection_resource)
+-- include: _resource
+fs_resource as (
+    select
+        case when coalesce($resource::varchar, resource) in ('gpu', 'cpu') then coalesce($resource::varchar, resource)
+             else error('resource must be gpu or cpu, got ' || coalesce($resource::varchar, 'null')) end as resource
+    from chosen_resource
+),
+
 cluster_jobs as not materialized (
     -- the cluster's jobs, straight from the table with only the columns the teams and the observed capacity
     -- need (not stg_jobs: a second reference would make DuckDB materialise all of it)
@@ -16,8 +28,9 @@ cluster_jobs as not materialized (
         epoch_us(start) / 1e6 as t_start,
         greatest(coalesce(epoch_us("end") / 1e6, epoch_us(start) / 1e6 + elapsed_s, epoch_us(start) / 1e6),
                  epoch_us(start) / 1e6) as t_end,
-        coalesce(alloc_gpus, req_gpus, 0) as gpus
-    from jobs
+        case when r.resource = 'cpu' then coalesce(alloc_cpus, req_cpus, 0) else coalesce(alloc_gpus, req_gpus, 0) end
+            as gpus
+    from jobs, fs_resource as r
     where $cluster::varchar is null or cluster = $cluster::varchar
 ),
 
@@ -100,7 +113,8 @@ node_capacity as (
         sum(gpus) filter (where state is not null
                           and not regexp_matches(lower(state), '^(down|drain|drng|fail|maint|unk|not_resp|no_resp|inval|reboot|power)'))
             as gpus_healthy
-    from nodes
+    from (select case when r.resource = 'cpu' then n.cpus else n.gpus end as gpus, n.state, n.cluster, n."partition"
+          from nodes as n, fs_resource as r)
     where ($cluster::varchar is null or cluster = $cluster::varchar)
       and ($partition::varchar is null or "partition" = $partition::varchar)
 ),
@@ -139,10 +153,12 @@ job_gpu_time as (
     select
         j.*,
         case when j.t_start is null then 0.0
-             else j.gpus * greatest(least(j.t_end, c.s_to) - greatest(j.t_start, c.s_from), 0) end as received_gpu_s,
-        j.gpus_asked * greatest(
+             else (case when r.resource = 'cpu' then coalesce(j.cpus, 0) else j.gpus end)
+                  * greatest(least(j.t_end, c.s_to) - greatest(j.t_start, c.s_from), 0) end as received_gpu_s,
+        (case when r.resource = 'cpu' then coalesce(j.req_cpus, j.cpus, 0) else j.gpus_asked end) * greatest(
             least(coalesce(j.t_start, epoch_us(j."end") / 1e6, case when j.state = 'PENDING' then c.s_to end), c.s_to)
             - greatest(j.t_submit, c.s_from), 0) as waiting_gpu_s
     from filtered_jobs as j
     cross join capacity as c
+    cross join fs_resource as r
 ),

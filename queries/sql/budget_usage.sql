@@ -4,9 +4,12 @@
 -- waiting = requested GPUs x queued time clipped to the window (queued = submit until start; until end for a
 -- job that never started; while PENDING until the snapshot, else $end); demanded = received + waiting.
 -- queries/budgets.py maps accounts onto the budget tree and does the water-filling.
+-- resource = 'cpu' (a budget in core-hours: a cluster without GPUs) counts allocated / requested CPU cores
+-- instead of GPUs; the *_gpu_s columns then hold core-seconds.
 -- param: start timestamp null  window start (UTC, inclusive); null = first submit in the store
 -- param: end timestamp null  window end (UTC, exclusive); null = latest submit/start/end in the store
 -- param: cluster varchar null  only this cluster; null = every cluster
+-- param: resource varchar gpu  gpu | cpu: the resource the budget is counted in
 with bounds as (
     select
         coalesce(cast($start as timestamptz), min(submit)) as w_start,
@@ -20,8 +23,12 @@ spans as (
     -- greatest/least skip nulls in DuckDB, so a missing bound must null the whole span explicitly
     select
         coalesce(j.account, '') as account,
-        coalesce(j.alloc_gpus, j.req_gpus, 0) as run_gpus,
-        coalesce(j.req_gpus, j.alloc_gpus, 0) as ask_gpus,
+        case when cast($resource as varchar) = 'cpu' then coalesce(j.alloc_cpus, j.req_cpus, 0)
+             when cast($resource as varchar) = 'gpu' then coalesce(j.alloc_gpus, j.req_gpus, 0)
+             else error('resource must be gpu or cpu, got ' || coalesce(cast($resource as varchar), 'null'))
+        end as run_gpus,
+        case when cast($resource as varchar) = 'cpu' then coalesce(j.req_cpus, j.alloc_cpus, 0)
+             else coalesce(j.req_gpus, j.alloc_gpus, 0) end as ask_gpus,
         j.start as run_from,
         coalesce(
             j."end",

@@ -6,6 +6,8 @@
 -- Static shares: what a team leaves idle is not redistributed here (queries/budgets.py water-fills the tree).
 -- occupancy = received / (capacity x span) is cluster-wide, repeated on every row; funded_gpu_hours is the
 -- received time of jobs with a share and a non-zero minimum runtime (0 = unallocated occupancy, DOMAIN.md 6).
+-- resource = 'cpu' counts CPU cores and core-hours instead of GPUs (a cluster without GPUs): the *_gpu_hours
+-- columns then hold core-hours and capacity_gpus cores (the result keeps one shape: the caller knows its unit).
 with
 -- include: _jobs
 -- include: _fairshare

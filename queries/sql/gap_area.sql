@@ -10,16 +10,18 @@
 -- A stacked chart: used + wasted + unknown usage = requested.
 -- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
 -- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
--- param: resource varchar gpu  cpu | gpu | mem
+-- param: resource varchar null  cpu | gpu | mem; null = the selection's own (selection_resource: core-hours without GPUs)
 -- param: bucket_s double 3600  bucket length in seconds (60 = minutes ... 86400 = days)
 -- param: group_by varchar none  none | team | user | account
 -- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
 with
 -- include: _jobs
 -- include: _job_usage
+-- include: _resource
 settings as (
     select
-        case when $resource::varchar in ('cpu', 'gpu', 'mem') then $resource::varchar
+        case when coalesce($resource::varchar, r.resource) in ('cpu', 'gpu', 'mem')
+             then coalesce($resource::varchar, r.resource)
              else error('gap_area: resource must be cpu, gpu or mem, got ' || coalesce($resource::varchar, 'null')) end
             as resource,
         case when $group_by::varchar in ('none', 'team', 'user', 'account') then $group_by::varchar
@@ -28,6 +30,7 @@ settings as (
         case when $bucket_s::double > 0 then $bucket_s::double
              else error('gap_area: bucket_s must be > 0') end as bucket_s,
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
+    from chosen_resource as r  -- the selection's resource when none is asked for
 ),
 
 resource_samples as (

@@ -5,23 +5,36 @@
 -- and a minimum runtime that is not 0; min_runtime_s = 0 is unallocated occupancy); utilisation = used /
 -- allocated GPU-hours over jobs whose GPU usage is known (samples or mean_gpu_util). A team row's occupancy
 -- is its part of the cluster's. Capacity and shares as in fairshare_attainment.
+-- resource = 'cpu' (a cluster or partition without GPUs, see selection_resource) measures every level in CPU
+-- cores and core-hours instead: the *_gpu_* columns then hold core-hours (one result shape for both).
 with
 -- include: _jobs
 -- include: _job_usage
 -- include: _fairshare
+resource_usage as (
+    -- the chosen resource's held and used seconds per job (GPU-seconds, or core-seconds for resource = cpu)
+    select
+        u.account,
+        u.min_runtime_s,
+        case when r.resource = 'cpu' then coalesce(u.cpus, 0) else u.gpus end as level,
+        case when r.resource = 'cpu' then u.cpu_seconds_requested else u.gpu_seconds_requested end as held_s,
+        case when r.resource = 'cpu' then u.cpu_seconds_used else u.gpu_seconds_used end as used_s
+    from job_usage as u, fs_resource as r
+),
+
 usage_rows as (
     select
         coalesce(acct.fs_team, 'unbudgeted') as team,
-        u.gpu_seconds_requested as allocated_gpu_s,
-        u.gpu_seconds_used as used_gpu_s,
-        case when u.gpu_seconds_used is not null then u.gpu_seconds_requested end as known_gpu_s,
-        case when coalesce(s.share, 0) > 0 and coalesce(u.min_runtime_s, 1) <> 0 then u.gpu_seconds_requested
+        u.held_s as allocated_gpu_s,
+        u.used_s as used_gpu_s,
+        case when u.used_s is not null then u.held_s end as known_gpu_s,
+        case when coalesce(s.share, 0) > 0 and coalesce(u.min_runtime_s, 1) <> 0 then u.held_s
              else 0.0 end as funded_gpu_s,
-        case when u.min_runtime_s = 0 then u.gpu_seconds_requested else 0.0 end as unallocated_gpu_s
-    from job_usage as u
+        case when u.min_runtime_s = 0 then u.held_s else 0.0 end as unallocated_gpu_s
+    from resource_usage as u
     left join account_team as acct on acct.account = u.account
     left join shares as s on s.team = acct.fs_team
-    where u.gpus > 0
+    where u.level > 0
 ),
 
 grouped as (

@@ -2,11 +2,12 @@
 -- TB-hours (1 TB = 1e12 bytes) with efficiency, job count and footprint beside them, plus both scores of
 -- DOMAIN.md section 3: the legacy score (legacy_*, its formula applied to the team's jobs) and the recommended one split into its terms
 -- (rec_efficiency, rec_confidence, rec_demand -> rec_coefficient). Jobs count by their run time inside the window.
--- param: order_by varchar gpu  sort by wasted gpu | cpu | mem | equiv (GPU-equivalent) hours, or legacy | recommended (best first)
+-- param: order_by varchar null  sort by wasted gpu | cpu | mem | equiv (GPU-equivalent) hours, or legacy | recommended (best first); null = the selection's resource (gpu, or cpu without GPUs)
 -- param: limit_rows integer null >=0  return at most this many rows (null = all)
 with
 -- include: _jobs
 -- include: _job_usage
+-- include: _resource
 entity_jobs as (
     select j.*, j.team as entity, 0 as period_k, ws.span_s
     from job_usage as j, window_span as ws
@@ -37,7 +38,7 @@ select
     span_s
 from ranked
 order by
-    case $order_by::varchar
+    case coalesce($order_by::varchar, (select resource from chosen_resource))
         when 'gpu' then rank_gpu_wasted when 'cpu' then rank_cpu_wasted when 'mem' then rank_mem_wasted
         when 'equiv' then rank_equiv_wasted when 'legacy' then legacy_rank
         when 'recommended' then rank() over (order by rec_coefficient desc)
