@@ -119,6 +119,30 @@ def row_ids(ids: pl.Series, job, att, final) -> pl.Series:
     return pl.select(pl.when(pl.Series(final)).then(base).otherwise(tagged).alias("job_id"))["job_id"]
 
 
+# Exports whose max_rss_bytes is one task's (one node's) peak, not the whole job's: queries/sql/_jobs.sql reads
+# them so by the row's source, which the output replaces with 'sim' (keep the two lists equal).
+PER_TASK_RSS_SOURCES = ("sacct", "sacct-json")
+
+
+def _memory_peaks(df: pl.DataFrame) -> pl.DataFrame:
+    """The logged memory peaks in the source-free form the output needs: where the export recorded one task's
+    (one node's) MaxRSS, that is the per-node peak (``node_mem_peak_bytes``) and the whole job's peak is it times
+    the logged node count, exactly as ``_jobs.sql`` reads such a row; other rows are left as they are."""
+    if not {"max_rss_bytes", "source"} <= set(df.columns):
+        return df
+    per_task = pl.col("source").is_in(PER_TASK_RSS_SOURCES).fill_null(False)
+    if "jobstats" in df.columns:
+        per_task &= (pl.col("jobstats") != "ok").fill_null(True)
+    node_peak = pl.col("node_mem_peak_bytes") if "node_mem_peak_bytes" in df.columns else pl.lit(None, pl.Float64)
+    per_task &= node_peak.is_null()
+    nodes = pl.max_horizontal(pl.col("nodes").fill_null(1), pl.lit(1)) if "nodes" in df.columns else pl.lit(1)
+    return df.with_columns(
+        pl.when(per_task).then(pl.col("max_rss_bytes")).otherwise(node_peak).cast(pl.Float64)
+        .alias("node_mem_peak_bytes"),
+        pl.when(per_task).then(pl.col("max_rss_bytes") * nodes).otherwise(pl.col("max_rss_bytes"))
+        .cast(df.schema["max_rss_bytes"]).alias("max_rss_bytes"))
+
+
 def _take(values, idx, fill=np.nan):
     out = np.full(len(idx), fill, dtype=float)
     ok = idx >= 0
@@ -172,7 +196,7 @@ def build(sim, wl, metrics) -> SimResult:
                                  .scatter(np.flatnonzero(~has_iv), None) if rows else pl.Series([], dtype=pl.String))
     elif "node_list" in wl.frame.columns:
         sim_cols["node_list"] = pl.Series([None] * rows, dtype=pl.String)
-    df = wl.frame if rows == sim.n else wl.frame.gather(job)  # one row per job: the rows are the jobs
+    df = _memory_peaks(wl.frame if rows == sim.n else wl.frame.gather(job))  # one row per job: the rows are the jobs
     if (att > 0).any():  # a requeued attempt waits from its requeue; the first keeps the logged submit
         again = _times(submit, wl, ts_dtype)
         logged = df["submit"] if ts_dtype is None else df["submit"].cast(again.dtype)

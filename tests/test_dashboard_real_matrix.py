@@ -36,27 +36,9 @@ ROLES = ["operator", "admin", "researcher", "researcher-no-jobs", "anonymous-hea
 ADMIN = "platform-admin"
 DOMAIN = "example.org"
 
-# (store, page, role) -> the bug that breaks the cell today; None in a position matches every value
-CPU_ONLY = "issue 12: CPU-only cluster shown in GPU units (flat zero GPU curves), fixed on branch h12b"
-NONE_FMT = "issue 12: missing usage formatted as a number (TypeError on None), fixed on branch h12b"
-MY_JOBS_GPU = ("issue 12: CPU-only cluster: My jobs draws its scatter in GPU-hours, every job at 0 ('the resource "
-               "follows the data'); expected from branch h12b (CPU-only pages) / h12c (My jobs ranking by area)")
-GPU_UNKNOWN = ("issue 12: 'the resource follows the data': SARC records GPUs held but no GPU use, so the default "
-               "GPU ranking is all zero while CPU waste is known; expected from branch h12b (CPU/mixed clusters)")
-PLATFORM = ("operator", "admin")
-CPU_ONLY_STORES = ("hpc2n", "kth", "sacct-aws", "sacct-jobinfo")
-KNOWN: dict[tuple, str] = {
-    # My jobs and Rankings format the legacy coefficient / rank, None where the SWF log has no peak CPU
-    **{(s, "my_jobs", r): f"{NONE_FMT}; behind it: {MY_JOBS_GPU}" for s in ("hpc2n", "kth")
-       for r in (*PLATFORM, "researcher")},
-    **{(s, "rankings", "researcher"): NONE_FMT for s in ("hpc2n", "kth")},
-    # CPU-only clusters: the occupancy curve, the gap chart and the user bars are GPU-hours, flat zero
-    **{(s, p, None): CPU_ONLY for s in CPU_ONLY_STORES for p in ("overview", "waste")},
-    **{(s, "rankings", r): CPU_ONLY for s in ("hpc2n", "sacct-aws", "sacct-jobinfo") for r in PLATFORM},
-    **{("sarc-json", "rankings", r): GPU_UNKNOWN for r in PLATFORM},
-    # My jobs on the CPU-only sacct store: every job at 0 GPU-hours in the scatter
-    **{("sacct-jobinfo", "my_jobs", r): MY_JOBS_GPU for r in (*PLATFORM, "researcher")},
-}
+# (store, page, role) -> the bug that breaks the cell today; None in a position matches every value. Empty:
+# every cell of the matrix passes (the CPU-only, missing-usage and My jobs bugs of issue 12 are fixed).
+KNOWN: dict[tuple, str] = {}
 
 
 def _known(store: str, page: str, role: str) -> str | None:
@@ -287,9 +269,7 @@ CHECKS = {"overview": check_overview, "waste": check_waste, "layout": check_layo
 
 
 @pytest.mark.shared_data
-@pytest.mark.parametrize("store_name", [
-    pytest.param(s, marks=[pytest.mark.xfail(strict=False, reason=NONE_FMT)] if s in ("hpc2n", "kth") else [])
-    for s in STORES])
+@pytest.mark.parametrize("store_name", STORES)
 def test_admin_my_jobs_opens_on_a_user_with_jobs(store_name, facts, monkeypatch):
     f = facts(store_name)
     if f.researcher is None:

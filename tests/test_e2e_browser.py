@@ -328,11 +328,8 @@ def real_server(request, shared_data, tmp_path_factory):
 
 @pytest.mark.shared_data
 @pytest.mark.parametrize("name", list(PAGES))
-def test_first_run_on_a_real_store_every_page(real_server, page, name, request):
+def test_first_run_on_a_real_store_every_page(real_server, page, name):
     store, url, log = real_server
-    if (store, name) == ("hpc2n", "my_jobs"):  # opens on a user with jobs (h12c), whose coefficient is None
-        request.applymarker(pytest.mark.xfail(strict=False, reason="issue 12: missing usage formatted as a number "
-                                                                   "(TypeError on None), fixed on branch h12b"))
     br.open_page(page, url + PAGES[name])
     page.wait_for_timeout(800)
     _no_app_errors(page)
@@ -344,8 +341,6 @@ def test_first_run_on_a_real_store_every_page(real_server, page, name, request):
 
 
 @pytest.mark.shared_data
-@pytest.mark.xfail(strict=False, reason="issue 12: Fair share on a CPU-only cluster (core-hours), fixed on branch "
-                                        "h12b; today HPC2N's run ends in 'the cluster has no GPUs'")
 def test_fair_share_simulate_on_hpc2n(real_server, page):
     store, url, _ = real_server
     if store != "hpc2n":
@@ -359,3 +354,5 @@ def test_fair_share_simulate_on_hpc2n(real_server, page):
         br.screenshot_full(page, artifacts() / "real-hpc2n-fairshare-simulated.png")
     _no_app_errors(page)
     assert _metric_values(page)
+    main = page.locator("[data-testid=stMain]").inner_text()
+    assert "core-hours" in main and "has no GPUs" not in main  # compared in the cluster's own resource
