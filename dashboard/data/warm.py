@@ -16,9 +16,11 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+from dashboard.shaping import default_user
+
 from .analytics import (gantt_rows, gap_series, job_waste, layout_at, low_efficiency_jobs, occupancy_series,
-                        overview_totals, quota_backtest, score_drivers, team_depth, team_ranking, user_ranking,
-                        waste_by, waste_trend)
+                        overview_totals, quota_backtest, resource, score_drivers, team_depth, team_ranking,
+                        user_ranking, waste_by, waste_trend)
 from .core import Filters, NotAvailable, options, query, store_token
 
 UTC = dt.timezone.utc
@@ -80,16 +82,23 @@ def warm(log=None) -> dict[str, float]:
     flt = window_filters(default_window(opts))
     depth = team_depth(opts)
     at = default_layout_at(flt, opts).replace(tzinfo=UTC)
-    first_user = opts.users[0] if opts.users else None
+    try:
+        res = resource(flt)  # GPU-hours, or core-hours where the window has no GPUs: what the pages open on
+        # the user an admin's My jobs opens on (no viewer at start-up: the largest footprint in the window)
+        first_user = default_user(user_ranking(flt), None)
+    except Exception as exc:  # noqa: BLE001 - warming is best effort, never fatal
+        if log:
+            log(f"quotaloop: warm-up skipped: {type(exc).__name__}: {str(exc)[:200]}")
+        return {}
     steps = {
         "overview": lambda: (overview_totals(flt), occupancy_series(flt, bucket_s=3600.0),
-                             waste_trend(flt, "gpu", bucket_s=86400.0), user_ranking(flt, order_by="gpu"),
-                             team_ranking(flt, order_by="gpu")),
-        "waste": lambda: (waste_by(flt, "team", "gpu", team_level=depth),
-                          gap_series(flt, "gpu", by="team", team_level=depth, bucket_s=default_bucket_s(flt))),
+                             waste_trend(flt, res, bucket_s=86400.0), user_ranking(flt, order_by=res),
+                             team_ranking(flt, order_by=res)),
+        "waste": lambda: (waste_by(flt, "team", res, team_level=depth),
+                          gap_series(flt, res, by="team", team_level=depth, bucket_s=default_bucket_s(flt))),
         "layout": lambda: (layout_at(flt, at), gantt_rows(flt, *gantt_span(flt, at, GANTT_SPAN_H))),
-        "rankings": lambda: (user_ranking(flt, order_by="gpu"),
-                             team_ranking(flt, order_by="gpu", team_level=depth),
+        "rankings": lambda: (user_ranking(flt, order_by=res),
+                             team_ranking(flt, order_by=res, team_level=depth),
                              quota_backtest(flt, period_s=7 * 86400.0)),
         "my_jobs": lambda: (user_ranking(flt), query("quota_backtest", flt)) + (
             (job_waste(flt, user=first_user), low_efficiency_jobs(flt, first_user), score_drivers(flt, first_user))
