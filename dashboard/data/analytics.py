@@ -202,6 +202,21 @@ def resource(flt: Filters | None) -> str:
     return _resource(store, store_token(store), flt)
 
 
+def rank_default(flt: Filters | None) -> str:
+    """The resource a ranking opens on: the selection's own (``resource``), unless nobody's waste of it is known
+    while another resource's is (SARC's exports record GPUs held but no GPU use): then the first of CPU and
+    memory whose waste is known, so the page ranks by what the log can tell instead of by nothing."""
+    res = resource(flt)
+    users = user_ranking(flt, order_by=res)
+
+    def known(r: str) -> bool:  # a user's waste is known where their efficiency is (waste sums count 0 for unknown)
+        return bool(users[efficiency_column(r)].drop_nulls().len())
+
+    if users.is_empty() or known(res):
+        return res
+    return next((r for r in ("cpu", "mem") if known(r)), res)
+
+
 @st.cache_data(show_spinner=False, max_entries=128, ttl=6 * 3600)
 def _resource(store: str, token: str, flt) -> str:
     return str(query("selection_resource", flt).row(0, named=True)["resource"])

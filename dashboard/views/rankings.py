@@ -11,11 +11,15 @@ if not ui.require_store():
     st.stop()
 
 c1, c2 = st.columns([1.4, 3])
-rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default=data.resource(flt),
+opens_on = data.rank_default(flt)
+rank_by = c1.segmented_control("Rank by wasted", list(data.RANK_BY), key="r_by", default=opens_on,
                                required=True,
                                format_func=lambda r: {"gpu": "GPU", "cpu": "CPU", "mem": "Memory",
                                                       "equiv": "GPU-equiv."}[r])
 unit = data.RANK_BY[rank_by]
+if opens_on != data.resource(flt):
+    c2.caption(f"This log records no {data.resource(flt).upper()} usage, so nobody's {data.RANK_BY[data.resource(flt)]} "
+               f"waste is known: the ranking opens on {data.RANK_BY[opens_on]}.")
 wasted, eff = data.wasted_column(rank_by), data.efficiency_column(rank_by)
 users_tab, teams_tab, loop_tab, gaming_tab = st.tabs(["Users", "Teams", "Quota loop back-test", "Gaming check"])
 depth = data.team_depth(data.options())
