@@ -7,6 +7,16 @@ control and right-to-left characters, a field 300 bytes long, duplicated or drop
 mutations at random paths) and then maybe the whole file (BOM, CRLF, lone CR, no final newline, gzip, truncated or
 bit-flipped gzip, a cut). Every mutated row and every file-level mutation counts as one input.
 
+Two sources have seeds of their own. ``--format prometheus``: a hand-made ``query_range`` response (two jobs on two
+nodes, a gap, a restarted exporter, a series of no job) ingested with ``--job-label jobid`` into a store holding
+both jobs; typed mutations of series and labels (``mutate_json``), of the points themselves (``mutate_points``:
+timestamps and values beyond float, NaN, wrong types, broken pairs) and of the text (a 5,000-digit integer, the
+row mutations above); every series that matches no job must be a rejected row the summary counts. jobstats
+summaries in sacct's ``AdminComment``: a sacct text dump whose summaries alone are corrupted (``mutate_summary``:
+the decoded JSON mutated and re-encoded, base64 or gzip bytes flipped, either truncated, a zip bomb one byte over
+``jobstats.MAX_JSON_BYTES`` and a summary exactly at it, markers and streams that are no summary); every row must
+stay accepted, a bad summary being a field reject (``kind='field'``, a reason) on its row's line.
+
 For every input file, ``ingest`` into a store either
 - succeeds with ``read = accepted + rejected``, and the store holds exactly that many rejects of the file, each
   with a reason and its raw text; or
@@ -19,20 +29,25 @@ examples per test and ``QUOTALOOP_FUZZ_SEED`` randomises; ``scripts/fuzz`` runs 
 """
 from __future__ import annotations
 
+import base64
 import copy
+import functools
 import gzip
 import hashlib
 import json
 import os
 import re
+import zlib
 from pathlib import Path
 
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
-from queries.ingest import IngestError, ingest, parse_file
+from queries.ingest import IngestError, ingest, jobstats, parse_file
 from queries.store import Store
+from test_ingest_jobstats import GPU_JOB, MULTI_CPU, ONE_IDLE, hms, summary
+from test_ingest_prometheus import JOBS_DUMP, T0, grid, response, series
 from test_ingest_sacct_json import base_job, step
 from test_ingest_sacct_real import JOBINFO_FIELDS
 
@@ -66,7 +81,7 @@ def tree_hash(root: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ mutations
-def mutate_line(draw, line: bytes, delimiter: bytes) -> bytes:
+def mutate_line(draw, line: bytes, delimiter: bytes, numbers=HUGE_NUMBERS) -> bytes:
     kind = draw(st.sampled_from(["truncate", "flip", "delimiter", "number", "number", "swap", "inject", "blank"]))
     pos = draw(st.integers(0, max(len(line), 1)))
     if kind == "truncate":
@@ -80,7 +95,7 @@ def mutate_line(draw, line: bytes, delimiter: bytes) -> bytes:
         spans = [m.span() for m in NUMBER.finditer(line)]
         if spans:
             a, b = spans[draw(st.integers(0, len(spans) - 1))]
-            return line[:a] + draw(st.sampled_from(HUGE_NUMBERS)) + line[b:]
+            return line[:a] + draw(st.sampled_from(numbers)) + line[b:]
     fields = line.split(delimiter)
     if kind == "swap" and len(fields) > 1:  # end before start, user in the state column, ...
         i, j = draw(st.integers(0, len(fields) - 1)), draw(st.integers(0, len(fields) - 1))
@@ -92,7 +107,7 @@ def mutate_line(draw, line: bytes, delimiter: bytes) -> bytes:
     return line[:pos] + draw(st.sampled_from(HOSTILE_TEXT)) + line[pos:]
 
 
-def mutate_rows(draw, data: bytes, delimiter: bytes) -> tuple[bytes, int]:
+def mutate_rows(draw, data: bytes, delimiter: bytes, numbers=HUGE_NUMBERS) -> tuple[bytes, int]:
     """Several rows mutated (the header too, now and then), rows duplicated or dropped: ``(bytes, inputs)``,
     inputs = the rows changed (a row mutated twice counts once), a duplicated or dropped row being one."""
     lines = [(line, False) for line in data.split(b"\n")]
@@ -106,7 +121,7 @@ def mutate_rows(draw, data: bytes, delimiter: bytes) -> tuple[bytes, int]:
             del lines[i]
             lines[max(i - 1, 0)] = (lines[max(i - 1, 0)][0], True)  # its neighbour stands for the gap
         else:
-            lines[i] = (mutate_line(draw, lines[i][0], delimiter), True)
+            lines[i] = (mutate_line(draw, lines[i][0], delimiter, numbers), True)
     return b"\n".join(line for line, _ in lines), sum(changed for _, changed in lines)
 
 
@@ -139,17 +154,20 @@ HOSTILE_JSON = [None, True, False, 0, -1, 1.5, 1e19, 1e300, -1e300, float("inf")
                 [{"type": "gres", "name": 5, "count": "x"}], [{"type": "cpu", "count": 1e300}]]
 
 
-def mutate_json(draw, doc: dict) -> tuple[dict, int]:
-    """Typed mutations: at a random path inside a random record, replace a value, drop a key or add one."""
-    jobs = doc["jobs"]
+def mutate_json(draw, doc: dict, records=lambda doc: doc["jobs"], top: str = "meta",
+                add_keys=("cluster", "name", "time", "tres", "steps", "zz"), values=HOSTILE_JSON
+                ) -> tuple[dict, int]:
+    """Typed mutations: at a random path inside a random record (``records(doc)``, a list), replace a value, drop
+    a key or add one; one time in ten the path starts at the document's ``top`` key instead."""
+    jobs = records(doc)
     n = draw(st.integers(1, 30))
-    hostile = lambda: copy.deepcopy(draw(st.sampled_from(HOSTILE_JSON)))  # noqa: E731 - never shared, never cyclic
+    hostile = lambda: copy.deepcopy(draw(st.sampled_from(values)))  # noqa: E731 - never shared, never cyclic
     for _ in range(n):
         if not jobs:
             jobs.append(hostile())
             continue
         i = draw(st.integers(0, len(jobs) - 1))
-        parent, key = (doc, "meta") if "meta" in doc and draw(st.integers(0, 9)) == 0 else (jobs, i)
+        parent, key = (doc, top) if top in doc and draw(st.integers(0, 9)) == 0 else (jobs, i)
         while isinstance(parent[key], (dict, list)) and parent[key] and draw(st.booleans()):
             node = parent[key]
             parent, key = node, (draw(st.sampled_from(sorted(node))) if isinstance(node, dict)
@@ -158,7 +176,7 @@ def mutate_json(draw, doc: dict) -> tuple[dict, int]:
         if op == "drop" and isinstance(parent, dict):
             del parent[key]
         elif op == "add" and isinstance(parent[key], dict):
-            parent[key][draw(st.sampled_from(["cluster", "name", "time", "tres", "steps", "zz"]))] = hostile()
+            parent[key][draw(st.sampled_from(add_keys))] = hostile()
         else:
             parent[key] = hostile()
     return doc, n
@@ -173,7 +191,10 @@ class Target:
     def __init__(self, root: Path, options: dict):
         self.root, self.store, self.options, self.n = root, root / "store", options, 0
 
-    def check(self, data: bytes, name: str, inputs: int, store: bool | None = None) -> None:
+    def check(self, data: bytes, name: str, inputs: int, store: bool | None = None) -> dict | None:
+        """The suite's invariants over one input file; what it saw (None: the file was refused whole): counts,
+        ``rejects`` (rows and fields, ``kind`` telling them apart), ``jobs`` of the file and the summary's
+        ``notes``, for a seed's own further checks."""
         self.n += 1
         path = self.root / f"{self.n:05d}-{name}"
         path.write_bytes(data)
@@ -194,21 +215,27 @@ class Target:
             assert msg.startswith(str(path)), msg
             if store:
                 assert tree_hash(self.store) == before, f"failed ingest changed the store: {msg}"
-            return
+            return None
         finally:
             path.unlink()
         if not store:
             assert parsed.rows_read == parsed.rows_accepted + parsed.rejects.height
-            rej = pl.concat([parsed.rejects, parsed.field_rejects], how="diagonal_relaxed")
+            rej = pl.concat([parsed.rejects.with_columns(pl.lit("row").alias("kind")),
+                             parsed.field_rejects.with_columns(pl.lit("field").alias("kind"))], how="diagonal_relaxed")
+            seen = {"read": parsed.rows_read, "accepted": parsed.rows_accepted, "rejected": parsed.rejects.height,
+                    "jobs": parsed.jobs, "notes": parsed.notes}
         else:
             assert s.rows_read == s.rows_accepted + s.rows_rejected
             rej = Store(self.store).read("rejects").filter(pl.col("source_file") == str(path))
             # a rejected row, or a rejected field of an accepted row (a jobstats summary): counted apart
             assert rej.filter(pl.col("kind").fill_null("row") == "row").height == s.rows_rejected
             assert rej.filter(pl.col("kind") == "field").height == s.fields_rejected
-            Store(self.store).read("jobs")  # the store still reads
+            jobs = Store(self.store).read("jobs")  # the store still reads
+            seen = {"read": s.rows_read, "accepted": s.rows_accepted, "rejected": s.rows_rejected,
+                    "jobs": jobs.filter(pl.col("source_file") == str(path)), "notes": s.notes}
         assert rej["reason"].is_not_null().all() and (rej["reason"].str.len_chars() > 0).all()
         assert rej["raw"].is_not_null().all()
+        return seen | {"rejects": rej}
 
 
 def text_seed(path: Path, limit_lines: int | None = None) -> bytes:
@@ -319,6 +346,245 @@ def test_a_10_mb_line(tmp_path, key):
     data = path.read_bytes()
     middle = data.find(b"\n", len(data) // 2) + 1
     target.check(data[:middle] + b"A" * 5_000_000 + b"9" * 5_000_000 + b"\n" + data[middle:], name, 1, store=True)
+
+
+# ------------------------------------------------------------------------------------------------ Prometheus
+PROM_HOSTILE = HOSTILE_JSON + [
+    10**400, [10**400, "1"], [T0, "1e400"], [T0, "-0"], [T0, 5], [str(T0), "5"], [T0], [T0, "5", 1], [None, "1"],
+    [float("nan"), "1"], [T0, "+Inf"], [T0, "101"], "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_PROF_SM_ACTIVE", "nvidia_gpu_jobId", "301", "0", "g01:9400", {"__name__": "nvidia_gpu_jobId"},
+    [[T0, "301"], [T0 + 30, "0"]], {"resultType": "matrix", "result": []}, "matrix", "vector", "error"]
+PROM_KEYS = ("__name__", "jobid", "hpc_job", "Hostname", "gpu", "instance", "cluster", "minor_number", "values",
+             "metric", "resultType", "zz")
+# a 5,000-digit integer: more than Python's int parsing allows (a ValueError from json.loads, not a decode error)
+PROM_NUMBERS = HUGE_NUMBERS + [b"1" * 5000, b"1" * 400, b"1e400", b"Infinity", b"-Infinity"]
+
+
+PROM_TS = [10**400, -(10**400), 1e300, -1, float("nan"), float("inf"), None, True, str(T0), T0 + 0.5, 0, 1e11]
+PROM_VALUES = ["NaN", "+Inf", "-Inf", "1e400", "-1", "-0", "101", "", "x", "1" * 400, "0x10", 5, None, [], "\u0663"]
+
+
+def mutate_points(draw, doc: dict) -> int:
+    """Points of the series hit directly (a typed mutation seldom walks that deep): the timestamp or the value
+    replaced (integers beyond float, NaN, strings, ...), or the pair broken. Returns the points changed."""
+    result = doc.get("data", {}).get("result") if isinstance(doc.get("data"), dict) else None
+    if not isinstance(result, list):
+        return 0
+    pts = [s["values"] for s in result if isinstance(s, dict) and isinstance(s.get("values"), list) and s["values"]]
+    if not pts:
+        return 0
+    n = draw(st.integers(1, 6))
+    for _ in range(n):
+        values = pts[draw(st.integers(0, len(pts) - 1))]
+        j = draw(st.integers(0, len(values) - 1))
+        point = values[j] if isinstance(values[j], list) and len(values[j]) == 2 else [T0, "1"]
+        what = draw(st.sampled_from(["ts", "ts", "value", "value", "pair"]))
+        if what == "ts":
+            values[j] = [draw(st.sampled_from(PROM_TS)), point[1]]
+        elif what == "value":
+            values[j] = [point[0], draw(st.sampled_from(PROM_VALUES))]
+        else:
+            values[j] = copy.deepcopy(draw(st.sampled_from(PROM_HOSTILE)))
+    return n
+
+
+def prometheus_seed() -> dict:
+    """Jobs 301 (node g01) and 302 (node g02), two GPUs each, 10 steps: utilisation with a gap, frame-buffer
+    memory, an exporter restart of 302's GPU 0 (two series, overlapping), and a series of a GPU no job held."""
+    return response([
+        series("DCGM_FI_DEV_GPU_UTIL", "301", "g01", 0, grid(0, 270, lambda s: 80 + s % 7)),
+        series("DCGM_FI_DEV_GPU_UTIL", "301", "g01", 1, [p for p in grid(0, 270, lambda s: 40) if p[0] != T0 + 90]),
+        series("DCGM_FI_DEV_FB_USED", "301", "g01", 0, grid(0, 270, lambda s: 1000 + s)),
+        series("DCGM_FI_DEV_GPU_UTIL", "302", "g02", 0, grid(0, 150, lambda s: 10), instance="exp-a:9400"),
+        series("DCGM_FI_DEV_GPU_UTIL", "302", "g02", 0, grid(120, 270, lambda s: 60), instance="exp-b:9400"),
+        series("DCGM_FI_DEV_GPU_UTIL", "302", "g02", 1, grid(0, 270, lambda s: 100)),
+        series("DCGM_FI_DEV_GPU_UTIL", None, "g03", 0, grid(0, 270, lambda s: 0)),
+    ])
+
+
+def prometheus_text(doc) -> bytes:
+    """The response as JSON with one series a line, so that the text-level mutations hit series."""
+    return json.dumps(doc).replace(', {"metric": ', ',\n{"metric": ').encode()
+
+
+def test_fuzz_prometheus(tmp_path_factory):
+    """``--format prometheus`` (query_range JSON, ``--job-label jobid``) into a store that already holds the two
+    jobs: typed mutations of series, labels and points, then now and then of the text (numbers beyond float
+    and int parsing, cut or flipped bytes). Besides the suite's invariants: every series that matches no job is
+    a rejected row and the summary reports how many."""
+    target = Target(tmp_path_factory.mktemp("prometheus"), {"fmt": "prometheus", "job_label": "jobid"})
+    (target.root / "jobs.txt").write_text(JOBS_DUMP)
+    ingest([target.root / "jobs.txt"], target.store, fmt="sacct", timezone="UTC")
+    doc = prometheus_seed()
+
+    @FUZZ
+    @given(st.data())
+    def run(d):
+        n = m = 0
+        mutated = json.loads(json.dumps(doc))
+        if d.draw(st.integers(0, 3)):
+            mutated, n = mutate_json(d.draw, mutated, records=lambda x: x["data"]["result"], top="data",
+                                     add_keys=PROM_KEYS, values=PROM_HOSTILE)
+        if d.draw(st.booleans()):
+            n += mutate_points(d.draw, mutated)
+        text = prometheus_text(mutated)
+        if d.draw(st.integers(0, 7)) == 0:  # an integer of 5,000 digits: beyond what json.loads will parse
+            spans = [x.span() for x in NUMBER.finditer(text)]
+            a, b = spans[d.draw(st.integers(0, len(spans) - 1))] if spans else (0, 0)
+            text, m = text[:a] + b"1" * 5000 + text[b:], 1
+        elif not n or d.draw(st.integers(0, 2)) == 0:  # text-level: mostly a JSON error, refused whole
+            text, m = mutate_rows(d.draw, text, b",", PROM_NUMBERS)
+        out, out_name, k = mutate_file(d.draw, text, "query_range.json")
+        seen = target.check(out, out_name, n + m + k)
+        if seen is not None:
+            rej = seen["rejects"]
+            unmatched = rej.filter((pl.col("kind") == "row") & pl.col("reason").str.contains("matches no job"))
+            noted = [x for x in seen["notes"] if "matched no job" in x]
+            assert noted == ([f"{unmatched.height} series matched no job (rejected)"] if unmatched.height else [])
+
+    if RANDOM_SEED is not None:
+        run = seed(int(RANDOM_SEED))(run)
+    run()
+
+
+# ------------------------------------------------------------------------------------------------ jobstats
+JOBSTATS_ROWS = [  # job id, nodes, node list, cpus, gpus, ReqMem, TotalCPU s, MaxRSS bytes, AdminComment, document
+    ("101", 1, "g01", 16, 4, "128G", 7150, 60 * 2**30, summary(GPU_JOB), GPU_JOB),
+    ("102", 2, "c[01-02]", 64, 0, "128G", 78000, 15 * 2**30, summary(MULTI_CPU), MULTI_CPU),
+    ("103", 1, "g02", 8, 2, "64G", 3600, 9 * 2**30, summary(ONE_IDLE), ONE_IDLE),
+    ("104", 1, "c04", 4, 0, "8G", 10, 2**30, "JS1:Short", None),
+    ("105", 1, "c05", 4, 0, "8G", 100, 2**30, "JS1:None", None),
+    ("107", 1, "c06", 4, 0, "8G", 1000, 2 * 2**30, "ticket 42: node drained", None),  # not a summary
+]
+JOBSTATS_HEAD = ("JobID|JobName|User|Account|Partition|State|Submit|Start|End|Elapsed|NNodes|NodeList|ReqCPUS|"
+                 "AllocCPUS|ReqMem|AllocTRES|TotalCPU|MaxRSS|AdminComment")
+
+
+def jobstats_line(row, admin: str) -> str:
+    """The allocation row and its batch step (sacct text, as test_ingest_jobstats writes them)."""
+    jid, nodes, nl, cpus, gpus, mem, cpu_s, rss, _, _ = row
+    tres = f"cpu={cpus},mem={mem},node={nodes}" + (f",gres/gpu={gpus}" if gpus else "")
+    return (f"{jid}|job{jid}|alice|org/a|p|COMPLETED|2026-11-01T09:00:00|2026-11-01T10:00:00|2026-11-01T11:00:00|"
+            f"01:00:00|{nodes}|{nl}|{cpus}|{cpus}|{mem}|{tres}|{hms(cpu_s)}||{admin}\n"
+            f"{jid}.batch|batch|||p|COMPLETED|2026-11-01T10:00:00|2026-11-01T10:00:00|2026-11-01T11:00:00|"
+            f"01:00:00|1|{nl}||{cpus}|||{hms(cpu_s)}|{rss // 1024}K|")
+
+
+SUMMARY_HOSTILE = [None, True, False, "", "12", "NaN", -1, -1e-9, 1e300, 10**400, float("nan"), float("inf"),
+                   float("-inf"), 2**63, 1e19, 100.0001, 0, 1.5, [], {}, [1], {"0": 1}, {"²": 50}, {"-1": 5},
+                   {"01": 5, "1": 7}, {"0" * 8: 1}, {"x": 1}, "\u202e", "\x00"]
+SUMMARY_KEYS = ("nodes", "gpus", "total_time", "cpus", "used_memory", "total_memory", "gpu_utilization",
+                "gpu_used_memory", "gpu_total_memory", "²", "zz")
+B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+NOT_B64 = "!*-_.~ $%"  # never the dump's delimiter: only the summary goes bad
+MARKERS = ["JS1:", "JS1:short", "JS1:Shor", "JS1:NoneX", "JS1:====", "JS1:" + "A" * (jobstats.MAX_ENCODED_CHARS + 4)]
+SUMMARY_MUTATIONS = ["json"] * 6 + ["b64-flip", "b64-flip", "gzip-flip", "gzip-flip", "b64-cut", "gzip-cut",
+                                    "bomb", "at-cap", "marker", "zlib", "plain"]
+
+
+@functools.cache
+def padded(doc_json: str, size: int) -> str:
+    """A summary whose JSON is ``doc_json`` padded with spaces to ``size`` bytes (a bomb when over the cap)."""
+    raw = doc_json.encode()
+    return "JS1:" + base64.b64encode(gzip.compress(raw + b" " * (size - len(raw)), mtime=0)).decode()
+
+
+def mutate_summary(draw, doc: dict | None) -> tuple[str, bool | None]:
+    """The summary of a row whose document is ``doc`` (None: a marker), corrupted -> ``(AdminComment, verdict)``:
+    True = it must be rejected, False = it must still be used, None = either (a typed JSON mutation may leave a
+    valid document)."""
+    kind = draw(st.sampled_from(SUMMARY_MUTATIONS))
+    own = doc is not None
+    doc = copy.deepcopy(doc if own else GPU_JOB)
+    if kind == "json":  # types, huge / negative / NaN numbers, missing or extra keys, at random paths; re-encoded
+        root = {"doc": doc}
+        for _ in range(draw(st.integers(1, 4))):
+            parent, key = root, "doc"
+            while isinstance(parent[key], dict) and parent[key] and draw(st.integers(0, 3)):
+                parent, key = parent[key], draw(st.sampled_from(sorted(parent[key])))
+            op = draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+            if op == "drop" and parent is not root:
+                del parent[key]
+            elif op == "add" and isinstance(parent[key], dict):
+                parent[key][draw(st.sampled_from(SUMMARY_KEYS))] = copy.deepcopy(draw(st.sampled_from(SUMMARY_HOSTILE)))
+            else:
+                parent[key] = copy.deepcopy(draw(st.sampled_from(SUMMARY_HOSTILE)))
+        return summary(root["doc"]), None
+    if kind == "marker":
+        return draw(st.sampled_from(MARKERS)), True
+    if kind == "zlib":  # a zlib stream instead of gzip: inflated all the same
+        return "JS1:" + base64.b64encode(zlib.compress(json.dumps(doc).encode())).decode(), None
+    if kind == "plain":  # JSON without gzip
+        return "JS1:" + base64.b64encode(json.dumps(doc).encode()).decode(), True
+    if kind == "bomb":  # inflates to one byte more than the cap: cut off there
+        return padded(json.dumps(doc), jobstats.MAX_JSON_BYTES + 1), True
+    if kind == "at-cap":  # exactly the cap: still a summary (used when it is the row's own)
+        return padded(json.dumps(doc), jobstats.MAX_JSON_BYTES), False if own else None
+    body = summary(doc)[4:].encode()  # the row's own summary (or GPU_JOB's for JS1:Short / JS1:None), intact
+    if kind == "b64-flip":
+        i = draw(st.integers(0, len(body) - 1))
+        c = draw(st.sampled_from(list(B64) + [ord(x) for x in NOT_B64]))
+        return "JS1:" + (body[:i] + bytes([c]) + body[i + 1:]).decode(), True if chr(c) in NOT_B64 else None
+    if kind == "b64-cut":
+        return "JS1:" + body[:draw(st.integers(0, len(body) - 1))].decode(), True
+    raw = base64.b64decode(body)
+    if kind == "gzip-flip":
+        i = draw(st.integers(0, len(raw) - 1))
+        raw = raw[:i] + bytes([raw[i] ^ draw(st.integers(1, 255))]) + raw[i + 1:]
+        return "JS1:" + base64.b64encode(raw).decode(), None
+    return "JS1:" + base64.b64encode(raw[:draw(st.integers(0, len(raw) - 1))]).decode(), True  # gzip-cut
+
+
+def test_fuzz_jobstats_summaries(tmp_path_factory):
+    """sacct text whose AdminComment carries jobstats summaries, each example corrupting several summaries
+    (``mutate_summary``) and maybe the file's framing (BOM, CRLF, gzip). Besides the suite's invariants: every row
+    stays accepted; a job's ``jobstats`` is rejected/untrusted exactly where a field reject (kind 'field', field
+    AdminComment, a reason) names its line; a summary that must fail is ``rejected``, one that must pass is
+    ``ok``; a comment that is no summary stays null."""
+    target = Target(tmp_path_factory.mktemp("jobstats"), {"fmt": "sacct"})
+    line_of = {row[0]: 2 + 2 * k for k, row in enumerate(JOBSTATS_ROWS)}  # the header is line 1
+
+    @FUZZ
+    @given(st.data())
+    def run(d):
+        admins, verdict = {row[0]: row[8] for row in JOBSTATS_ROWS}, {}
+        picks = d.draw(st.lists(st.sampled_from([r for r in JOBSTATS_ROWS if r[8].startswith("JS1:")]),
+                                min_size=1, max_size=8))
+        for row in picks:  # a row picked twice: the last mutation stands (each starts from the intact summary)
+            admins[row[0]], verdict[row[0]] = mutate_summary(d.draw, row[9])
+        text = "\n".join([JOBSTATS_HEAD] + [jobstats_line(r, admins[r[0]]) for r in JOBSTATS_ROWS]) + "\n"
+        data, k = text.encode(), 0
+        framing = d.draw(st.sampled_from(["none", "none", "none", "bom", "crlf", "no-final-newline", "gzip"]))
+        name = "sacct.txt"
+        if framing == "bom":
+            data = b"\xef\xbb\xbf" + data
+        elif framing == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        elif framing == "no-final-newline":
+            data = data.rstrip(b"\n")
+        elif framing == "gzip":
+            data, name = gzip.compress(data, mtime=0), name + ".gz"
+        seen = target.check(data, name, len(verdict) + (framing != "none"))
+        assert seen is not None, "a dump whose summaries alone are bad was refused"
+        assert seen["rejected"] == 0 and seen["accepted"] == seen["read"] == 2 * len(JOBSTATS_ROWS)
+        jobs = dict(zip(seen["jobs"]["job_id"], seen["jobs"]["jobstats"]))
+        assert len(jobs) == len(JOBSTATS_ROWS), jobs
+        fields = seen["rejects"].filter(pl.col("kind") == "field")
+        assert set(fields["field"]) <= {"AdminComment"} and fields["line"].is_unique().all()
+        flagged = {jid for jid, st_ in jobs.items() if st_ in ("rejected", "untrusted")}
+        assert set(fields["line"]) == {line_of[j] for j in flagged}, (fields, jobs)
+        assert jobs["107"] is None
+        for jid, v in verdict.items():
+            if v is True:
+                assert jobs[jid] == "rejected", (jid, admins[jid][:200], fields)
+            elif v is False:
+                assert jobs[jid] == "ok", (jid, fields)
+        for jid in set(jobs) - set(verdict) - {"107"}:  # untouched summaries are still read
+            assert jobs[jid] == {"JS1:Short": "short", "JS1:None": "none"}.get(admins[jid], "ok"), (jid, jobs)
+
+    if RANDOM_SEED is not None:
+        run = seed(int(RANDOM_SEED))(run)
+    run()
 
 
 def test_the_run_covered_enough_inputs():

@@ -291,3 +291,18 @@ def test_arbitrary_summaries_never_raise_anything_but_summary_error():
         assert v["gpus_idle"] <= v["gpus_measured"] and v["cpu_seconds_used"] >= 0
 
     check()
+
+
+@pytest.mark.parametrize("node, words", [
+    ({"cpus": 1, "total_time": 10**400, "used_memory": 1}, "401 digits is beyond any real job"),
+    ({"cpus": 1, "total_time": 1, "used_memory": 1, "gpu_utilization": {"\u00b2": 50}}, "GPU index '²' is not"),
+])
+def test_summaries_the_fuzzer_found(node, words):
+    """Found by the fuzz suite (tests/test_ingest_fuzz.py): an integer beyond float's range (OverflowError) and a
+    GPU index that str.isdigit() accepts but int() does not (ValueError) escaped as tracebacks; now rejects."""
+    with pytest.raises(jobstats.SummaryError, match=words):
+        jobstats.decode(summary({"nodes": {"g": node}}))
+    jobs = pl.DataFrame({"cpu_seconds_used": [1.0]})
+    out, rej = jobstats.apply(jobs, pl.Series([summary({"nodes": {"g": node}})]), pl.Series([2]))
+    assert out["jobstats"].to_list() == ["rejected"] and rej["line"].to_list() == [2]
+    assert words.split("'")[0] in rej["reason"][0]

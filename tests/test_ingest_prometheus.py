@@ -283,3 +283,19 @@ def test_arbitrary_json_never_raises_anything_but_ingest_error(tmp_path):
         assert p.samples.select(pl.struct("cluster", "job_id", "ts").is_unique().all()).item()
 
     check()
+
+
+def test_integers_beyond_float_and_int_parsing_are_refused_not_tracebacks(tmp_path):
+    """Found by the fuzz suite: JSON allows integers of any length. A timestamp of 401 digits (beyond float's
+    range) is a field reject; one of 5,000 digits (beyond what json.loads parses) refuses the file in one line."""
+    doc = response([series("DCGM_FI_DEV_GPU_UTIL", "1", "n", 0, [(T0, "5"), (T0 + STEP, "6"), (T0 + 2 * STEP, "7")])])
+    doc["data"]["result"][0]["values"][1][0] = 10**400
+    f = tmp_path / "big.json"
+    f.write_text(json.dumps(doc))
+    p = prometheus.parse(f)
+    assert (p.rows_accepted, p.field_rejects.height, p.samples.height) == (1, 1, 2)
+    assert "is not epoch seconds" in p.field_rejects["reason"][0]
+    f.write_text(json.dumps(doc).replace("1" + "0" * 400, "1" * 5000))
+    with pytest.raises(IngestError, match="not valid JSON") as err:
+        prometheus.parse(f)
+    assert "\n" not in str(err.value) and str(err.value).startswith(str(f))

@@ -64,7 +64,10 @@ class SummaryError(ValueError):
 def _number(v, where: str, limit: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SummaryError(f"{where}: not a number ({type(v).__name__})")
-    v = float(v)
+    try:
+        v = float(v)
+    except OverflowError:  # an integer of hundreds of digits (JSON allows it): beyond float, so beyond any job
+        raise SummaryError(f"{where}: an integer of {len(str(v))} digits is beyond any real job") from None
     if not math.isfinite(v) or v < 0:
         raise SummaryError(f"{where}: {v!r} is not a finite non-negative number")
     if v > limit:
@@ -80,7 +83,8 @@ def _per_gpu(node: dict, key: str, where: str, limit: float) -> dict[str, float]
         raise SummaryError(f"{where}.{key}: too many GPUs")
     out = {}
     for idx, v in d.items():
-        if not str(idx).isdigit() or len(str(idx)) > 7:
+        # ASCII digits only: str.isdigit() also holds for '²', which int() refuses
+        if not (str(idx).isascii() and str(idx).isdigit()) or len(str(idx)) > 7:
             raise SummaryError(f"{where}.{key}: GPU index {str(idx)[:20]!r} is not a number")
         out[str(int(idx))] = _number(v, f"{where}.{key}.{idx}", limit)
     return out

@@ -103,7 +103,8 @@ def _value(point, column: str, scale: float) -> tuple[float | None, float | None
     if not isinstance(point, (list, tuple)) or len(point) != 2:
         return None, None, "point is not a [timestamp, \"value\"] pair"
     ts, v = point
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or not 0 <= ts < 1e11:
+    # 0 <= ts first: an integer beyond float's range (JSON allows one) would overflow math.isfinite
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts < 1e11 or not math.isfinite(ts):
         return None, None, f"timestamp {str(ts)[:40]!r} is not epoch seconds"
     try:
         x = float(v) if isinstance(v, str) else float("nan")
@@ -126,7 +127,7 @@ def parse(path, *, job_label: str | None = None, step: float | None = None, metr
         doc = json.loads(data)
     except UnicodeDecodeError as exc:
         raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError too: an integer beyond int()'s 4,300 digits
         line = getattr(exc, "lineno", 1)
         raise IngestError(path, f"not valid JSON: {getattr(exc, 'msg', exc)}", line=line) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
