@@ -211,6 +211,8 @@ def test_bad_records_are_rejected_by_index(tmp_path):
     (b'{"jobs": [\n  {"job_id": 1},\n  oops\n]}', 3, "not valid JSON"),
     (b'{"meta": {}}', 1, 'no top-level "jobs" list'),
     (b'{"jobs": ["caf\xe9"]}', None, "not UTF-8"),
+    (b'{"jobs": [{"job_id": ' + b"9" * 5000 + b'}]}', 1, "not valid JSON"),  # past int()'s 4,300 digits
+    (b"[" * 100_000 + b"]" * 100_000, 1, "nested too deeply"),
 ])
 def test_unreadable_json_raises(tmp_path, content, line, message):
     f = tmp_path / "bad.json"

@@ -120,16 +120,7 @@ def _value(point, column: str, scale: float) -> tuple[float | None, float | None
 
 def parse(path, *, job_label: str | None = None, step: float | None = None, metric: str | None = None,
           **_) -> Parsed:
-    data = textio.read_bytes(path)
-    if not data.strip():
-        raise IngestError(path, "empty file", line=1)
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
-    except (ValueError, RecursionError) as exc:  # ValueError too: an integer beyond int()'s 4,300 digits
-        line = getattr(exc, "lineno", 1)
-        raise IngestError(path, f"not valid JSON: {getattr(exc, 'msg', exc)}", line=line) from exc
+    doc = textio.read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
         raise IngestError(path, "not a Prometheus API response: no \"data\" object", line=1, field="data")
     if doc.get("status") not in (None, "success"):

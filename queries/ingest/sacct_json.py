@@ -329,17 +329,7 @@ def _job(job: dict) -> tuple[dict | None, str | None, str | None]:
 
 
 def parse(path, **_) -> Parsed:
-    data = textio.read_bytes(path)
-    if not data.strip():
-        raise IngestError(path, "empty file", line=1)
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
-    except json.JSONDecodeError as exc:
-        raise IngestError(path, f"not valid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from exc
-    except RecursionError as exc:  # no sacct record nests this deep
-        raise IngestError(path, "JSON nested too deeply to be sacct --json output", line=1) from exc
+    doc = textio.read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise IngestError(path, "not sacct --json output: no top-level \"jobs\" list", line=1, field="jobs")
     rows, rejects, admin, where = [], [], [], []

@@ -10,6 +10,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import json
 import mmap
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,27 @@ def read_bytes(path: str | Path) -> bytes:
             return gunzip(path, fh) if str(path).endswith(".gz") else fh.read()
     except OSError as exc:
         raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from exc
+
+
+def read_json(path: str | Path):
+    """The file's JSON document (``.gz`` transparently decompressed); an ``IngestError`` naming the file (and the
+    line where JSON says) when it is empty, not UTF-8, not JSON, nested deeper than Python's recursion limit or
+    holds an integer longer than ``int()`` reads (4,300 digits: a plain ``ValueError``, not a JSONDecodeError)."""
+    from . import IngestError
+
+    data = read_bytes(path)
+    if not data.strip():
+        raise IngestError(path, "empty file", line=1)
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:  # both are ValueErrors: the narrower ones first
+        raise IngestError(path, f"not UTF-8 text at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise IngestError(path, f"not valid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from exc
+    except RecursionError as exc:
+        raise IngestError(path, "not valid JSON: nested too deeply", line=1) from exc
+    except ValueError as exc:
+        raise IngestError(path, f"not valid JSON: {str(exc)[:120]}", line=1) from exc
 
 
 def gunzip(path: str | Path, fh) -> bytes:
