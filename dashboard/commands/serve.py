@@ -34,7 +34,7 @@ def register(sub):
                    help="identity source (overrides the config): `oidc` = Streamlit sign-in ([auth] in "
                         ".streamlit/secrets.toml); `header` = a trusted reverse proxy sets X-Forwarded-User; "
                         "`operator` = you alone on this machine, everything visible (the default off the sample "
-                        "with nothing configured, loopback only); `open` = no sign-in, everyone who reaches the "
+                        "when nothing is configured, loopback only); `open` = no sign-in, everyone who reaches the "
                         "port is admin; `demo` = the sample's 'View as' picker; `auto` (default) picks")
     p.add_argument("--no-warm", action="store_true",
                    help="do not compute every page's default view at start-up (dashboard/data/warm.py)")
