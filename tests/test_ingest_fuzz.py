@@ -49,7 +49,7 @@ from queries.store import Store
 from test_ingest_jobstats import GPU_JOB, MULTI_CPU, ONE_IDLE, hms, summary
 from test_ingest_prometheus import JOBS_DUMP, T0, grid, response, series
 from test_ingest_sacct_json import base_job, step
-from test_ingest_sacct_real import JOBINFO_FIELDS
+from real_stores import JOBINFO_FIELDS
 
 FIX = Path(__file__).parent / "fixtures"
 EXAMPLES = int(os.environ.get("QUOTALOOP_FUZZ_EXAMPLES") or 15)

@@ -11,16 +11,11 @@ import pytest
 
 from queries.ingest import common, sacct
 
+from real_stores import AWS_FIELDS, JOBINFO_FIELDS
 from test_ingest_sacct import job
 
 GiB, MiB = 2**30, 2**20
 UTC = dt.timezone.utc
-AWS_FIELDS = ("State,JobID,ReqCPUS,ReqMem,ReqNodes,Constraints,Submit,Eligible,Start,Elapsed,Suspended,End,"
-              "ExitCode,DerivedExitCode,AllocNodes,NCPUS,MaxDiskRead,MaxDiskWrite,MaxPages,MaxRSS,MaxVMSize,"
-              "CPUTime,UserCPU,SystemCPU,TotalCPU")
-JOBINFO_FIELDS = ("JobID,JobName,User,Partition,NodeList,NNodes,ncpus,NTasks,State,Submit,start,end,timelimit,"
-                  "elapsed,TotalCPU,UserCPU,SystemCPU,ReqMem,MaxRSS,TRESUsageInTot,TRESUsageOutTot,MaxDiskWrite,"
-                  "MaxDiskRead,MaxRSSNode,MaxDiskWriteNode,MaxDiskReadNode,Comment")  # from its README.md
 
 
 # ------------------------------------------------------------------------------------------------ real dumps

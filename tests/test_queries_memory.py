@@ -155,7 +155,7 @@ def test_memory_invariants_on_the_sample(store):
 
 @pytest.mark.shared_data
 def test_memory_invariants_on_the_real_sacct_dumps(shared_data, tmp_path):
-    from test_ingest_sacct_real import AWS_FIELDS, JOBINFO_FIELDS
+    from real_stores import AWS_FIELDS, JOBINFO_FIELDS
 
     d = shared_data / "sacct"
     aws = d / "aws-hpc-cost-simulator"

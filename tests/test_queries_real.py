@@ -21,7 +21,7 @@ import pytest
 import queries
 from queries.ingest import ingest
 
-from test_ingest_sacct_real import AWS_FIELDS, JOBINFO_FIELDS
+from real_stores import AWS_FIELDS, JOBINFO_FIELDS
 from test_queries_random import assert_job_waste_equals_reference, reference_job_waste
 
 pytestmark = pytest.mark.shared_data
