@@ -23,7 +23,7 @@ the log it replays: wait errors, correlations, order, occupancy) and ``calibrate
 
 Invariants: no wall clock, no Streamlit/DuckDB/queries imports; the same inputs and ``seed`` give
 byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``. Every optimised piece has a plain
-counterpart it must agree with on random workloads (``tests/test_engine_reference.py``).
+counterpart it must agree with on random workloads (``tests/engine/test_engine_reference.py``).
 
 Speed (``tests/benchmarks/bench_engine.py``; numbers in README.md, "Benchmarks"): a run costs about one
 scheduling pass per distinct event instant; a pass re-examines the queue in policy order, so the time is spread

@@ -65,7 +65,7 @@ from pathlib import Path
 
 UNBUDGETED = "unbudgeted"
 DIRECT = "(direct)"
-# Mirrors queries.schema.JOB_CLASSES (the engine may not import queries); tests/test_budgets.py checks they match.
+# Mirrors queries.schema.JOB_CLASSES (the engine may not import queries); tests/queries/analytics/test_budgets.py checks they match.
 JOB_CLASSES = ("debug", "interactive", "training", "eval", "dataprep", "batch")
 NODE_KEYS = {"share", "guaranteed_gpus", "max_gpus", "min_runtime", "description"}
 FLAT_KEYS = NODE_KEYS | {"name", "parent", "path"}

@@ -3,7 +3,7 @@
 Invariant: the page builds exactly what ``quotaloop report`` writes for the same scope. ``report_request`` turns
 the sidebar into the arguments of ``build_report`` (window, cluster, partition, account subtree, state, job
 class, the configured budget file) and ``report.command_line`` prints the same request as a command, so a
-download from the page and the scheduled CLI run are byte-identical (tests/test_dashboard_reports.py).
+download from the page and the scheduled CLI run are byte-identical (tests/dashboard/test_dashboard_reports.py).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ visitor finds the default views in the cache. The caches are ``st.cache_data`` (
 session), keyed by the store's manifest token: a new ingest invalidates them and the next visitor recomputes.
 
 Invariant: the defaults here are the ones the pages use (the pages call these functions), so a warmed cache is
-a hit for a fresh session's first render of every page (tests/test_dashboard_warm.py records zero queries).
+a hit for a fresh session's first render of every page (tests/dashboard/test_dashboard_warm.py records zero queries).
 Per-viewer views (a researcher's own jobs) are warmed only for the admin's default user; the user-independent
 parts of them (rankings, back-test) are warmed for everybody.
 """

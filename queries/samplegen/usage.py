@@ -5,7 +5,7 @@ series adds phases: data loading at the start (CPU busy, GPU idle, memory rampin
 checkpoint I/O dips (GPU and CPU low), periodic evaluation, and for interactive sessions idle stretches
 with bursts (parked sessions stay idle throughout).
 
-Invariants (what ``tests/test_samplegen.py`` checks against the exported files):
+Invariants (what ``tests/queries/samplegen/test_samplegen.py`` checks against the exported files):
 - samples cover [start, start + elapsed) without gaps; ``sum(interval_s) == elapsed``; at most
   ``MAX_SAMPLES`` per job (long jobs get wider intervals, a multiple of ``BASE_INTERVAL_S``);
 - ``cpu_seconds == sum(cpu_used * interval_s)`` (sacct TotalCPU), ``max_rss_bytes == max(mem_bytes)``,

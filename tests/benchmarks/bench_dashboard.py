@@ -19,14 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import dashboard_browser as br  # noqa: E402
+import dashboard_browser as br  # tests/support is on pytest's pythonpath (pyproject.toml)
 
 pytestmark = pytest.mark.benchmark
 REPO = br.REPO
@@ -164,7 +162,6 @@ def _bare_engine(store, start, end) -> float:
     from the logged state there, as ``dashboard.data.sim`` runs it), no dashboard around it."""
     import dataclasses
 
-    import polars as pl
 
     import engine
     from dashboard import scenario

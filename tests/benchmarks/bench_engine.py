@@ -9,7 +9,7 @@
 2. A GPU cluster (the bundled sample store, 128 GPU nodes x 8 GPUs, ~30 days, if present - else a synthetic
    month on 128 x 8): FCFS + EASY with node placement against a naive node-level EASY loop (identical start
    times required), then fair share + EASY + min-runtime contracts + preemption (the dashboard slider case)
-   against the engine with the naive fair-share order (``tests/test_engine_reference.py``: every job offered
+   against the engine with the naive fair-share order (``tests/engine/test_engine_reference.py``: every job offered
    by a fresh descent of the budget tree, no scan hints, no reservation cache; identical output required), with
    the time split by engine module (what dominates).
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
@@ -27,7 +27,6 @@ import cProfile
 import heapq
 import math
 import pstats
-import sys
 import time
 from pathlib import Path
 
@@ -319,7 +318,6 @@ def naive_fairshare_run(jobs, cluster, cfg):
     """The engine with the plain fair-share order of the reference tests (one root descent per offered job, no
     scan hints, the blocked job's reservation computed afresh every time): the naive implementation of the same
     policy."""
-    sys.path.insert(0, str(REPO / "tests"))
     import engine.passes as passes
     import engine.policy as policy
     from engine.core import Simulator

@@ -1,0 +1,72 @@
+"""Import hygiene: dashboard -> queries, engine; engine imports neither Streamlit nor DuckDB (nor queries);
+queries never imports Streamlit; the dashboard never holds SQL text."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            mods.add(node.module.split(".")[0])
+    return mods
+
+
+FORBIDDEN = {
+    "engine": {"streamlit", "duckdb", "queries", "dashboard"},
+    "queries": {"streamlit", "dashboard"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_does_not_import_forbidden_layers(package):
+    files = sorted((REPO / package).rglob("*.py"))
+    assert files, f"{package}/ has no modules"
+    offenders = {str(f.relative_to(REPO)): sorted(_imports(f) & FORBIDDEN[package]) for f in files}
+    offenders = {k: v for k, v in offenders.items() if v}
+    assert not offenders, f"layering broken: {offenders}"
+
+
+def _sql_strings(source: str) -> list[str]:
+    """String literals (f-string parts included) that read like a SQL statement: ``with NAME as (`` or
+    ``select ... from`` with a clause or call prose does not have (where, join, group/order by, count(, $param)."""
+    cte = re.compile(r"\s*with\s+(recursive\s+)?\w+(\s*\([^)]*\))?\s+as\s*\(", re.I)
+    select = re.compile(r"\s*select\s+.+?\bfrom\b", re.I | re.S)
+    clause = re.compile(r"\bwhere\b|\bjoin\b|\b(group|order)\s+by\b|\b\w+\(|\$\w+|\*|;", re.I)
+
+    def is_sql(text: str) -> bool:
+        return bool(cte.match(text) or (select.match(text) and clause.search(text)))
+
+    return [node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and is_sql(node.value)]
+
+
+def test_sql_detector_reads_literals_not_code():
+    assert _sql_strings('q = "select a, b from jobs where x = 1"') == ["select a, b from jobs where x = 1"]
+    assert _sql_strings('q = f"""\n  WITH t AS (select 1) select * from t"""')
+    # a string ending a line followed by a `with` statement is code, not SQL (the old regex flagged it)
+    assert not _sql_strings('x = "done"\nwith open("f") as fh:\n    pass\n')
+    assert _sql_strings('q = "select user, sum(x) from t group by user"')
+    assert not _sql_strings('label = "with the budget from the file"')  # prose
+    assert not _sql_strings('label = "Select a team from the list"')
+
+
+def test_dashboard_holds_no_sql():
+    bad = [str(f.relative_to(REPO)) for f in (REPO / "dashboard").rglob("*.py") if _sql_strings(f.read_text())]
+    assert not bad, f"SQL text in the dashboard (keep it in queries/sql/*.sql): {bad}"
+
+
+def test_layering_check_catches_a_violation(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("import duckdb\nfrom streamlit import x\n")
+    assert _imports(bad) & FORBIDDEN["engine"] == {"duckdb", "streamlit"}
