@@ -316,8 +316,8 @@ def test_queries_within_3x_of_bare_scan(bench_store):
     for name, params in CASES:
         base, query, height = [], [], 0
         for _ in range(REPEATS):  # alternate, so that a busy machine slows both alike
-            base.append(_time(lambda: _run_baseline(con, name))[0])
-            q, df = _time(lambda: queries.run(name, con=con, **params))
+            base.append(_time(lambda name=name: _run_baseline(con, name))[0])
+            q, df = _time(lambda name=name, params=params: queries.run(name, con=con, **params))
             query.append(q)
             height = df.height
         b_wall, b_cpu = min(b[0] for b in base), min(b[1] for b in base)

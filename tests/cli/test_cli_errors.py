@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.cli import COMMANDS, main
-from queries.store import MANIFEST, Store
+from queries.store import MANIFEST
 from test_queries_fixture import build
 
 REPO = Path(__file__).resolve().parents[2]

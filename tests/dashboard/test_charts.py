@@ -19,7 +19,7 @@ def _title(fig: go.Figure) -> str:
 def _gap_frame() -> pl.DataFrame:
     rows = []
     # three teams, two buckets; hand-made numbers (GPUs held on average / GPUs busy)
-    for i, (team, req, used) in enumerate([("vision", 10, 4), ("nlp", 6, 6), ("speech", 3, 1)]):
+    for team, req, used in [("vision", 10, 4), ("nlp", 6, 6), ("speech", 3, 1)]:
         for b in range(2):
             rows.append(dict(t=T0 + dt.timedelta(hours=b), team=team, req=float(req + b), used=float(used)))
     return pl.DataFrame(rows)

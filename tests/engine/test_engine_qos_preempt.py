@@ -9,7 +9,6 @@ H: QoS high, 8 GPUs, submitted at 0.5 h, runs 1 h. Policy priority (high 3 > low
 """
 from __future__ import annotations
 
-import dataclasses
 
 import polars as pl
 import pytest

@@ -270,7 +270,7 @@ def test_drf_serves_the_smallest_dominant_share():
     # The DRF paper's example: 9 CPUs, 18 GiB. A's tasks <1 CPU, 4 GiB>, B's <3 CPU, 1 GiB>, all queued at 0.
     # DRF gives A 3 tasks and B 2 (dominant shares 2/3 each). FCFS (A's jobs submitted first) gives A 4, B 1.
     gib = 2.0 ** 30
-    rows, acct, cpus, mem = [], [], [], []
+    rows, acct, mem = [], [], []
     for who, c, m in (("A", 1, 4), ("B", 3, 1)):
         for k in range(1, 6):
             rows.append((f"{who}{k}", 0, c, 100, 100))

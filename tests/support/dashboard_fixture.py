@@ -38,7 +38,7 @@ def jobs_frame(seed: int = 7) -> pl.DataFrame:
     rows = []
     for user, (account, lanes, gpu_u, cpu_u, mem_u) in USERS.items():
         n = 0
-        for node, lane in lanes:
+        for node, _lane in lanes:
             t = T0 + dt.timedelta(minutes=rng.randint(0, 120))
             while t < T0 + dt.timedelta(days=DAYS - 1):
                 n += 1

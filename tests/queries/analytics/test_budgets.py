@@ -236,7 +236,7 @@ def _err(text: str) -> BudgetError:
 
 
 def _line_of(text: str, needle: str) -> int:
-    return next(i for i, l in enumerate(textwrap.dedent(text).splitlines(), 1) if needle in l)
+    return next(i for i, line in enumerate(textwrap.dedent(text).splitlines(), 1) if needle in line)
 
 
 BAD = [

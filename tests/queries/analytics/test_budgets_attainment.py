@@ -15,7 +15,7 @@ from engine.budget_tree import UNBUDGETED, static_entitlements, validate
 from queries import budgets, schema
 from queries.store import Store
 
-from test_budgets import SIMPLE, T, approx
+from test_budgets import SIMPLE, T
 
 REPO = Path(__file__).resolve().parents[3]
 UTC = dt.timezone.utc

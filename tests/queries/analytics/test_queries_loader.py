@@ -33,7 +33,7 @@ def test_required_queries_exist_and_document_their_parameters():
         q = queries.load(name)
         assert q.description, name
         assert all(p.description for p in q.params), name
-        assert not [l for l in q.sql.splitlines() if l.strip().startswith("-- include:")], name  # expanded
+        assert not [line for line in q.sql.splitlines() if line.strip().startswith("-- include:")], name  # expanded
 
 
 def test_common_filters_are_declared_where_they_apply():

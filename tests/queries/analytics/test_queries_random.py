@@ -383,7 +383,7 @@ def test_backtest_recursion_on_random_history(store):
     params = dict(alpha=0.35, dead_band=0.07, max_step=0.2, min_jobs=3, min_gpu_equiv_hours=2.0)
     got = queries.run("quota_backtest", store=store, period_s=DAY, **params)
     assert got["held"].any() and (~got["held"]).any()
-    for user, part in got.group_by("user"):
+    for _user, part in got.group_by("user"):
         part = part.sort("period_k")
         expected = reference_loop(part["raw_coefficient"].fill_null(1.0).to_list(), (~part["held"]).to_list(),
                                   alpha=0.35, dead_band=0.07, max_step=0.2)

@@ -553,7 +553,7 @@ def test_fuzz_jobstats_summaries(tmp_path_factory):
         for row in picks:  # a row picked twice: the last mutation stands (each starts from the intact summary)
             admins[row[0]], verdict[row[0]] = mutate_summary(d.draw, row[9])
         text = "\n".join([JOBSTATS_HEAD] + [jobstats_line(r, admins[r[0]]) for r in JOBSTATS_ROWS]) + "\n"
-        data, k = text.encode(), 0
+        data = text.encode()
         framing = d.draw(st.sampled_from(["none", "none", "none", "bom", "crlf", "no-final-newline", "gzip"]))
         name = "sacct.txt"
         if framing == "bom":

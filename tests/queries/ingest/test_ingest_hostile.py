@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 
 from queries.ingest import IngestError, detect_format, ingest, openb, sacct, sacct_json, swf
 from queries.ingest import alibaba
-from queries.store import Store, Transaction, name_problem
+from queries.store import Store, name_problem
 
 REPO = Path(__file__).resolve().parents[3]
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
