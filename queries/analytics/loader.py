@@ -1,6 +1,6 @@
-"""Named DuckDB queries over a job-log store: the only way the UI, CLI and reports read analytics.
+"""The named-query loader: the only way the UI, CLI and reports read analytics.
 
-``run("job_waste", store="DIR", start="2026-11-01")`` loads ``queries/sql/job_waste.sql``, binds the
+``run("job_waste", store="DIR", start="2026-11-01")`` loads ``queries/analytics/sql/job_waste.sql``, binds the
 parameters it declares and returns a Polars frame. Each SQL file declares its parameters in header lines::
 
     -- param: start timestamp null  window start (UTC, inclusive)
@@ -10,15 +10,13 @@ parameters it declares and returns a Polars frame. Each SQL file declares its pa
 formatted into SQL. An unknown query or parameter, a value of the wrong type, a number that is not finite or
 outside its bounds, and an ``end`` not after ``start`` are each a one-line ``QueryError`` naming it.
 
-A line ``-- include: _NAME`` is replaced by the text of ``queries/sql/_NAME.sql`` (a fragment of named CTEs,
-dbt's "ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
-starting with ``_`` are fragments, not queries. Optional relations (``budget_shares``) are registered empty
-unless ``connect(extra=...)`` provides them, so a query may always reference them; ``store_snapshot``
-(cluster, snapshot: the last instant each cluster's log knows) always exists, from the store's manifest.
+A line ``-- include: _NAME`` is replaced by the text of ``sql/_NAME.sql`` (a fragment of named CTEs, dbt's
+"ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
+starting with ``_`` are fragments, not queries. The relations a query may reference are those of
+``queries.store.connect``: the store's tables, ``store_snapshot`` and the optional relations (``budget_shares``).
 """
 from __future__ import annotations
 
-import datetime as dt
 import math
 import os
 import re
@@ -28,24 +26,17 @@ from pathlib import Path
 
 import polars as pl
 
-from . import schema
-from .store import Store
+from ..store.connection import connect
+from ..store.units import parse_ts
 
 SQL_DIR = Path(__file__).parent / "sql"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
 
 _PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
 _BOUND_RE = re.compile(r"^(>=|>|<=|<)(-?\d+(?:\.\d+)?)$")
 _BOUND_OK = {">=": lambda v, b: v >= b, ">": lambda v, b: v > b, "<=": lambda v, b: v <= b, "<": lambda v, b: v < b}
 _INCLUDE_RE = re.compile(r"^--\s*include:\s*(_[a-z0-9_]+)\s*$")
-# Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
-OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
-# The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
-# for a flat store (a simulation's output) or a store ingested before it was recorded.
-SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": pl.Datetime("us", "UTC")}
 _TYPES = {
-    "timestamp": lambda v: _parse_ts(v),
+    "timestamp": parse_ts,
     "double": float,
     "integer": int,
     "varchar": str,
@@ -55,15 +46,6 @@ _TYPES = {
 
 class QueryError(ValueError):
     """A query name or parameter that does not exist, or a value of the wrong type."""
-
-
-def _parse_ts(v):
-    if v is None or isinstance(v, dt.datetime):
-        return v
-    if isinstance(v, dt.date):
-        return dt.datetime(v.year, v.month, v.day, tzinfo=dt.timezone.utc)
-    ts = dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -170,51 +152,6 @@ def bind(query: Query, params: dict) -> dict:
         raise QueryError(f"query {query.name!r}: end {bound['end']:%Y-%m-%d %H:%M:%S} is not after start "
                          f"{bound['start']:%Y-%m-%d %H:%M:%S} (the window is [start, end))")
     return bound
-
-
-def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
-            memory_limit: str | None = None):
-    """A DuckDB connection with one view per store table (empty, typed views for absent tables).
-
-    ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
-    ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
-    """
-    import duckdb
-
-    st = Store(store or DEFAULT_STORE)
-    con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
-    con.execute("set timezone = 'UTC'")
-    for table in schema.TABLES:
-        files = st.files(table)
-        if files:
-            _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
-        else:
-            con.register(table, schema.empty(table).to_arrow())
-    if "store_snapshot" not in (extra or {}):
-        snaps = st.snapshots()
-        con.register("store_snapshot", pl.DataFrame({"cluster": list(snaps), "snapshot": list(snaps.values())},
-                                                    schema=SNAPSHOT_SCHEMA).to_arrow())
-    for name, frame in (extra or {}).items():
-        con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
-    for name, rel_schema in OPTIONAL_RELATIONS.items():
-        if name not in (extra or {}):
-            con.register(name, pl.DataFrame(schema=rel_schema).to_arrow())
-    return con
-
-
-def _with_all_columns(rel, table: str):
-    """``rel`` with the schema's columns its files lack added as typed nulls: a store written before a column
-    was added (jobstats' ``gpus_idle``, a sample's ``source``) still answers every query."""
-    import duckdb
-
-    have = {c.lower() for c in rel.columns}
-    missing = [(k, v[0]) for k, v in schema.TABLES[table].items() if k.lower() not in have]
-    if not missing:
-        return rel
-    empty = pl.DataFrame(schema=dict(missing)).to_arrow()
-    types = dict(zip(empty.column_names, duckdb.from_arrow(empty).types))
-    return rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
-                       *[duckdb.ConstantExpression(None).cast(types[k]).alias(k) for k, _ in missing])
 
 
 def run(name: str, store: str | os.PathLike | None = None, *, con=None, **params) -> pl.DataFrame:

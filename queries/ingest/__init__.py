@@ -27,8 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schema
-from ..store import Store, name_problem
+from ..store import Store, name_problem, schema
 
 FORMATS = ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples", "prometheus")
 

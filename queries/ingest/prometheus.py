@@ -53,7 +53,7 @@ import math
 
 import polars as pl
 
-from .. import schema
+from ..store import schema
 from . import IngestError, Parsed
 from . import textio
 

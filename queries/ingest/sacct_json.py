@@ -29,8 +29,7 @@ import re
 
 import polars as pl
 
-from .. import schema
-from ..store import name_problem
+from ..store import name_problem, schema
 from . import IngestError, Parsed
 from . import common as c
 from . import jobstats

@@ -63,7 +63,7 @@ def test_sql_detector_reads_literals_not_code():
 
 def test_dashboard_holds_no_sql():
     bad = [str(f.relative_to(REPO)) for f in (REPO / "dashboard").rglob("*.py") if _sql_strings(f.read_text())]
-    assert not bad, f"SQL text in the dashboard (keep it in queries/sql/*.sql): {bad}"
+    assert not bad, f"SQL text in the dashboard (keep it in queries/analytics/sql/*.sql): {bad}"
 
 
 def test_layering_check_catches_a_violation(tmp_path):
