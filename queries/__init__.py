@@ -8,10 +8,24 @@
 - ``queries.samplegen``: the synthetic sample store's generator.
 
 Public API re-exported here: the named-query interface, ``run``, ``names``, ``load``, ``bind``,
-``QueryError`` (from ``queries.analytics``) and ``connect``, ``DEFAULT_STORE`` (from ``queries.store``), so
-``queries.run("job_waste", store=...)`` is how the dashboard, the CLI and the reports read analytics.
+``QueryError`` (from ``queries.analytics.loader``) and ``connect``, ``DEFAULT_STORE`` (from
+``queries.store.connection``), so ``queries.run("job_waste", store=...)`` is how the dashboard, the CLI and the
+reports read analytics. They resolve on first use (PEP 562) rather than at import: importing any room (the CLI
+reads ``queries.ingest.formats`` when it builds its parser) must not load Polars (see ``queries.ingest``).
 """
-from .analytics.loader import QueryError, bind, load, names, run
-from .store.connection import DEFAULT_STORE, connect
+from importlib import import_module
 
-__all__ = ["DEFAULT_STORE", "QueryError", "bind", "connect", "load", "names", "run"]
+_EXPORTS = {
+    "QueryError": "analytics.loader", "bind": "analytics.loader", "load": "analytics.loader",
+    "names": "analytics.loader", "run": "analytics.loader",
+    "DEFAULT_STORE": "store.connection", "connect": "store.connection",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -37,7 +37,7 @@ from pathlib import Path
 import polars as pl
 
 from ..store import schema
-from . import IngestError, Parsed
+from .pipeline import IngestError, Parsed
 from .canonical import BAD_UTF8, first_failure, read_text
 from .limits import MAX_BYTES, MAX_COUNT, MAX_SECONDS
 

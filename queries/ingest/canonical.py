@@ -28,7 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from ..store import name_problem_expr, schema
-from . import IngestError, Parsed
+from .pipeline import IngestError, Parsed
 from .limits import MAX_COUNT, MAX_SECONDS
 from .textio import gunzip
 

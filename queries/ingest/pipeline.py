@@ -1,7 +1,8 @@
-"""Ingest real scheduler exports into a store.
+"""The ingest pipeline: parse scheduler exports (each format's reader, from ``formats``) and write them into a store.
 
-Every format module exposes ``parse(path, **options) -> Parsed`` and a ``sniff(head: bytes) -> bool``.
-A parser never writes; ``ingest`` writes all files of one call in one store transaction, so a failure
+Every format module exposes ``parse(path, **options) -> Parsed`` and a ``sniff(head: bytes, filename: str) ->
+bool``, named in the registry ``formats`` (the CLI's ``--format`` choices, the detection order). A parser never
+writes; ``ingest`` writes all files of one call in one store transaction, so a failure
 anywhere leaves the previous store intact.
 
 Invariants (checked here for every file, whatever the parser):
@@ -28,8 +29,8 @@ from pathlib import Path
 import polars as pl
 
 from ..store import Store, name_problem, schema
-
-FORMATS = ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples", "prometheus")
+from . import formats
+from . import timezone as TZ
 
 
 class IngestError(Exception):
@@ -133,31 +134,9 @@ def last_instants(jobs: pl.DataFrame, samples: pl.DataFrame) -> dict[str, dt.dat
     return {c: t for c, t in last.iter_rows()}
 
 
-_PARSERS = {
-    "sacct": ("sacct", "parse"),
-    "sacct-json": ("sacct_json", "parse"),
-    "swf": ("swf", "parse"),
-    "pai": ("alibaba", "parse_pai"),
-    "openb": ("openb", "parse_openb"),
-    "csv": ("canonical", "parse_csv"),
-    "parquet": ("canonical", "parse_parquet"),
-    "samples": ("canonical", "parse_samples"),
-    "prometheus": ("prometheus", "parse"),
-}
-
-
-def _parser(fmt: str):
-    """The parse function of ``fmt``, imported on first use (keeps CLI start fast)."""
-    import importlib
-
-    module, func = _PARSERS[fmt]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), func)
-
-
 def detect_format(path: str | Path) -> str:
-    """Guess a file's format from its name and first bytes; ``IngestError`` if nothing matches."""
-    from . import alibaba, canonical, openb, prometheus, sacct, sacct_json, swf
-
+    """Guess a file's format from its name and first bytes (``formats.detection_order``); ``IngestError`` if
+    nothing matches."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
@@ -173,20 +152,10 @@ def detect_format(path: str | Path) -> str:
                 head = gz.read(65536)
         except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a bit flip in the deflate stream
             raise IngestError(path, f"not a readable gzip file: {exc}") from exc
-    for fmt, mod in (
-        ("parquet", canonical.sniff_parquet),
-        ("sacct-json", sacct_json.sniff),
-        ("prometheus", prometheus.sniff),
-        ("swf", swf.sniff),
-        ("openb", openb.sniff_openb),
-        ("pai", alibaba.sniff_pai),
-        ("samples", canonical.sniff_samples),
-        ("csv", canonical.sniff_csv),
-        ("sacct", sacct.sniff),
-    ):
-        if mod(head, path.name):
-            return fmt
-    raise IngestError(path, "unknown format; pass --format one of " + "|".join(FORMATS), line=1)
+    for fmt in formats.detection_order():
+        if fmt.detector()(head, path.name):
+            return fmt.name
+    raise IngestError(path, "unknown format; pass --format one of " + "|".join(formats.names()), line=1)
 
 
 def _note_jobs_not_in_store(parsed: list, store: str | Path, cluster: str | None) -> None:
@@ -216,10 +185,10 @@ def parse_file(path: Path, fmt: str = "auto", **options) -> tuple[str, Parsed]:
     if not path.exists():
         raise IngestError(path, "no such file")
     f = detect_format(path) if fmt == "auto" else fmt
-    if f not in FORMATS:
-        raise IngestError(path, f"unknown format {f!r}; use one of auto|{'|'.join(FORMATS)}")
+    if f not in formats.REGISTRY:
+        raise IngestError(path, f"unknown format {f!r}; use one of auto|{'|'.join(formats.names())}")
     try:
-        res = _parser(f)(path, **options)
+        res = formats.REGISTRY[f].reader()(path, **options)
     except IngestError:
         raise
     except UnicodeDecodeError as exc:
@@ -246,8 +215,6 @@ def ingest(
 
     ``timezone``: the IANA zone of local wall-clock times without a zone (sacct text); default this machine's
     zone (``timezone.resolve``). Formats with absolute (epoch) or relative times ignore it."""
-    from . import timezone as TZ
-
     zone, zone_note = TZ.resolve(timezone if timezone is not None else options.pop("tz", None))
     options["tz"] = zone
     parsed: list[tuple[Path, str, str, Parsed, float]] = []

@@ -54,7 +54,7 @@ import math
 import polars as pl
 
 from ..store import schema
-from . import IngestError, Parsed
+from .pipeline import IngestError, Parsed
 from . import textio
 
 JOB_LABELS = ("jobid", "hpc_job", "slurm_job_id")

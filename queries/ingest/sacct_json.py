@@ -30,7 +30,7 @@ import re
 import polars as pl
 
 from ..store import name_problem, schema
-from . import IngestError, Parsed
+from .pipeline import IngestError, Parsed
 from . import common as c
 from . import jobstats
 from . import textio
