@@ -119,15 +119,14 @@ def last_instants(jobs: pl.DataFrame, samples: pl.DataFrame) -> dict[str, dt.dat
     ``sacct`` prints for a job still running is its run time until the export) or sample time."""
     parts = []
     if jobs.height:
-        ts = pl.Datetime("us", "UTC")
-        cols = [pl.col(c).cast(ts) for c in ("submit", "start", "end") if c in jobs.columns]
+        cols = [pl.col(c).cast(schema.UTC_TS) for c in ("submit", "start", "end") if c in jobs.columns]
         if "start" in jobs.columns and "elapsed_s" in jobs.columns:
-            cols.append(pl.col("start").cast(ts)
+            cols.append(pl.col("start").cast(schema.UTC_TS)
                         + pl.duration(microseconds=(pl.col("elapsed_s").cast(pl.Float64) * 1e6).round(0).cast(pl.Int64)))
         if cols:
             parts.append(jobs.select("cluster", pl.max_horizontal(cols).alias("t")))
     if samples.height and "ts" in samples.columns:
-        parts.append(samples.select("cluster", pl.col("ts").cast(pl.Datetime("us", "UTC")).alias("t")))
+        parts.append(samples.select("cluster", pl.col("ts").cast(schema.UTC_TS).alias("t")))
     if not parts:
         return {}
     last = pl.concat(parts).drop_nulls().group_by("cluster").agg(pl.col("t").max())

@@ -21,7 +21,7 @@ from queries.ingest import IngestError, Parsed, detect_format, formats, ingest
 from queries.store import Store
 from queries.store.units import UTC_TS, parse_ts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 TSV_COLUMNS = ("job_id", "user", "account", "submit", "start", "end", "req_gpus")
 
 
