@@ -115,7 +115,7 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
             team_level: int = 3, filters: dict | None = None, budgets=None) -> Report:
     """Run the queries of one report and return its model (no files written).
 
-    ``budgets``: a budgets.toml path; fair share then uses its water-filled entitlements (queries.budgets)."""
+    ``budgets``: a budgets.toml path; fair share then uses its water-filled entitlements (queries.analytics.budgets)."""
     _check_scope(audience, team, user)
     try:
         Store(store).check()

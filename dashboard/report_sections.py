@@ -348,8 +348,8 @@ def _in_subtree(team: str | None, node: str) -> bool:
 
 
 def _budget_attainment(q: Runner, scope: Scope, tree) -> tuple[pl.DataFrame, list[str]]:
-    """Water-filled attainment from a budget tree (queries.budgets), shaped like fairshare_attainment."""
-    from queries import budgets as qb
+    """Water-filled attainment from a budget tree (queries.analytics.budgets), shaped like fairshare_attainment."""
+    from queries.analytics import budgets as qb
 
     res = qb.attainment(q.store, tree, scope.window.start, scope.window.end, con=q.con,
                         cluster=scope.filters.get("cluster"), unit=tree.unit or q.resource)

@@ -260,7 +260,7 @@ def team_columns() -> dict:
 
 
 def history_columns() -> dict:
-    """Headers for the logged attainment history table (``queries.budgets.attainment_history``)."""
+    """Headers for the logged attainment history table (``queries.analytics.budgets.attainment_history``)."""
     num, dtc = st.column_config.NumberColumn, st.column_config.DatetimeColumn
     return {"window_start": dtc("Window from (UTC)", format="YYYY-MM-DD HH:mm"),
             "window_end": dtc("Window to (UTC)", format="YYYY-MM-DD HH:mm"),

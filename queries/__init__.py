@@ -1,231 +1,31 @@
-"""Named DuckDB queries over a job-log store: the only way the UI, CLI and reports read analytics.
+"""quotaloop's data layer, in four rooms (sub-packages):
 
-``run("job_waste", store="DIR", start="2026-11-01")`` loads ``queries/sql/job_waste.sql``, binds the
-parameters it declares and returns a Polars frame. Each SQL file declares its parameters in header lines::
+- ``queries.store``: the job-log store (Parquet tables committed through a manifest, its schema and units, the
+  DuckDB connection over it);
+- ``queries.ingest``: scheduler exports into a store, one module per format, named in ``ingest.formats``;
+- ``queries.analytics``: the named SQL queries (``analytics/sql/*.sql``) and their loader, and the Python
+  analytics over them (``budgets``);
+- ``queries.samplegen``: the synthetic sample store's generator.
 
-    -- param: start timestamp null  window start (UTC, inclusive)
-
-(name, type, default, description). Bounds may follow the default (``-- param: team_level integer 1 >=1  ...``:
-``>=X``, ``>X``, ``<=X``, ``<X``). Values are always bound with DuckDB's ``$name`` placeholders, never
-formatted into SQL. An unknown query or parameter, a value of the wrong type, a number that is not finite or
-outside its bounds, and an ``end`` not after ``start`` are each a one-line ``QueryError`` naming it.
-
-A line ``-- include: _NAME`` is replaced by the text of ``queries/sql/_NAME.sql`` (a fragment of named CTEs,
-dbt's "ephemeral model"); its ``-- param:`` lines join the query's, a query's own declaration winning. Files
-starting with ``_`` are fragments, not queries. Optional relations (``budget_shares``) are registered empty
-unless ``connect(extra=...)`` provides them, so a query may always reference them; ``store_snapshot``
-(cluster, snapshot: the last instant each cluster's log knows) always exists, from the store's manifest.
+Public API re-exported here: the named-query interface, ``run``, ``names``, ``load``, ``bind``,
+``QueryError`` (from ``queries.analytics.loader``) and ``connect``, ``DEFAULT_STORE`` (from
+``queries.store.connection``), so ``queries.run("job_waste", store=...)`` is how the dashboard, the CLI and the
+reports read analytics. They resolve on first use (PEP 562) rather than at import: importing any room (the CLI
+reads ``queries.ingest.formats`` when it builds its parser) must not load Polars (see ``queries.ingest``).
 """
-from __future__ import annotations
+from importlib import import_module
 
-import datetime as dt
-import math
-import os
-import re
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-
-import polars as pl
-
-from . import schema
-from .store import Store
-
-SQL_DIR = Path(__file__).parent / "sql"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
-
-_PARAM_RE = re.compile(r"^--\s*param:\s*(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
-_BOUND_RE = re.compile(r"^(>=|>|<=|<)(-?\d+(?:\.\d+)?)$")
-_BOUND_OK = {">=": lambda v, b: v >= b, ">": lambda v, b: v > b, "<=": lambda v, b: v <= b, "<": lambda v, b: v < b}
-_INCLUDE_RE = re.compile(r"^--\s*include:\s*(_[a-z0-9_]+)\s*$")
-# Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
-OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
-# The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
-# for a flat store (a simulation's output) or a store ingested before it was recorded.
-SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": pl.Datetime("us", "UTC")}
-_TYPES = {
-    "timestamp": lambda v: _parse_ts(v),
-    "double": float,
-    "integer": int,
-    "varchar": str,
-    "boolean": lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on"),
+_EXPORTS = {
+    "QueryError": "analytics.loader", "bind": "analytics.loader", "load": "analytics.loader",
+    "names": "analytics.loader", "run": "analytics.loader",
+    "DEFAULT_STORE": "store.connection", "connect": "store.connection",
 }
+__all__ = sorted(_EXPORTS)
 
 
-class QueryError(ValueError):
-    """A query name or parameter that does not exist, or a value of the wrong type."""
-
-
-def _parse_ts(v):
-    if v is None or isinstance(v, dt.datetime):
-        return v
-    if isinstance(v, dt.date):
-        return dt.datetime(v.year, v.month, v.day, tzinfo=dt.timezone.utc)
-    ts = dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: str
-    default: object
-    description: str
-    bounds: tuple[tuple[str, float], ...] = ()  # (operator, bound): (">=", 1.0)
-
-    def check(self, value, query: str) -> None:
-        """``QueryError`` unless a numeric ``value`` is finite and within the declared bounds."""
-        if isinstance(value, float) and not math.isfinite(value):
-            raise QueryError(f"query {query!r}: parameter {self.name}={value!r} is not a finite number")
-        for op, bound in self.bounds:
-            if not _BOUND_OK[op](value, bound):
-                raise QueryError(f"query {query!r}: parameter {self.name}={value!r} must be {op} {bound:g}")
-
-
-@dataclass(frozen=True)
-class Query:
-    name: str
-    sql: str
-    description: str
-    params: tuple[Param, ...]
-
-
-@lru_cache(maxsize=None)
-def load(name: str) -> Query:
-    if not re.fullmatch(r"[a-z0-9_]+", name or ""):
-        raise QueryError(f"unknown query {name!r}; known: {', '.join(names())}")
-    path = SQL_DIR / f"{name}.sql"
-    if not path.exists():
-        raise QueryError(f"unknown query {name!r}; known: {', '.join(names())}")
-    text = path.read_text()
-    params, desc = [], []
-    for line in text.splitlines():
-        if line.startswith("-- ") and not line.startswith(("-- param", "-- include")) and not params:
-            desc.append(line[3:].strip())
-        elif _PARAM_RE.match(line):
-            params.append(line)
-    text = _expand(text, (name,))
-    declared: dict[str, Param] = {}
-    for line in text.splitlines():
-        m = _PARAM_RE.match(line)
-        if m:
-            pname, ptype, default, pdesc = m.groups()
-            if ptype not in _TYPES:
-                raise QueryError(f"{path}: parameter {pname} has unknown type {ptype}")
-            if pname in declared:  # the query's own header comes first and wins over an include's default
-                if declared[pname].type != ptype:
-                    raise QueryError(f"{path}: parameter {pname} declared as {declared[pname].type} and {ptype}")
-                continue
-            value = None if default == "null" else _TYPES[ptype](default)
-            bounds = []
-            words = pdesc.split()
-            while words and _BOUND_RE.match(words[0]):
-                op, bound = _BOUND_RE.match(words.pop(0)).groups()
-                bounds.append((op, float(bound)))
-            if bounds and ptype not in ("integer", "double"):
-                raise QueryError(f"{path}: parameter {pname}: bounds on a {ptype}")
-            declared[pname] = Param(pname, ptype, value, " ".join(words), tuple(bounds))
-    return Query(name, text, " ".join(desc), tuple(declared.values()))
-
-
-def _expand(text: str, stack: tuple[str, ...]) -> str:
-    """Replace ``-- include: _NAME`` lines by the fragment's text (recursively; a cycle is an error)."""
-    out = []
-    for line in text.splitlines():
-        m = _INCLUDE_RE.match(line.strip())
-        if not m:
-            out.append(line)
-            continue
-        inc = m.group(1)
-        path = SQL_DIR / f"{inc}.sql"
-        if inc in stack or not path.exists():
-            raise QueryError(f"query {stack[0]!r}: include {inc!r} " + ("is cyclic" if inc in stack else "not found"))
-        out.append(_expand(path.read_text().rstrip(), stack + (inc,)))
-    return "\n".join(out)
-
-
-def names() -> list[str]:
-    return sorted(p.stem for p in SQL_DIR.glob("*.sql") if not p.stem.startswith("_"))
-
-
-def bind(query: Query, params: dict) -> dict:
-    known = {p.name: p for p in query.params}
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise QueryError(
-            f"query {query.name!r} has no parameter {', '.join(unknown)}; it takes: {', '.join(known) or 'none'}"
-        )
-    bound = {}
-    for p in query.params:
-        value = params.get(p.name, p.default)
-        if value is not None:
-            try:
-                value = _TYPES[p.type](value)
-            except (TypeError, ValueError) as exc:
-                raise QueryError(f"query {query.name!r}: parameter {p.name}={value!r} is not a {p.type}") from exc
-            p.check(value, query.name)
-        bound[p.name] = value
-    if bound.get("start") is not None and bound.get("end") is not None and bound["end"] <= bound["start"]:
-        raise QueryError(f"query {query.name!r}: end {bound['end']:%Y-%m-%d %H:%M:%S} is not after start "
-                         f"{bound['start']:%Y-%m-%d %H:%M:%S} (the window is [start, end))")
-    return bound
-
-
-def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
-            memory_limit: str | None = None):
-    """A DuckDB connection with one view per store table (empty, typed views for absent tables).
-
-    ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
-    ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
-    """
-    import duckdb
-
-    st = Store(store or DEFAULT_STORE)
-    con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
-    con.execute("set timezone = 'UTC'")
-    for table in schema.TABLES:
-        files = st.files(table)
-        if files:
-            _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
-        else:
-            con.register(table, schema.empty(table).to_arrow())
-    if "store_snapshot" not in (extra or {}):
-        snaps = st.snapshots()
-        con.register("store_snapshot", pl.DataFrame({"cluster": list(snaps), "snapshot": list(snaps.values())},
-                                                    schema=SNAPSHOT_SCHEMA).to_arrow())
-    for name, frame in (extra or {}).items():
-        con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
-    for name, rel_schema in OPTIONAL_RELATIONS.items():
-        if name not in (extra or {}):
-            con.register(name, pl.DataFrame(schema=rel_schema).to_arrow())
-    return con
-
-
-def _with_all_columns(rel, table: str):
-    """``rel`` with the schema's columns its files lack added as typed nulls: a store written before a column
-    was added (jobstats' ``gpus_idle``, a sample's ``source``) still answers every query."""
-    import duckdb
-
-    have = {c.lower() for c in rel.columns}
-    missing = [(k, v[0]) for k, v in schema.TABLES[table].items() if k.lower() not in have]
-    if not missing:
-        return rel
-    empty = pl.DataFrame(schema=dict(missing)).to_arrow()
-    types = dict(zip(empty.column_names, duckdb.from_arrow(empty).types))
-    return rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
-                       *[duckdb.ConstantExpression(None).cast(types[k]).alias(k) for k, _ in missing])
-
-
-def run(name: str, store: str | os.PathLike | None = None, *, con=None, **params) -> pl.DataFrame:
-    """Run the named query against ``store`` (or an open connection ``con``) and return a Polars frame."""
-    query = load(name)
-    bound = bind(query, params)
-    own = con is None
-    con = con or connect(store)
-    try:
-        used = {k: v for k, v in bound.items() if re.search(rf"\${k}\b", query.sql)}
-        return con.sql(query.sql, params=used).pl()
-    finally:
-        if own:
-            con.close()
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -5,14 +5,15 @@ import json
 import os
 import sys
 
+from queries.ingest import formats
+
 
 def register(sub):
     p = sub.add_parser("ingest", help="ingest scheduler exports into a store")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--store", required=True, help="store directory (created if missing)")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples",
-                            "prometheus"])
+                   choices=["auto", *formats.names()])
     p.add_argument("--cluster", help="cluster name (default: from the file, else 'default')")
     p.add_argument("--fields", help="sacct without header: comma-separated column names, as given to sacct --format")
     p.add_argument("--delimiter", help="sacct delimiter (default: detected)")

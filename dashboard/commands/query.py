@@ -1,6 +1,6 @@
 """``quotaloop query NAME --store DIR [--param k=v ...] [--format table|csv|json]``; ``quotaloop query --list``.
 
-Runs one named query (``queries/sql/NAME.sql``) and prints its result. Parameter values are strings on the
+Runs one named query (``queries/analytics/sql/NAME.sql``) and prints its result. Parameter values are strings on the
 command line; the query's declared types convert them (``null`` = unset). csv and json print every row
 and column; table prints at most ``--limit`` rows (default 50) and as many columns as fit the terminal (or
 ``--columns a,b,...``), and says what it left out.
@@ -14,7 +14,7 @@ import sys
 
 def register(sub):
     p = sub.add_parser("query", help="run a named query over a store",
-                       description="Run a named query (queries/sql/NAME.sql) over a store.")
+                       description="Run a named query (queries/analytics/sql/NAME.sql) over a store.")
     p.add_argument("name", nargs="?", metavar="NAME", help="query name (see --list)")
     p.add_argument("--store", help="store directory (default: $QUOTALOOP_STORE or sample_data/store)")
     p.add_argument("--param", "-p", action="append", default=[], metavar="K=V",

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import sys
 
+from queries.ingest import formats
+
 
 def register(sub):
     p = sub.add_parser("simulate", help="re-simulate a job history under another scheduling policy",
@@ -50,7 +52,7 @@ def register(sub):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="store directory whose jobs (and nodes) to replay")
     src.add_argument("--workload", metavar="FILE", help="a scheduler export to replay (SWF, sacct, canonical CSV)")
-    p.add_argument("--format", choices=["swf", "sacct", "csv", "sacct-json", "parquet"],
+    p.add_argument("--format", choices=formats.job_log_names(),
                    help="format of --workload (default: detected)")
     p.add_argument("--store-cluster", metavar="NAME", help="with --store: the cluster to replay (needed when the "
                                                           "store holds several)")

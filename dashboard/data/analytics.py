@@ -225,7 +225,7 @@ def _resource(store: str, token: str, flt) -> str:
 # ------------------------------------------------------------------ overview
 def capacity_gpus(cluster: str | None = None) -> float | None:
     """GPUs in the store's node list (of ``cluster``); None when the store has no node list."""
-    from queries.budgets import store_capacity_gpus
+    from queries.analytics.budgets import store_capacity_gpus
 
     return _capacity(str(store_dir()), store_token(), cluster, store_capacity_gpus)
 
@@ -235,7 +235,7 @@ def capacity(cluster: str | None = None, unit: str = "gpu", partition: str | Non
     list (of ``cluster``); None without a node list."""
     if unit != "cpu":
         return capacity_gpus(cluster)
-    from queries.budgets import store_capacity
+    from queries.analytics.budgets import store_capacity
 
     return _capacity(str(store_dir()), store_token(), cluster,
                      lambda store, c: store_capacity(store, c, "cpu", partition), f"cpu:{partition}")

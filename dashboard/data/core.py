@@ -138,7 +138,7 @@ def query(name: str, filters: Filters | None = None, store: Path | str | None = 
 
 def scan(table: str, store: Path | str | None = None) -> pl.LazyFrame:
     """A lazy scan of a store table (filters push down to Parquet; never loads a 10M-row table to drop most)."""
-    from queries import schema
+    from queries.store import schema
 
     files = Store(store or store_dir()).files(table)
     if not files:

@@ -74,7 +74,7 @@ def _engine_inputs(store: str, token: str, start, end, cluster):
         jobs = jobs.filter(window_filter(start, end))
     elif end is not None:
         jobs = jobs.filter(pl.col("submit") < end)
-    from queries import schema
+    from queries.store import schema
 
     return schema.conform(jobs.sort("submit", "job_id").collect(), "jobs"), schema.conform(nodes.collect(), "nodes")
 
@@ -201,15 +201,15 @@ def budget_tree():
 
 
 def budget_unit(cluster: str | None) -> str:
-    """"gpu" or "cpu": what the Fair share page's budgets count (``queries.budgets.budget_unit``: budgets.toml's
-    ``unit``, else core-hours for a cluster whose node list has no GPUs)."""
+    """"gpu" or "cpu": what the Fair share page's budgets count (``queries.analytics.budgets.budget_unit``:
+    budgets.toml's ``unit``, else core-hours for a cluster whose node list has no GPUs)."""
     store = str(store_dir())
     return _budget_unit(store, store_token(store), cluster, _budgets_key())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _budget_unit(store: str, token: str, cluster, budgets_key: str) -> str:
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     return qb.budget_unit(budget_tree()[0], store=store, cluster=cluster)
 
@@ -290,7 +290,7 @@ def last_scenario():
 def _explain(store: str, token: str, start, end, cluster, run_key, which: str, team: str, budgets_key: str,
              _result, _tree):
     from dashboard.scenarios import explain as ex
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     _, nodes = _engine_inputs(store, token, start, end, cluster)
     cap = float(nodes["gpus"].fill_null(0).sum())
@@ -330,7 +330,7 @@ def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree
 @st.cache_data(show_spinner=False, max_entries=16)
 def _attainment_history(store: str, token: str, start, end, cluster, window_h: float, step_h: float,
                         budgets_key: str) -> pl.DataFrame:
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     from .analytics import capacity_gpus
 
@@ -353,7 +353,7 @@ def attainment_history(flt: Filters, window_h: float = 168.0, step_h: float = 24
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _custom_comparison(store: str, token: str, start, end, cluster, run_key, budgets_key: str, _base, _scen, _trees):
     from dashboard.scenarios import runner
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     lo, hi = _window(jobs, start, end)
@@ -371,7 +371,7 @@ def _custom_comparison(store: str, token: str, start, end, cluster, run_key, bud
 
 def custom_comparison(flt: Filters, scn, base, scen, trees) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(comparison, teams) of the custom-mix scenario, measured like the named ones (``scenarios.runner``):
-    attainment from ``queries.budgets`` on both runs' jobs, against each run's own budget tree."""
+    attainment from ``queries.analytics.budgets`` on both runs' jobs, against each run's own budget tree."""
     store = str(store_dir())
     return _custom_comparison(store, store_token(store), flt.start, flt.end, sim_cluster(flt), scn, _budgets_key(),
                               base, scen, trees)

@@ -7,7 +7,7 @@ its (re)submit, carrying ``wait_reason``, ``preemptions`` and ``lost_gpu_seconds
 waited before the window). Causes, each measured on the team's jobs that waited inside the window:
 
 - ``demand``: demanded vs funded (static share x capacity) and water-filled entitled GPU-hours, from the
-  attainment ``row`` of ``queries.budgets`` (same definition on both paths).
+  attainment ``row`` of ``queries.analytics.budgets`` (same definition on both paths).
 - ``holes``: waiting GPU-hours during which the job's partition had at least as many free GPUs as it asked
   for, but no block it could use: no node with that many free GPUs (a job within one node), or not enough
   entirely free nodes (a gang wider than a node). On the sim path also the waits whose longest reason was
@@ -156,10 +156,10 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     """The explanation for budget bucket ``team``.
 
     ``jobs`` need ``bucket`` (the budget bucket of each job: ``budget_bucket`` of a simulation, or
-    ``queries.budgets``' mapping), submit, start, req_gpus, job_class, partition, min_runtime_s, end; the sim's
-    wait_reason / preemptions / lost_gpu_seconds and the log's ``state`` are used when present.
+    ``queries.analytics.budgets``' mapping), submit, start, req_gpus, job_class, partition, min_runtime_s, end;
+    the sim's wait_reason / preemptions / lost_gpu_seconds and the log's ``state`` are used when present.
     ``allocations``: node, job_id, start, end, gpus. ``nodes``: node, gpus, partition. ``row``: the team's row of
-    ``queries.budgets.attainment`` (entitled / static / demanded / received GPU-hours, attainment) or None.
+    ``queries.analytics.budgets.attainment`` (entitled / static / demanded / received GPU-hours, attainment) or None.
     Waits are clipped to [start, end) when given. ``unit``: the hours ``row`` is counted in (``Attainment.unit_label``:
     core-hours for a budget of a cluster without GPUs); the wait analysis stays in GPU-hours.
     """

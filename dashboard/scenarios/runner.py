@@ -8,7 +8,7 @@ fair-share lookback before ``start`` feed the usage ledger - and every metric co
 which is barely contended (on the sample's last week: 54.5 % occupancy against 91.4 % logged). ``run`` builds
 both engine configurations (``spec`` describes the kinds), simulates both and measures them the same way:
 
-- ``comparison``: one row per metric (engine metrics, ``queries.budgets`` attainment of both runs' jobs over
+- ``comparison``: one row per metric (engine metrics, ``queries.analytics.budgets`` attainment of both runs' jobs over
   the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
   Queueing and idle reservation count only inside the window and only simulated (not pinned) waits.
 - Unit: GPU-hours, or core-hours on a cluster without GPUs (``Inputs.unit``: the budget tree's ``unit``, else
@@ -106,8 +106,8 @@ class Inputs:
 
     @property
     def unit(self) -> str:
-        """"gpu" or "cpu": what attainment and the comparison count (``queries.budgets.budget_unit``)."""
-        from queries.budgets import budget_unit
+        """"gpu" or "cpu": what attainment and the comparison count (``queries.analytics.budgets.budget_unit``)."""
+        from queries.analytics.budgets import budget_unit
 
         return budget_unit(self.tree, capacity_gpus=self.capacity_gpus, capacity_cpus=self.capacity_cpus)
 
@@ -145,7 +145,7 @@ def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluste
     in the store (exclusive bound one microsecond later). Warm start (default): the jobs of
     ``engine.warm.window_filter`` (running or pending at the start, submitted in the window, and those that ran
     in the ``lookback_s`` before it); cold start: the jobs submitted in the window."""
-    from queries import schema
+    from queries.store import schema
     from queries.store import Store
 
     st = Store(store)
@@ -268,7 +268,7 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
     elif spec.kind == "rightsize":
         scen_jobs = transforms.rightsize(jobs, v["margin"], v["gpus"])
     elif spec.kind == "quota_loop":
-        from queries import budgets
+        from queries.analytics import budgets
 
         if not inputs.store:
             raise ValueError("the quota loop scenario needs the store (its back-test reads the usage samples)")
@@ -323,7 +323,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
 
 
 def _attainment(res, cfg, inputs):
-    from queries import budgets
+    from queries.analytics import budgets
 
     return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus,
                                  capacity_cpus=inputs.capacity_cpus, unit=inputs.unit)

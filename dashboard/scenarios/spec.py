@@ -28,7 +28,7 @@ allocation, min runtime: ``transforms.as_logged_before``); only the jobs the win
   ``node_mtbf_s`` (random drains: mean time between drains per node, seeded; None = none).
 - ``quota_loop``: the ``quota_backtest`` coefficients (period ``period_s``, its stabiliser parameters in
   ``backtest``) become multipliers of the leaf shares, each period's applied from the next period on, as
-  effective-dated budget versions (``queries.budgets.quota_loop_multipliers``). The back-test starts
+  effective-dated budget versions (``queries.analytics.budgets.quota_loop_multipliers``). The back-test starts
   ``history_periods`` periods before the window, so the loop is already running when the replay starts.
 
 Invariants: ``ScenarioSpec`` is frozen and hashable with a canonical form (dicts become sorted tuples), so equal

@@ -36,12 +36,12 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schema
-from . import IngestError, Parsed
+from ..store import schema
+from ..store.units import GIB, MIB
+from .pipeline import IngestError, Parsed
 from .canonical import BAD_UTF8, first_failure, read_text
 from .limits import MAX_BYTES, MAX_COUNT, MAX_SECONDS
 
-GIB, MIB = float(1 << 30), float(1 << 20)
 PAI_EPOCH = dt.datetime(2020, 7, 2, tzinfo=dt.timezone.utc)
 PAI_TABLES = {
     "job": ("job_name", "inst_id", "user", "status", "start_time", "end_time"),

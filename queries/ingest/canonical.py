@@ -1,4 +1,5 @@
-"""Files already in the store's own schema (``queries/schema.py``): CSV or Parquet exports of jobs, samples, nodes.
+"""Files already in the store's own schema (``queries/store/schema.py``): CSV or Parquet exports of jobs, samples,
+nodes.
 
 Which table a file holds is decided by its header: ``job_id`` + ``submit`` -> jobs, ``job_id`` + ``ts`` -> samples,
 ``node`` -> nodes; otherwise the table sharing most column names, whose missing required column then raises
@@ -26,9 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schema
-from ..store import name_problem_expr
-from . import IngestError, Parsed
+from ..store import name_problem_expr, schema
+from .pipeline import IngestError, Parsed
 from .limits import MAX_COUNT, MAX_SECONDS
 from .textio import gunzip
 

@@ -1,7 +1,7 @@
 """Shared parsing helpers for scheduler exports: vectorised Polars expression builders and their scalar twins.
 Reading text (heads, whole files, delimited lines with their numbers) is ``textio``'s.
 
-Unit conventions (every format module relies on them; see ``queries/schema.py``):
+Unit conventions (every format module relies on them; see ``queries/store/schema.py``):
 
 - durations -> float seconds. Accepted: ``[D-]HH:MM:SS``, ``HH:MM:SS.fff``, ``MM:SS``, ``MM:SS.fff`` (sacct's
   TotalCPU style). ``UNLIMITED``, ``Partition_Limit``, ``INVALID``, ``NONE``, ``Unknown`` and empty -> null.
@@ -36,7 +36,7 @@ import re
 import numpy as np
 import polars as pl
 
-from .. import schema
+from ..store import schema
 from .timezone import UTC_NAMES
 
 # ---------------------------------------------------------------------------------------------- generic

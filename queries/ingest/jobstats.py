@@ -42,14 +42,16 @@ import zlib
 
 import polars as pl
 
+from . import limits
+
 PREFIX = "JS1:"
 MAX_ENCODED_CHARS = 1 << 20  # jobstats' largest summaries are ~5,000 characters; anything near this is not one
 MAX_JSON_BYTES = 4 << 20  # decompressed cap: a bomb stops inflating here
 CPU_TOLERANCE_S = 60.0
 CPU_TOLERANCE_FRACTION = 0.10
-MAX_COUNT = 1e6  # CPUs or GPUs of one node, nodes of one job
-MAX_BYTES = float(2**60)
-MAX_SECONDS = 100 * 365 * 86400.0 * 1e4  # CPU-seconds of one node: 100 years x 10,000 cores
+MAX_COUNT = limits.MAX_COUNT  # CPUs or GPUs of one node, nodes of one job
+MAX_BYTES = limits.MAX_BYTES
+MAX_SECONDS = limits.MAX_SECONDS * 1e4  # CPU-seconds of one node: 100 years x 10,000 cores
 
 # the columns a trusted summary sets (the rest of the row stays sacct's)
 COLUMNS = {"cpu_seconds_used": pl.Float64, "max_rss_bytes": pl.Float64, "node_mem_peak_bytes": pl.Float64,

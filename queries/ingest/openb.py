@@ -24,8 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schema
-from . import IngestError, Parsed
+from ..store import schema
+from .pipeline import IngestError, Parsed
 from .alibaba import MIB, _job_class, _no_valid, _reject_where, _rejects, _split, _ts
 from .canonical import first_failure, read_text
 

@@ -53,9 +53,10 @@ import math
 
 import polars as pl
 
-from .. import schema
-from . import IngestError, Parsed
+from ..store import schema
+from .pipeline import IngestError, Parsed
 from . import textio
+from .limits import MAX_BYTES
 
 JOB_LABELS = ("jobid", "hpc_job", "slurm_job_id")
 NODE_LABELS = ("Hostname", "instance")
@@ -69,7 +70,6 @@ METRICS = {
     "DCGM_FI_DEV_FB_USED": ("gpu_mem_bytes", MiB, 0),
     "nvidia_gpu_memory_used_bytes": ("gpu_mem_bytes", 1.0, 0),
 }
-MAX_BYTES = float(2**60)
 JOB_ID_METRIC = "nvidia_gpu_jobId"  # jobstats' exporter: the value is the job holding the GPU (0 = none)
 REJECT_SCHEMA = {"line": pl.Int64, "field": pl.String, "reason": pl.String, "raw": pl.String}
 

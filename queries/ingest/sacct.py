@@ -58,7 +58,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
-from . import IngestError, Parsed
+from .pipeline import IngestError, Parsed
 from . import common as c
 from . import jobstats
 from . import sacct_rollup as R

@@ -29,9 +29,8 @@ import re
 
 import polars as pl
 
-from .. import schema
-from ..store import name_problem
-from . import IngestError, Parsed
+from ..store import name_problem, schema
+from .pipeline import IngestError, Parsed
 from . import common as c
 from . import jobstats
 from . import textio

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .. import schema
+from ..store import schema
 from . import common as c
 
 

@@ -46,8 +46,8 @@ from pathlib import Path
 
 import polars as pl
 
-from .. import schema
-from . import IngestError, Parsed
+from ..store import schema
+from .pipeline import IngestError, Parsed
 from .canonical import BAD_UTF8, first_failure, read_text
 from .limits import MAX_BYTES, MAX_COUNT, MAX_EPOCH_S, MAX_ID, MAX_SECONDS
 

@@ -20,13 +20,12 @@ import numpy as np
 import polars as pl
 
 from .common import align_chunks
+from .pipeline import IngestError
 
 
 def read_bytes(path: str | Path) -> bytes:
     """Whole file (``.gz`` transparently decompressed); ``IngestError`` if it cannot be read, naming the first
     incomplete line of a truncated or corrupt ``.gz``."""
-    from . import IngestError
-
     try:
         with open(path, "rb") as fh:
             return gunzip(path, fh) if str(path).endswith(".gz") else fh.read()
@@ -38,8 +37,6 @@ def read_json(path: str | Path):
     """The file's JSON document (``.gz`` transparently decompressed); an ``IngestError`` naming the file (and the
     line where JSON says) when it is empty, not UTF-8, not JSON, nested deeper than Python's recursion limit or
     holds an integer longer than ``int()`` reads (4,300 digits: a plain ``ValueError``, not a JSONDecodeError)."""
-    from . import IngestError
-
     data = read_bytes(path)
     if not data.strip():
         raise IngestError(path, "empty file", line=1)
@@ -58,8 +55,6 @@ def read_json(path: str | Path):
 def gunzip(path: str | Path, fh) -> bytes:
     """Decompress every gzip member of the open file ``fh``, streaming, so that a truncated file still yields
     the text before the cut and the ``IngestError`` names the first incomplete line exactly."""
-    from . import IngestError
-
     out: list[bytes] = []
     d = None  # the decompressor of the member in progress
     try:
@@ -87,8 +82,6 @@ def read_head(path: str | Path, limit: int = 1 << 20) -> tuple[bytes, bool]:
     """``(first bytes, they are the whole file)``; a ``.gz`` file is read and decompressed whole.
 
     Lets a parser find its header without copying a large file into Python: Polars then reads the path."""
-    from . import IngestError
-
     if str(path).endswith(".gz"):
         return read_bytes(path), True
     try:

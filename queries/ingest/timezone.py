@@ -80,7 +80,7 @@ def resolve(name: str | None) -> tuple[str, str]:
     if name is None:
         return machine_zone()
     if not _valid(name):
-        from . import IngestError
+        from .pipeline import IngestError  # here: the pipeline imports this module
 
         raise IngestError("--timezone", f"unknown time zone {name!r}; give an IANA name such as Europe/Amsterdam, "
                                         "America/New_York or UTC")

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..store.units import DAY
 from . import assemble, schedule, workload
 from .org import build_layout, build_org
 
 DEFAULT_END = "2026-11-29T00:00:00"
-DAY = 86400
 WARMUP_S = 5 * DAY
 OFFERED_LOAD = 2.0           # submitted GPU-seconds / GPU capacity before the demand feedback drops some
 USER_BACKLOG = 0.10          # a user stops submitting once this share of a partition is pending for them

@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ..store.units import GIB, UTC_TS
+
 SACCT_FIELDS = ("JobID|JobIDRaw|JobName|User|Account|Partition|QOS|State|ExitCode|Submit|Start|End|Elapsed|"
                 "Timelimit|NNodes|NodeList|ReqCPUS|AllocCPUS|ReqMem|ReqTRES|AllocTRES|TotalCPU|MaxRSS|"
                 "TRESUsageInAve|TRESUsageInMax|Priority|Comment").split("|")
 BILLING_PER_GPU = {"h100": 12, "a100": 8, "l40s": 4, "": 8}
-GIB = 1024**3
 
 
 # ------------------------------------------------------------------ value formatting
@@ -249,7 +250,7 @@ def write_sacct(path: Path, rows: pl.DataFrame) -> None:
 def write_samples(path: Path, job_ids: np.ndarray, ts: np.ndarray, s: dict) -> int:
     df = pl.DataFrame({
         "job_id": job_ids,
-        "ts": pl.Series(ts.astype(np.int64) * 1_000_000).cast(pl.Datetime("us", "UTC")),
+        "ts": pl.Series(ts.astype(np.int64) * 1_000_000).cast(UTC_TS),
         "interval_s": s["interval_s"].astype(float),
         "cpu_used": s["cpu_used"].astype(float),
         "mem_bytes": s["mem_bytes"].astype(float),

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-GIB = 1024**3
+from ..store.units import GIB
+
 ORG = "acme"
 
 # group -> teams; the GPU-class profile of each team (debug, interactive, eval, training weights),

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .org import GIB, GPU_CLASSES, MIN_RUNTIME_OVERRIDES, ORG, PROFILES, Layout, Org
+from ..store.units import DAY, GIB, HOUR, MIN
+from .org import GPU_CLASSES, MIN_RUNTIME_OVERRIDES, ORG, PROFILES, Layout, Org
 
-MIN, HOUR, DAY = 60, 3600, 86400
 # Limits people type: --time=10, 30, 1:00:00, ... 7-00:00:00.
 NICE_LIMITS = np.array([2 * MIN, 5 * MIN, 10 * MIN, 15 * MIN, 20 * MIN, 30 * MIN, 45 * MIN, HOUR, 90 * MIN,
                         2 * HOUR, 3 * HOUR, 4 * HOUR, 6 * HOUR, 8 * HOUR, 12 * HOUR, 16 * HOUR, DAY, 36 * HOUR,

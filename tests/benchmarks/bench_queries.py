@@ -34,7 +34,7 @@ import polars as pl
 import pytest
 
 import queries
-from queries import schema
+from queries.store import schema
 
 SCALE = float(os.environ.get("QUOTALOOP_BENCH_SCALE", "1"))
 N_JOBS = max(int(10_000_000 * SCALE), 1200)

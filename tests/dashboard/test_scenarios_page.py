@@ -57,7 +57,7 @@ def independent(store, at) -> runner.ScenarioResult:
     jobs = fx.jobs_frame()
     accounts = sorted(set(jobs["account"].to_list()))
     from dashboard.scenario import default_budgets
-    from queries import schema
+    from queries.store import schema
     from queries.store import Store
 
     st_ = Store(store)
@@ -175,7 +175,7 @@ def test_logged_attainment_history_matches_queries(app, store):
     assert shown, "no history table"
     hist = shown[0]
     from dashboard.scenario import default_budgets
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     tree = to_tree(default_budgets(sorted(set(fx.jobs_frame()["account"].to_list()))))
     start, end = hist["window_start"][0], hist["window_end"][0]
@@ -190,7 +190,7 @@ def simulate_default_mix(at, store):
     import engine
     from dashboard import scenario
     from dashboard.scenarios import transforms
-    from queries import schema
+    from queries.store import schema
     from queries.store import Store
 
     at.button(key="fs_simulate").click().run()
@@ -206,8 +206,9 @@ def simulate_default_mix(at, store):
 
 
 def test_custom_mix_measures_attainment_like_the_explanation(app, store):
-    """The cards, the per-team table and the "why" tab show one attainment: queries.budgets on the run's jobs."""
-    from queries import budgets as qb
+    """The cards, the per-team table and the "why" tab show one attainment: queries.analytics.budgets on the run's
+    jobs."""
+    from queries.analytics import budgets as qb
 
     at = app
     flt, _, budgets, res = simulate_default_mix(at, store)

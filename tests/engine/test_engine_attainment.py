@@ -1,5 +1,6 @@
-"""The engine's budget attainment equals the log path's (queries.budgets) on the run's own jobs.parquet, and the
-as-logged replay reproduces the log: attainment, job_waste and queue_waits over the replay equal the original's.
+"""The engine's budget attainment equals the log path's (queries.analytics.budgets) on the run's own jobs.parquet,
+and the as-logged replay reproduces the log: attainment, job_waste and queue_waits over the replay equal the
+original's.
 
 Parity is checked per tree row (entitled, static, demanded and received GPU-hours, attainment) and on the summary,
 for runs with budgets (sample tree, effective-dated periods, guarantees, caps) and without (every account its own
@@ -18,8 +19,8 @@ import queries
 from engine import Cluster, NodeEvent, SimConfig, simulate
 from engine.attainment import default_tree
 from engine.budget_tree import load, parse
-from queries import budgets as qb
-from queries import schema
+from queries.analytics import budgets as qb
+from queries.store import schema
 from queries.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ T0 = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
 
 
 def assert_parity(res, out_dir, tree):
-    """queries.budgets.attainment over the written jobs.parquet == the engine's metrics["attainment"]."""
+    """queries.analytics.budgets.attainment over the written jobs.parquet == the engine's metrics["attainment"]."""
     out = res.write(out_dir)
     m = res.metrics["attainment"]
     tree = tree if tree is not None else default_tree(res.jobs["account"].drop_nulls().unique().to_list())

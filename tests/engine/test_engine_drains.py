@@ -11,7 +11,7 @@ import pytest
 import engine
 from engine import drains
 from engine.config import ConfigError, NodeEvent
-from queries import schema
+from queries.store import schema
 
 from test_scenarios import T0, h, job, nodes
 

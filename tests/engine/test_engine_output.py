@@ -10,7 +10,7 @@ import pytest
 from dashboard.cli import main
 from engine import Cluster, ConfigError, SimConfig, compare, parse_duration, simulate
 from engine.result import EXTRA_COLUMNS
-from queries import schema
+from queries.store import schema
 from queries.store import Store
 
 T0 = 1_780_000_000_000_000  # µs, 2026-05-28

@@ -15,7 +15,7 @@ import pytest
 
 import engine
 from engine.budget_tree import BudgetError, parse
-from queries import schema
+from queries.store import schema
 
 from test_scenarios import h, job, nodes
 

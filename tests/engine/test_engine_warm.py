@@ -10,8 +10,8 @@ import pytest
 
 from engine import Cluster, ConfigError, SimConfig, simulate
 from engine.attainment import default_tree
-from queries import budgets as qb
-from queries import schema
+from queries.analytics import budgets as qb
+from queries.store import schema
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "store"

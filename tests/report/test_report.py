@@ -315,7 +315,7 @@ def _budgets_toml(path: Path, accounts) -> Path:
 
 def test_budget_tree_drives_fair_share(store, tmp_path):
     from engine.budget_tree import load
-    from queries import budgets
+    from queries.analytics import budgets
 
     w = make_window(7 * 86400, window_end())
     accounts = queries.run("job_waste", store=store, **_window())["account"].unique().to_list()

@@ -13,7 +13,7 @@ import pytest
 from dashboard.scenarios import runner, transforms
 from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
 from engine.budget_tree import parse
-from queries import schema
+from queries.store import schema
 from queries.store import Store
 
 UTC = dt.timezone.utc
@@ -361,7 +361,7 @@ def test_cli_writes_both_runs_and_the_comparison(tmp_path, capsys):
     sim = pl.read_parquet(out / "scenario" / "jobs.parquet")
     assert sim.filter(~pl.col("pinned")).height == 48 and "wait_reason" in sim.columns
     # the output directory is a store: the queries run on it
-    from queries import budgets as qb
+    from queries.analytics import budgets as qb
 
     att = qb.attainment(out / "scenario", parse(budgets.read_text()), h(72), h(120), capacity_gpus=16)
     assert att.table.height == 3

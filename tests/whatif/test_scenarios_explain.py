@@ -10,7 +10,8 @@ import pytest
 import engine
 from dashboard.scenarios import explain as ex
 from engine.budget_tree import parse
-from queries import budgets, schema
+from queries.analytics import budgets
+from queries.store import schema
 from queries.store import Store
 
 UTC = dt.timezone.utc
@@ -148,7 +149,7 @@ def test_sim_preemptions_are_read_from_the_engine_columns():
 
 def test_attainment_log_path_equals_sim_path_on_a_replay_without_contention(tmp_path):
     """No job ever waits for another (the cluster is never full), so any policy replays the log exactly:
-    queries.budgets on the store and on the simulation's jobs must agree to the GPU-second."""
+    queries.analytics.budgets on the store and on the simulation's jobs must agree to the GPU-second."""
     rows = [job(f"j{i}", acct, g, s, s, s + d, "n1") for i, (acct, g, s, d) in enumerate(
         [("me", 2, 0, 5), ("other", 4, 1, 3), ("me", 1, 2, 6), ("other", 8, 6, 2), ("me", 4, 9, 2)])]
     jobs = frame(rows)

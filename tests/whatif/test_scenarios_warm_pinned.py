@@ -86,7 +86,7 @@ def test_the_custom_mix_keeps_a_pinned_jobs_min_runtime():
 
     tree = bt.parse('cluster_gpus = 16\n[min_runtime]\ntraining = "8h"\n[tree.lab]\nshare = 1\n')
     rows = [job("A", "lab", 8, 0, 20), job("B", "lab", 8, 12, 2)]
-    from queries import schema
+    from queries.store import schema
 
     jobs = schema.conform(pl.DataFrame(rows), "jobs").sort("submit", "job_id")
     window = dict(warm_start=h(10), window_end=h(30))

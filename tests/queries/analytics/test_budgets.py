@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from engine.budget_tree import (
     JOB_CLASSES, UNBUDGETED, BudgetError, entitlements, parse, static_entitlements, validate, water_fill,
 )
-from queries import schema
+from queries.store import schema
 
 UTC = dt.timezone.utc
 

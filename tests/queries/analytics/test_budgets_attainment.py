@@ -1,5 +1,5 @@
-"""Attainment from logs (``queries.budgets``) on a tiny real store: entitled / demanded / received GPU-hours by
-leaf, by level and across an effective date (hand-computed), its history over sliding windows, the budget
+"""Attainment from logs (``queries.analytics.budgets``) on a tiny real store: entitled / demanded / received
+GPU-hours by leaf, by level and across an effective date (hand-computed), its history over sliding windows, the budget
 frames joined in SQL, and the bundled sample budgets file."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 import queries
 from engine.budget_tree import UNBUDGETED, static_entitlements, validate
-from queries import budgets, schema
+from queries.analytics import budgets
+from queries.store import schema
 from queries.store import Store
 
 from test_budgets import SIMPLE, T

@@ -31,7 +31,7 @@ def test_gaming_check_header_counts_are_the_sample_counts():
 
 
 def test_no_document_claims_the_split_always_lowers_the_legacy_score():
-    for path in ("queries/sql/gaming_check.sql", "queries/README.md", "dashboard/views/rankings.py"):
+    for path in ("queries/analytics/sql/gaming_check.sql", "queries/README.md", "dashboard/views/rankings.py"):
         text = " ".join((REPO / path).read_text().split())
         for claim in ("the legacy score falls (a shorter task", "splitting one job into N improves it",
                       "ln(job_count / 10 + 1), so it improves"):

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import queries
+from queries.analytics import loader
 from queries.store import Store
 
 from test_queries_fixture import T0, build, fixture_jobs
@@ -102,7 +103,7 @@ def test_include_expansion(tmp_path, monkeypatch):
     (sql / "broken.sql").write_text("-- Broken.\nwith\n-- include: _missing\nselect 1\n")
     (sql / "_loop.sql").write_text("-- include: _loop\n")
     (sql / "cyclic.sql").write_text("-- Cyclic.\nwith\n-- include: _loop\nselect 1\n")
-    monkeypatch.setattr(queries, "SQL_DIR", sql)
+    monkeypatch.setattr(loader, "SQL_DIR", sql)
     queries.load.cache_clear()
     try:
         q = queries.load("top")
@@ -127,7 +128,7 @@ def test_parameter_bounds_from_the_header(tmp_path, monkeypatch):
         "-- param: start timestamp null  from\n-- param: end timestamp null  to\n"
         "select $n::integer as n, $f::double as f\n")
     (sql / "bad.sql").write_text("-- Bad.\n-- param: who varchar null >=1  a bound on text\nselect $who as who\n")
-    monkeypatch.setattr(queries, "SQL_DIR", sql)
+    monkeypatch.setattr(loader, "SQL_DIR", sql)
     queries.load.cache_clear()
     try:
         q = queries.load("bounded")

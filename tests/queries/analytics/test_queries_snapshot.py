@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import queries
-from queries import budgets
+from queries.analytics import budgets
 from queries.ingest import ingest
 from queries.store import Store
 

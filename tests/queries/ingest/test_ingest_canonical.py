@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from queries import schema
+from queries.store import schema
 from queries.ingest import IngestError, canonical, detect_format, ingest
 from queries.store import Store
 

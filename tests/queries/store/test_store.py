@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import queries.store as store_mod
+import queries.store.store as store_mod
 from queries.ingest import IngestError, ingest
 from queries.store import MANIFEST, Store
 

@@ -2,7 +2,7 @@
 
 Dependency direction: ``queries -> engine.budget_tree`` (the pure model: parsing, account mapping,
 water-filling; it imports neither DuckDB nor queries). DuckDB does the per-account sums
-(``queries/sql/budget_usage.sql``); the tree math is Python.
+(``queries/analytics/sql/budget_usage.sql``); the tree math is Python.
 
 Definitions, per window [start, end) and per account (then summed over the tree):
 - received GPU-hours: allocated GPUs x running time inside the window (a RUNNING job with no end runs until the
@@ -47,8 +47,9 @@ import polars as pl
 from engine.budget_tree import BudgetTree, bucket, resolve, static_shares
 from engine.budget_window import WindowTally
 
-from . import DEFAULT_STORE, _parse_ts, connect, run
-from .store import Store
+from ..store import DEFAULT_STORE, Store, connect
+from ..store.units import parse_ts
+from .loader import run
 
 _TABLE_SCHEMA = {
     "node": pl.String, "kind": pl.String, "depth": pl.Int32, "entitled_gpu_hours": pl.Float64,
@@ -122,7 +123,7 @@ def attainment(store, tree: BudgetTree, start, end, *, level="leaf", cluster: st
                unit: str | None = None) -> Attainment:
     """Entitled / static / demanded / received GPU-hours (core-hours for a "cpu" budget: ``unit``, else
     ``budget_unit``) and attainment per tree row at ``level`` (see module doc)."""
-    start, end = _parse_ts(start), _parse_ts(end)
+    start, end = parse_ts(start), parse_ts(end)
     if start is None or end is None or end <= start:
         raise ValueError(f"attainment needs a window start < end, got {start} .. {end}")
     unit = unit or budget_unit(tree, capacity_gpus=capacity_gpus, capacity_cpus=capacity_cpus, store=store,
@@ -200,7 +201,7 @@ def summarize(table: pl.DataFrame, threshold: float = 0.95) -> dict:
 def attainment_history(store, tree: BudgetTree, start, end, *, window_hours: float = 168.0, step_hours: float = 24.0,
                        **kwargs) -> pl.DataFrame:
     """Summary per sliding window [t - window, t) for t = start + window, + step, ... <= end."""
-    start, end = _parse_ts(start), _parse_ts(end)
+    start, end = parse_ts(start), parse_ts(end)
     window, step = dt.timedelta(hours=window_hours), dt.timedelta(hours=step_hours)
     rows, t = [], start + window
     own = kwargs.get("con") is None
@@ -232,7 +233,7 @@ def quota_loop_multipliers(store, tree: BudgetTree, start, end, *, period_s: flo
     whose users was scored keeps 1. Rows: ``effective_from`` (period start + ``period_s``), ``period_start``,
     ``bucket``, ``multiplier``, ``users``; ``effective_from`` < ``end`` only (later ones act on no job).
     """
-    start, end = _parse_ts(start), _parse_ts(end)
+    start, end = parse_ts(start), parse_ts(end)
     back = run("quota_backtest", store, con=con, start=start, end=end, origin=start, period_s=period_s,
                cluster=cluster, cpus_per_gpu=cpus_per_gpu, **backtest_params)
     jobs = Store(store or DEFAULT_STORE).read("jobs").filter((pl.col("submit") >= start) & (pl.col("submit") < end))
@@ -272,7 +273,7 @@ def budget_shares(tree: BudgetTree, start, end) -> pl.DataFrame:
     to the window. Register with ``queries.connect(store, extra=budget_frames(...))``.
     """
     rows = []
-    for seg_start, seg_end, root in tree.segments(_parse_ts(start), _parse_ts(end)):
+    for seg_start, seg_end, root in tree.segments(parse_ts(start), parse_ts(end)):
         frac = static_shares(root)
         for node in root.walk():
             if node.path:
@@ -287,7 +288,7 @@ def budget_shares(tree: BudgetTree, start, end) -> pl.DataFrame:
 def budget_accounts(tree: BudgetTree, accounts, start, end) -> pl.DataFrame:
     """Log account -> tree ``node`` (or ``unbudgeted``) and demand ``bucket``, per effective period in the window."""
     rows = []
-    for seg_start, seg_end, root in tree.segments(_parse_ts(start), _parse_ts(end)):
+    for seg_start, seg_end, root in tree.segments(parse_ts(start), parse_ts(end)):
         for account in sorted({a or "" for a in accounts}):
             rows.append((account, resolve(root, account), bucket(root, account), seg_start, seg_end))
     schema = {"account": pl.String, "node": pl.String, "bucket": pl.String,

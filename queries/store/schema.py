@@ -6,13 +6,13 @@ Invariants:
   utilisation is a fraction 0..1; GPU counts are floats because some sources allocate fractions of a GPU.
 - ``(cluster, job_id)`` identifies a job; a re-ingested job replaces the earlier row.
 
-This module imports only pyarrow and polars so that any layer may use it.
+This module imports only polars (and ``units``) so that any layer may use it.
 """
 from __future__ import annotations
 
 import polars as pl
 
-UTC_TS = pl.Datetime("us", "UTC")
+from .units import UTC_TS
 
 STATES = (
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED",

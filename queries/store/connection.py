@@ -1,0 +1,72 @@
+"""A DuckDB connection over a store: one view per store table, the optional relations and ``store_snapshot``.
+
+Invariants: every table of ``schema.TABLES`` is a relation of the connection, whatever the store holds (typed
+empty views for absent tables, typed null columns for columns older files lack); ``store_snapshot`` (cluster,
+snapshot: the last instant each cluster's log knows) always exists, from the store's manifest (empty for a flat
+store); each relation of ``OPTIONAL_RELATIONS`` exists, empty unless ``connect(extra=...)`` provides it. The
+session's time zone is UTC.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+
+from . import schema
+from .store import Store
+from .units import UTC_TS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data" / "store"))
+
+# Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
+OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
+# The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
+# for a flat store (a simulation's output) or a store ingested before it was recorded.
+SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": UTC_TS}
+
+
+def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
+            memory_limit: str | None = None):
+    """A DuckDB connection with one view per store table (empty, typed views for absent tables).
+
+    ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
+    ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
+    """
+    import duckdb
+
+    st = Store(store or DEFAULT_STORE)
+    con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
+    con.execute("set timezone = 'UTC'")
+    for table in schema.TABLES:
+        files = st.files(table)
+        if files:
+            _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
+        else:
+            con.register(table, schema.empty(table).to_arrow())
+    if "store_snapshot" not in (extra or {}):
+        snaps = st.snapshots()
+        con.register("store_snapshot", pl.DataFrame({"cluster": list(snaps), "snapshot": list(snaps.values())},
+                                                    schema=SNAPSHOT_SCHEMA).to_arrow())
+    for name, frame in (extra or {}).items():
+        con.register(name, frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame)
+    for name, rel_schema in OPTIONAL_RELATIONS.items():
+        if name not in (extra or {}):
+            con.register(name, pl.DataFrame(schema=rel_schema).to_arrow())
+    return con
+
+
+def _with_all_columns(rel, table: str):
+    """``rel`` with the schema's columns its files lack added as typed nulls: a store written before a column
+    was added (jobstats' ``gpus_idle``, a sample's ``source``) still answers every query."""
+    import duckdb
+
+    have = {c.lower() for c in rel.columns}
+    missing = [(k, v[0]) for k, v in schema.TABLES[table].items() if k.lower() not in have]
+    if not missing:
+        return rel
+    empty = pl.DataFrame(schema=dict(missing)).to_arrow()
+    types = dict(zip(empty.column_names, duckdb.from_arrow(empty).types))
+    return rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
+                       *[duckdb.ConstantExpression(None).cast(types[k]).alias(k) for k, _ in missing])
