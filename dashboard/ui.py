@@ -394,7 +394,7 @@ def fmt_kind(value, kind: str) -> str:
     if kind == "pct":
         return f"{100 * value:.1f} %"
     if kind == "dur":
-        from .scenario import fmt_duration
+        from .whatif.frames import fmt_duration
 
         return fmt_duration(value)
     if kind == "int":

@@ -10,7 +10,10 @@ training=8h debug=0; --checkpoint-interval DURATION), ``right-size`` (--margin 0
 ``quota-loop`` (--period 7d, --history-periods 4, --backtest NAME=VALUE for quota_backtest's parameters),
 ``drains`` (the baseline with node drains: --drain NODES@TIME[..END] repeatable, NODES a name, a comma list or a
 hostlist like gpu[001-004], TIME an ISO instant inside the window; --drain-file CSV with node,start,end,reason;
---drain-mode drain (default: jobs leave at their min runtime) | fail (killed at once); --node-mtbf DURATION).
+--drain-mode drain (default: jobs leave at their min runtime) | fail (killed at once); --node-mtbf DURATION),
+``custom`` (the Fair share page's custom mix: --share, --guarantee, --min-runtime (none by default),
+--checkpoint-interval, --to for the scenario's backfill together). The kinds are
+``dashboard.whatif.registry``'s.
 
 ``--out DIR`` gets ``baseline/`` and ``scenario/`` (each a flat store: jobs.parquet, timeline.parquet,
 metrics.json, so every query runs on them), ``comparison.csv``, ``teams.csv`` (attainment, received GPU-hours,
@@ -29,14 +32,14 @@ from __future__ import annotations
 
 import sys
 
-NAMES = {"shares": "shares", "backfill": "backfill", "min-runtime": "min_runtime", "right-size": "rightsize",
-         "quota-loop": "quota_loop", "drains": "drains"}
+from dashboard.whatif import registry
 
 
 def register(sub):
     p = sub.add_parser("scenario", help="compare a what-if scenario with the baseline replay of the same history",
                        description=__doc__.split("\n\n")[1] if __doc__ else None)
-    p.add_argument("name", choices=sorted(NAMES), metavar="NAME", help=" | ".join(NAMES))
+    names = registry.cli_names()
+    p.add_argument("name", choices=sorted(names), metavar="NAME", help=" | ".join(names))
     p.add_argument("--store", required=True, help="store directory whose history to replay")
     p.add_argument("--budgets", metavar="TOML", help="budget tree (default: share 1 per account)")
     p.add_argument("--cluster", help="the cluster to replay (needed when the store holds several)")
@@ -98,11 +101,18 @@ def params(args) -> dict:
     """The kind's parameters from the command line (only what was given; the rest are the kind's defaults)."""
     from engine import parse_duration
 
-    kind = NAMES[args.name]
+    kind = registry.cli_names()[args.name]
     dur = lambda name: (lambda v: parse_duration(v, name))  # noqa: E731
     p: dict = {}
-    if kind == "shares":
+    if kind in ("shares", "custom"):
         p = {"shares": _pairs(args.share, "--share"), "guaranteed": _pairs(args.guarantee, "--guarantee")}
+    if kind == "custom":
+        if args.min_runtime:
+            p["min_runtime_s"] = _pairs(args.min_runtime, "--min-runtime", dur("--min-runtime"))
+        if args.checkpoint_interval is not None:
+            p["checkpoint_interval_s"] = parse_duration(args.checkpoint_interval, "--checkpoint-interval")
+        if args.to is not None:
+            p["scenario_backfill"] = args.to
     elif kind == "backfill":
         p = {k: v for k, v in (("to", args.to), ("reservation_depth", args.reservation_depth),
                                ("walltime_margin", args.walltime_margin)) if v is not None}
@@ -150,8 +160,9 @@ def _end(text):
 
 def run(args) -> int:
     from dashboard.errors import UserError
-    from dashboard.scenarios import runner
-    from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
+    from dashboard.whatif import runner
+    from dashboard.whatif.params import ScenarioError
+    from dashboard.whatif.spec import ScenarioSpec
     from engine import parse_duration
     from engine.budget_tree import BudgetError, load, validate
     from queries.store import Store
@@ -161,7 +172,7 @@ def run(args) -> int:
     check_output_dir(args.out)
     Store(args.store).check()  # StoreError: missing, not a directory, corrupt manifest, truncated partition
     try:
-        spec = ScenarioSpec.make(NAMES[args.name], policy=args.policy, backfill=args.backfill, seed=args.seed,
+        spec = ScenarioSpec.make(registry.cli_names()[args.name], policy=args.policy, backfill=args.backfill, seed=args.seed,
                                  **params(args))
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
@@ -171,7 +182,7 @@ def run(args) -> int:
         except BudgetError as exc:
             raise UserError(str(exc)) from None
     else:
-        from dashboard.scenario import default_budgets
+        from dashboard.whatif.budgets import default_budgets
         from engine.tenants import to_tree
 
         accounts = Store(args.store).read("jobs")["account"].drop_nulls().unique().to_list()

@@ -119,21 +119,19 @@ def _load_workload(args):
     """``(jobs, nodes, read)``: ``read`` is None for a store, else what reading the workload file found:
     ``{"file", "rows_read", "rows_accepted", "rows_rejected"}`` (a rejected record is not simulated, and the
     summary must say so: "800 simulated" of an 801-record file is otherwise a silent loss)."""
-    import polars as pl
-
     if args.store:
+        from dashboard.whatif import loader
         from queries.store import Store
 
-        store = Store(args.store).check()  # StoreError: missing, not a directory, corrupt
-        jobs, nodes = store.read("jobs"), store.read("nodes")
-        clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
+        Store(args.store).check()  # StoreError: missing, not a directory, corrupt
+        clusters = sorted(c for c in loader.clusters(args.store)["cluster"].to_list() if c is not None)
         if args.store_cluster:
-            jobs = jobs.filter(pl.col("cluster") == args.store_cluster)
-            nodes = nodes.filter(pl.col("cluster") == args.store_cluster)
-            if jobs.height == 0:
+            if args.store_cluster not in clusters:
                 raise _user_error(f"--store-cluster {args.store_cluster}: no jobs; clusters: {', '.join(clusters)}")
         elif len(clusters) > 1:
             raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --store-cluster")
+        # every job of the cluster: the warm-start window is cut in ``run``, for a store and a file alike
+        jobs, nodes = loader.load(args.store, cluster=args.store_cluster)
         return jobs, nodes, None
     import importlib
 

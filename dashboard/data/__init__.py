@@ -9,7 +9,7 @@ that no file grows past a screenful; pages import ``dashboard.data`` and see one
   per-job frame just to sum it again.
 - Only the parameters a query declares are passed; a global filter a query does not take is reported by
   ``ignored_filters`` so the page can say "this view ignores ...", never silently.
-- Pure shaping of the results lives in ``dashboard.shaping`` and ``dashboard.scenario``.
+- Pure shaping of the results lives in ``dashboard.shaping`` and the what-if service ``dashboard.whatif``.
 """
 from .analytics import *  # noqa: F401,F403
 from .core import *  # noqa: F401,F403

@@ -1,14 +1,35 @@
-"""Cached simulations (the engine) for the Fair share and Layout pages (report builds: ``data/reports.py``)."""
+"""Cached what-if runs (``dashboard.whatif``) for the Fair share and Layout pages (report builds:
+``data/reports.py``).
+
+Every replay is a ``ScenarioSpec`` run by ``whatif.runner`` on the rows of ``whatif.loader`` (the
+``replay_jobs`` query): one scenario model, one loader. The caches here only key and keep the runs.
+"""
 from __future__ import annotations
 
 import datetime as dt
+import types
 from pathlib import Path
 
 import polars as pl
 import streamlit as st
 
+from dashboard import shaping
+from dashboard.whatif import budgets as whatif_budgets
+from dashboard.whatif import explain as ex
+from dashboard.whatif import frames, loader, runner
+from dashboard.whatif.spec import ScenarioSpec
+from engine import budget_tree as bt
+from engine.tenants import to_tree
+from queries.analytics import budgets as qb
+
+from .analytics import capacity_gpus
 from .core import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
                    store_token)
+
+# ``dashboard.data`` star-imports this module: only these names are its API (the imports above are not)
+__all__ = ["attainment_history", "budget_tree", "budget_unit", "budgets", "budgets_path", "explain_team",
+           "is_cached", "last_scenario", "mark_done", "replay_filters", "run_scenario", "sim_cluster",
+           "sim_occupancy", "sim_slots_at"]
 
 # ------------------------------------------------------------------ simulation (engine)
 def budgets_path() -> Path | None:
@@ -17,21 +38,18 @@ def budgets_path() -> Path | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _budget_tree(path: str, mtime_ns: int):
-    from engine import budget_tree
-
-    return budget_tree.load(path)
+    return bt.load(path)
 
 
 def budgets():
-    """The baseline budgets: the budget file's tree, else share 1 per leaf account (``scenario.default_budgets``).
+    """The baseline budgets: the budget file's tree, else share 1 per leaf account
+    (``whatif.budgets.default_budgets``).
 
     Returns (budgets, source label). A broken budget file raises ``engine.budget_tree.BudgetError``."""
-    from dashboard import scenario
-
     path = budgets_path()
     if path is not None and Path(path).is_file():
         return _budget_tree(str(path), Path(path).stat().st_mtime_ns), str(path)
-    return scenario.default_budgets(options().accounts), "equal shares per account (no budget file)"
+    return whatif_budgets.default_budgets(options().accounts), "equal shares per account (no budget file)"
 
 
 def replay_filters(flt: Filters, days: int) -> Filters:
@@ -61,22 +79,11 @@ def _largest_cluster(store: str, token: str) -> str | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _engine_inputs(store: str, token: str, start, end, cluster):
-    """The jobs and nodes a replay of [start, end) needs. With a window start the replay is warm-started there
-    (``engine.warm``): the jobs running or pending at ``start``, those submitted in the window and those that
-    ran in the fair-share lookback before it; without one, every job submitted before ``end``."""
-    jobs, nodes = scan("jobs", store), scan("nodes", store)
-    if cluster is not None:
-        jobs = jobs.filter(pl.col("cluster") == cluster)
-        nodes = nodes.filter(pl.col("cluster") == cluster)
-    if start is not None:
-        from engine.warm import window_filter
-
-        jobs = jobs.filter(window_filter(start, end))
-    elif end is not None:
-        jobs = jobs.filter(pl.col("submit") < end)
-    from queries.store import schema
-
-    return schema.conform(jobs.sort("submit", "job_id").collect(), "jobs"), schema.conform(nodes.collect(), "nodes")
+    """The workload and nodes a replay of [start, end) needs (``whatif.loader``). With a window start the replay
+    is warm-started there (``engine.warm``): the jobs running or pending at ``start``, those submitted in the
+    window and those that ran in the fair-share lookback before it; without one, every job submitted before
+    ``end``."""
+    return loader.load(store, cluster=cluster, start=start, end=end)
 
 
 def _has_work(jobs: pl.DataFrame, start) -> bool:
@@ -84,41 +91,6 @@ def _has_work(jobs: pl.DataFrame, start) -> bool:
     if start is None:
         return not jobs.is_empty()
     return jobs.filter(pl.col("submit").ge(start) | pl.col("start").is_null() | pl.col("start").ge(start)).height > 0
-
-
-@st.cache_resource(show_spinner=False, max_entries=24)
-def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str):
-    import dataclasses
-
-    import engine
-    from dashboard import scenario
-
-    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
-    if not _has_work(jobs, start):
-        raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
-    if nodes.is_empty():
-        raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
-    from dashboard.scenarios import transforms
-
-    jobs = transforms.with_usage(jobs)  # the logged use rates ride along, so idle reservation is measurable
-    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
-        jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
-    cfg = scenario.sim_config(scn, budgets()[0])
-    if start is not None:  # warm start from the logged state; metrics over the window
-        cfg = dataclasses.replace(cfg, warm_start=start, window_end=_window(jobs, start, end)[1])
-    try:
-        return engine.simulate(jobs, nodes, cfg)
-    except engine.ConfigError as exc:
-        raise SimulationError(str(exc)) from exc
-    except Exception as exc:  # noqa: BLE001 - an engine bug must read as a message, never a traceback
-        raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def simulate(flt: Filters | None, scn):
-    """The engine's replay of the window under scenario ``scn`` (cached by store, window, cluster, scenario)."""
-    store = str(store_dir())
-    return _simulate(store, store_token(store), flt.start if flt else None, flt.end if flt else None,
-                     sim_cluster(flt), scn, _budgets_key())
 
 
 def is_cached(flt: Filters | None, scn) -> bool:
@@ -138,24 +110,14 @@ def mark_done(flt, scn) -> None:
 
 def sim_slots_at(result, flt: Filters, at) -> pl.DataFrame:
     """The node x GPU slot grid of a simulated run at ``at`` (same states as the real-history grid)."""
-    from dashboard import shaping
-
     store = str(store_dir())
     _, nodes = _engine_inputs(store, store_token(store), flt.start, flt.end, sim_cluster(flt))
     occ = shaping.sim_occupancy_at(result.timeline, result.jobs, nodes, at)
     return shaping.node_slots(occ, shaping.sim_efficiency(result.jobs))
 
 
-def compare(base, scen) -> pl.DataFrame:
-    import engine
-
-    return engine.compare(base, scen)
-
-
 def _in_window(result):
     """The run with its timeline clipped to its measured window (a warm start's history before it is the log)."""
-    import types
-
     params = result.metrics.get("params", {})
     w0, w1 = params.get("warm_start"), params.get("window_end")
     if w0 is None:
@@ -172,8 +134,6 @@ def _in_window(result):
 def sim_occupancy(base, scen, bucket_s: float = 3600.0, resource: str = "gpus") -> pl.DataFrame:
     """t, baseline, scenario: GPUs (``resource="cpus"``: cores) allocated per bucket in both runs (outer-joined
     on time)."""
-    from dashboard import scenario
-
     runs = [_in_window(base), _in_window(scen)]
     # one grid for both runs, on the measured window when there is one (else both timelines' extent), so the
     # curves share their buckets and neither drops to 0 past the window's end
@@ -186,31 +146,27 @@ def sim_occupancy(base, scen, bucket_s: float = 3600.0, resource: str = "gpus") 
         min(tl["start"].min() for tl in tls)
     hi = dt.datetime.fromisoformat(params["window_end"]) if params.get("window_end") else \
         max(tl["end"].max() for tl in tls)
-    a = scenario.occupancy_series(runs[0], bucket_s, lo, hi, resource).rename({resource: "baseline"})
-    b = scenario.occupancy_series(runs[1], bucket_s, lo, hi, resource).rename({resource: "scenario"})
+    a = frames.occupancy_series(runs[0], bucket_s, lo, hi, resource).rename({resource: "baseline"})
+    b = frames.occupancy_series(runs[1], bucket_s, lo, hi, resource).rename({resource: "scenario"})
     return a.join(b, on="t", how="full", coalesce=True).fill_null(0.0).sort("t")
 
 
 # ------------------------------------------------------------------ named scenarios and explanations
 def budget_tree():
     """The baseline budgets as a ``BudgetTree`` (the default equal shares become a one-version tree)."""
-    from engine.tenants import to_tree
-
     b, source = budgets()
     return to_tree(b), source
 
 
 def budget_unit(cluster: str | None) -> str:
-    """"gpu" or "cpu": what the Fair share page's budgets count (``queries.analytics.budgets.budget_unit``:
-    budgets.toml's ``unit``, else core-hours for a cluster whose node list has no GPUs)."""
+    """"gpu" or "cpu": what the Fair share page's budgets count (``queries.analytics.budgets.budget_unit``: budgets.toml's
+    ``unit``, else core-hours for a cluster whose node list has no GPUs)."""
     store = str(store_dir())
     return _budget_unit(store, store_token(store), cluster, _budgets_key())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _budget_unit(store: str, token: str, cluster, budgets_key: str) -> str:
-    from queries.analytics import budgets as qb
-
     return qb.budget_unit(budget_tree()[0], store=store, cluster=cluster)
 
 
@@ -226,8 +182,6 @@ def _window(jobs: pl.DataFrame, start, end) -> tuple[dt.datetime, dt.datetime]:
 
 
 def _named_inputs(store: str, token: str, start, end, cluster):
-    from dashboard.scenarios import runner
-
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     tree, source = budget_tree()
     lo, hi = _window(jobs, start, end)
@@ -238,18 +192,13 @@ def _named_inputs(store: str, token: str, start, end, cluster):
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _named_baseline(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
                     budgets_key: str):
-    """The baseline replay every named scenario of this window shares (a slider re-runs only the scenario)."""
-    from dashboard.scenarios import runner
-    from dashboard.scenarios.spec import ScenarioSpec
-
+    """The baseline replay every scenario of this window shares (a slider re-runs only the scenario)."""
     spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
     return runner.baseline(spec, _named_inputs(store, token, start, end, cluster))
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _progress=None):
-    from dashboard.scenarios import runner
-
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     if not _has_work(jobs, start):
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
@@ -266,7 +215,7 @@ def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: s
 
 
 def run_scenario(flt: Filters, spec, progress=None):
-    """A named scenario (``dashboard.scenarios.spec``) replayed over ``flt``'s window: its ``ScenarioResult``,
+    """A scenario (``dashboard.whatif.spec``) replayed over ``flt``'s window: its ``ScenarioResult``,
     cached by store, window, cluster, spec and budget file; ``progress(fraction, text)`` runs on a cache miss."""
     store = str(store_dir())
     return _run_named(store, store_token(store), flt.start, flt.end, sim_cluster(flt), spec, _budgets_key(),
@@ -278,20 +227,13 @@ def last_scenario():
     last = st.session_state.get("last_scenario")
     if not last:
         return None
-    flt, scn = last
-    from dashboard.scenarios.spec import ScenarioSpec
-
-    if isinstance(scn, ScenarioSpec):
-        return run_scenario(flt, scn).scenario, scn.describe(), flt
-    return simulate(flt, scn), scn.describe(), flt
+    flt, spec = last
+    return run_scenario(flt, spec).scenario, spec.describe(), flt
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _explain(store: str, token: str, start, end, cluster, run_key, which: str, team: str, budgets_key: str,
              _result, _tree):
-    from dashboard.scenarios import explain as ex
-    from queries.analytics import budgets as qb
-
     _, nodes = _engine_inputs(store, token, start, end, cluster)
     cap = float(nodes["gpus"].fill_null(0).sum())
     cores = float(nodes["cpus"].fill_null(0).sum())  # the capacity of a budget in core-hours (no GPUs)
@@ -330,10 +272,6 @@ def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree
 @st.cache_data(show_spinner=False, max_entries=16)
 def _attainment_history(store: str, token: str, start, end, cluster, window_h: float, step_h: float,
                         budgets_key: str) -> pl.DataFrame:
-    from queries.analytics import budgets as qb
-
-    from .analytics import capacity_gpus
-
     return qb.attainment_history(store, budget_tree()[0], start, end, window_hours=window_h, step_hours=step_h,
                                  cluster=cluster, capacity_gpus=capacity_gpus(cluster))
 
@@ -348,30 +286,3 @@ def attainment_history(flt: Filters, window_h: float = 168.0, step_h: float = 24
     store = str(store_dir())
     return _attainment_history(store, store_token(store), flt.start, flt.end, sim_cluster(flt), window_h,
                                min(step_h, window_h), _budgets_key())
-
-
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _custom_comparison(store: str, token: str, start, end, cluster, run_key, budgets_key: str, _base, _scen, _trees):
-    from dashboard.scenarios import runner
-    from queries.analytics import budgets as qb
-
-    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
-    lo, hi = _window(jobs, start, end)
-    inputs = runner.Inputs(jobs, nodes, _trees[0], lo, hi, store=store, cluster=cluster, warm_start=start is not None)
-    cap = dict(capacity_gpus=inputs.capacity_gpus, capacity_cpus=inputs.capacity_cpus, unit=inputs.unit)
-    try:
-        ba = qb.attainment_of(_base.jobs, _trees[0], lo, hi, **cap)
-        sa = qb.attainment_of(_scen.jobs, _trees[1], lo, hi, **cap)
-    except ValueError as exc:  # e.g. capacity unknown: no attainment to compare
-        raise NotAvailable(str(exc)) from exc
-    w0, w1 = (lo, hi) if start is not None else (None, None)
-    return (runner.compare(_base, _scen, ba.summary, sa.summary, w0, w1, unit=ba.unit),
-            runner.team_table(_base, _scen, ba.table, sa.table, inputs))
-
-
-def custom_comparison(flt: Filters, scn, base, scen, trees) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(comparison, teams) of the custom-mix scenario, measured like the named ones (``scenarios.runner``):
-    attainment from ``queries.analytics.budgets`` on both runs' jobs, against each run's own budget tree."""
-    store = str(store_dir())
-    return _custom_comparison(store, store_token(store), flt.start, flt.end, sim_cluster(flt), scn, _budgets_key(),
-                              base, scen, trees)

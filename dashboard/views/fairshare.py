@@ -2,9 +2,13 @@
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
-from dashboard import charts, charts_budget, data, scenario, shaping, ui
-from dashboard.scenarios import runner
-from dashboard.scenarios.spec import LABELS, ScenarioError, ScenarioSpec
+from engine.budget_tree import JOB_CLASSES
+
+from dashboard import charts, charts_budget, data, shaping, ui
+from dashboard.whatif import budgets as whatif_budgets
+from dashboard.whatif import frames, registry, runner
+from dashboard.whatif.params import ScenarioError
+from dashboard.whatif.spec import ScenarioSpec
 
 flt = ui.filters()
 ui.page_header("Fair share & budgets",
@@ -38,20 +42,19 @@ if st.toggle("Show the logged attainment history (7-day windows, stepped daily)"
     except (data.NotAvailable, ValueError) as exc:
         ui.empty(f"No attainment history: {exc}.")
 
-nodes = scenario.budget_nodes(budgets)
-classes = [c for c in data.options().job_classes if c] or list(scenario.CLASSES)
-HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]
+nodes = whatif_budgets.budget_nodes(budgets)
+classes = [c for c in data.options().job_classes if c] or list(JOB_CLASSES)
+HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]  # the min-runtime sliders' stops; the scenario holds seconds
 REPLAY = [1, 3, 7, 14, 0]
-KIND_NAMES = {"custom": "Custom mix", **{k: LABELS[k] for k in ("shares", "min_runtime", "rightsize", "quota_loop",
-                                                                   "backfill", "drains")}}
-base_mrt = {c: scenario.baseline_min_runtime_h(budgets, c) for c in classes}
+KIND_NAMES = registry.labels()
+base_mrt = {c: whatif_budgets.baseline_min_runtime_h(budgets, c) for c in classes}
 kind = st.segmented_control("Scenario kind", list(KIND_NAMES), default="custom", required=True, key="fs_kind",
                             format_func=KIND_NAMES.get)
 
 
 def share_controls(shares: dict, guaranteed: dict) -> None:
     st.markdown("**Budget shares** (relative weight among siblings)")
-    groups = scenario.slider_groups(nodes)
+    groups = whatif_budgets.slider_groups(nodes)
     for i, (parent, kids) in enumerate(groups):
         box = st.container() if i == 0 else st.expander(f"Shares under {parent} ({len(kids)})")
         hi = max(n["share"] for n in kids) * 3 or 3.0
@@ -77,8 +80,8 @@ def contract_controls(mrt: dict) -> float:
         default = min(HOURS, key=lambda h: abs(h - base_mrt[c]))
         mrt[c] = st.select_slider(f"Min runtime: {c}", HOURS, value=default, key=f"mrt_{c}",
                                   format_func=lambda h: "0 (preemptible)" if h == 0 else f"{h:g} h")
-    return st.select_slider("Checkpoint interval", list(scenario.CHECKPOINTS), value=0, key="fs_ckpt",
-                            format_func=scenario.CHECKPOINTS.get)
+    return st.select_slider("Checkpoint interval", list(whatif_budgets.CHECKPOINTS), value=0, key="fs_ckpt",
+                            format_func=whatif_budgets.CHECKPOINTS.get)
 
 
 with st.form("scenario_form", border=True):
@@ -141,25 +144,21 @@ with st.form("scenario_form", border=True):
 
 if submitted:
     st.session_state["fs_days_run"] = replay_days
-    if kind == "custom":
-        base_shares = {n["path"]: n["share"] for n in nodes}
-        base_guar = {n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}
-        st.session_state["fs_scenario"] = scenario.Scenario.make(
-            policy=policy, backfill=backfill, checkpoint_interval_s=float(ckpt),
-            shares=scenario.overrides(base_shares, shares), guaranteed=scenario.overrides(base_guar, guaranteed),
-            min_runtime_h=scenario.overrides(base_mrt, mrt))
-    else:
-        if kind == "shares":
-            named = {"shares": scenario.overrides({n["path"]: n["share"] for n in nodes}, shares),
-                     "guaranteed": scenario.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}, guaranteed)}
-        elif kind == "min_runtime":
-            named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()},
-                     "checkpoint_interval_s": float(ckpt) or None}
-        try:
-            st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
-        except ScenarioError as exc:
-            st.error(f"Cannot build the scenario: {exc}", icon=":material/error:")
-            st.stop()
+    if kind in ("custom", "shares"):
+        named = {"shares": whatif_budgets.overrides({n["path"]: n["share"] for n in nodes}, shares),
+                 "guaranteed": whatif_budgets.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes},
+                                                        guaranteed)}
+    if kind == "min_runtime":  # hours at the slider, seconds in the scenario
+        named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()}, "checkpoint_interval_s": float(ckpt) or None}
+    if kind == "custom":  # the custom mix changes policy and backfill against the default fairshare/easy baseline
+        named.update(min_runtime_s={c: h * 3600.0 for c, h in whatif_budgets.overrides(base_mrt, mrt).items()},
+                     checkpoint_interval_s=float(ckpt) or None, scenario_policy=policy, scenario_backfill=backfill)
+        policy, backfill = "fairshare", "easy"
+    try:
+        st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
+    except ScenarioError as exc:
+        st.error(f"Cannot build the scenario: {exc}", icon=":material/error:")
+        st.stop()
 scn = st.session_state.get("fs_scenario")
 if scn is None:
     st.info("Pick a scenario kind, set it up and press **Simulate** to replay the window under your settings.",
@@ -167,35 +166,16 @@ if scn is None:
     st.stop()
 
 sim_flt = data.replay_filters(flt, st.session_state.get("fs_days_run", 7))
-is_named = isinstance(scn, ScenarioSpec)
 try:
-    if is_named:
-        if data.is_cached(sim_flt, scn):
-            result = data.run_scenario(sim_flt, scn)
-        else:
-            bar = st.progress(0.0, text=f"{LABELS[scn.kind]} ...")
-            result = data.run_scenario(sim_flt, scn, progress=lambda f, t: bar.progress(f, text=t))
-            bar.empty()
-        data.mark_done(sim_flt, scn)
-        base, scen = result.baseline, result.scenario
-        trees = result.trees
+    if data.is_cached(sim_flt, scn):
+        result = data.run_scenario(sim_flt, scn)
     else:
-        baseline = scenario.Scenario()
-        if data.is_cached(sim_flt, baseline) and data.is_cached(sim_flt, scn):
-            base, scen = data.simulate(sim_flt, baseline), data.simulate(sim_flt, scn)
-        else:
-            bar = st.progress(0.05, text="Replaying the baseline (current budgets) ...")
-            base = data.simulate(sim_flt, baseline)
-            data.mark_done(sim_flt, baseline)
-            bar.progress(0.5, text="Replaying your scenario ...")
-            scen = data.simulate(sim_flt, scn)
-            bar.progress(1.0, text="Done")
-            bar.empty()
-        data.mark_done(sim_flt, scn)
-        from engine.tenants import to_tree
-
-        tree0 = data.budget_tree()[0]
-        trees = (tree0, to_tree(scenario.apply_budget_overrides(budgets, dict(scn.shares), dict(scn.guaranteed))))
+        bar = st.progress(0.0, text=f"{scn.label} ...")
+        result = data.run_scenario(sim_flt, scn, progress=lambda f, t: bar.progress(f, text=t))
+        bar.empty()
+    data.mark_done(sim_flt, scn)
+    base, scen = result.baseline, result.scenario
+    trees = result.trees
 except data.NotAvailable as exc:
     ui.empty(f"Cannot simulate: {exc}.")
     st.stop()
@@ -204,20 +184,12 @@ except data.SimulationError as exc:
     st.stop()
 
 st.subheader("Baseline vs scenario")
-same = scn == scenario.Scenario() if not is_named else \
-    (scn.kind == "shares" and not scn.values["shares"] and not scn.values["guaranteed"])
+same = result.scenario is result.baseline  # the runner simulates a scenario equal to its baseline only once
 st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()}"
            + ("  \n_Same settings as the baseline: both columns are equal._" if same else ""))
-if is_named:
-    for note in result.notes:
-        st.caption(f":material/info: {note}")
-    cmp, t = result.comparison, result.teams
-else:
-    try:
-        cmp, t = data.custom_comparison(sim_flt, scn, base, scen, trees)
-    except data.NotAvailable as exc:
-        ui.empty(f"Cannot compare the runs: {exc}.")
-        st.stop()
+for note in result.notes:
+    st.caption(f":material/info: {note}")
+cmp, t = result.comparison, result.teams
 rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
@@ -239,7 +211,7 @@ with left:
              "compare_bars", key="fs_att")
     st.caption(":material/info: " + ui.ATTAINMENT_HELP)
 with right:
-    waits = scenario.waits_frame(base.metrics, scen.metrics, "p90")
+    waits = frames.waits_frame(base.metrics, scen.metrics, "p90")
     ui.chart(charts.compare_bars(waits, category="job_class", baseline="baseline", scenario="scenario",
                                  unit="p90 queue wait (h)", title="p90 queue wait per job class"),
              "compare_bars", key="fs_waits")
@@ -249,7 +221,7 @@ ui.chart(charts.compare_lines(occ, t="t", baseline="baseline", scenario="scenari
                               reference=data.capacity(cluster, unit)), "compare_lines", key="fs_occ")
 
 st.subheader("Who gains, who loses")
-basis = runner.verdict_basis(scn.kind if is_named else None)
+basis = runner.verdict_basis(scn.kind)
 st.markdown(runner.verdict_rule(basis))
 gains = t.filter(t["verdict"] == "gains")["node"].to_list()
 loses = t.filter(t["verdict"] == "loses")["node"].to_list()
@@ -257,25 +229,24 @@ st.markdown(f"**Gains:** {', '.join(gains) or 'nobody'} · **Loses:** {', '.join
 for note in runner.verdict_notes(t, basis):
     st.markdown(f"- {note}")
 st.caption("Each cell: baseline replay → scenario.")
-st.dataframe(shaping.team_view(t, scenario.fmt_duration), hide_index=True, key="fs_teams",
+st.dataframe(shaping.team_view(t, frames.fmt_duration), hide_index=True, key="fs_teams",
              column_config=ui.team_columns(), column_order=shaping.TEAM_SHOWN)
 ui.download(t, "scenario_teams.csv", label="Download the full per-team table", key="dl_teams")
-if is_named:
-    if "stability" in result.extra:
-        stab = result.extra["stability"]
-        osc = stab.filter(stab["oscillating"])["bucket"].to_list()
-        st.markdown("**Is the loop stable?** " + ("Yes: no team's multiplier changes direction twice." if not osc
-                                                  else "No: oscillating multipliers for " + ", ".join(osc) + "."))
-        st.dataframe(stab, hide_index=True, key="fs_stability", column_config=ui.loop_columns())
-        mult = result.extra["multipliers"]
-        st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier",
-                                                        colors=ui.team_colors()),
-                        key="fs_mult_chart", config={"displaylogo": False})
-        st.caption(charts_budget.CAPTIONS["multiplier_series"])
-        with st.expander("Budget multipliers per period"):
-            st.dataframe(mult, hide_index=True, key="fs_multipliers", column_config=ui.loop_columns())
-    with st.expander("Parameters that produced this result"):
-        st.json(result.params())
+if "stability" in result.extra:
+    stab = result.extra["stability"]
+    osc = stab.filter(stab["oscillating"])["bucket"].to_list()
+    st.markdown("**Is the loop stable?** " + ("Yes: no team's multiplier changes direction twice." if not osc
+                                              else "No: oscillating multipliers for " + ", ".join(osc) + "."))
+    st.dataframe(stab, hide_index=True, key="fs_stability", column_config=ui.loop_columns())
+    mult = result.extra["multipliers"]
+    st.plotly_chart(charts_budget.multiplier_series(mult, t="effective_from", bucket="bucket", value="multiplier",
+                                                    colors=ui.team_colors()),
+                    key="fs_mult_chart", config={"displaylogo": False})
+    st.caption(charts_budget.CAPTIONS["multiplier_series"])
+    with st.expander("Budget multipliers per period"):
+        st.dataframe(mult, hide_index=True, key="fs_multipliers", column_config=ui.loop_columns())
+with st.expander("Parameters that produced this result"):
+    st.json(result.params())
 
 st.subheader("Why does my team get less?")
 order = att.sort("scenario", nulls_last=True)["team"].to_list()

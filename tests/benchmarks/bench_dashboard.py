@@ -160,11 +160,8 @@ def _slider_latency(url: str, browser) -> tuple[float, float]:
 def _bare_engine(store, start, end) -> float:
     """One bare engine run of the Fair share page's default replay (the last 7 days of the window, warm-started
     from the logged state there, as ``dashboard.data.sim`` runs it), no dashboard around it."""
-    import dataclasses
-
-
     import engine
-    from dashboard import scenario
+    from dashboard.whatif.budgets import has_guarantees
     from engine.warm import window_filter
     from queries.store import schema
     from queries.store import Store
@@ -179,7 +176,8 @@ def _bare_engine(store, start, end) -> float:
         from engine import budget_tree
 
         tree = budget_tree.load(budgets_file)
-    cfg = dataclasses.replace(scenario.sim_config(scenario.Scenario(), tree), warm_start=lo, window_end=end)
+    quota = "guarantee" if tree is not None and has_guarantees(tree) else "none"
+    cfg = engine.SimConfig(policy="fairshare", backfill="easy", budgets=tree, quota=quota, warm_start=lo, window_end=end)
     t0 = time.perf_counter()
     engine.simulate(jobs, nodes, cfg)
     return time.perf_counter() - t0

@@ -399,8 +399,8 @@ def test_warm_started_week_the_dashboard_default():
     store = REPO / "sample_data" / "store"
     if not (store / "_manifest.json").exists():
         pytest.skip("the sample store is not built")
-    from dashboard.scenarios import runner
-    from dashboard.scenarios.spec import ScenarioSpec
+    from dashboard.whatif import runner
+    from dashboard.whatif.spec import ScenarioSpec
     from engine.budget_tree import load
 
     tree = load(REPO / "sample_data" / "budgets.toml")

@@ -8,7 +8,9 @@ import polars as pl
 import pytest
 
 import dashboard_fixture as fx
-from dashboard import data, scenario, shaping
+from dashboard import data, shaping
+from dashboard.whatif import budgets as whatif_budgets
+from dashboard.whatif import frames
 
 UTC = dt.timezone.utc
 
@@ -185,8 +187,8 @@ share = 1
 
 
 def test_slider_groups_skip_lone_children():
-    nodes = scenario.budget_nodes(_tree())
-    groups = scenario.slider_groups(nodes)
+    nodes = whatif_budgets.budget_nodes(_tree())
+    groups = whatif_budgets.slider_groups(nodes)
     assert [(p, [k["path"] for k in kids]) for p, kids in groups] == [
         ("acme", ["acme/research", "acme/product"]),
         ("acme/research", ["acme/research/vision", "acme/research/nlp"]),
@@ -195,29 +197,41 @@ def test_slider_groups_skip_lone_children():
 
 def test_budget_overrides_copy_the_tree_and_only_differences_count():
     tree = _tree()
-    patched = scenario.apply_budget_overrides(tree, {"acme/research/nlp": 5.0}, {"acme/product": 8.0})
-    by_path = {n["path"]: n for n in scenario.budget_nodes(patched)}
+    patched = whatif_budgets.apply_budget_overrides(tree, {"acme/research/nlp": 5.0}, {"acme/product": 8.0})
+    by_path = {n["path"]: n for n in whatif_budgets.budget_nodes(patched)}
     assert by_path["acme/research/nlp"]["share"] == 5.0 and by_path["acme/product"]["guaranteed_gpus"] == 8.0
-    assert {n["path"]: n["share"] for n in scenario.budget_nodes(tree)}["acme/research/nlp"] == 1.0  # untouched
-    assert scenario.overrides({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}) == {"b": 3.0}
-    assert scenario.baseline_min_runtime_h(tree, "training") == 8.0
-    d = scenario.apply_budget_overrides({"x/a": 1.0}, {"x/a": 2.0}, {})
+    assert {n["path"]: n["share"] for n in whatif_budgets.budget_nodes(tree)}["acme/research/nlp"] == 1.0  # untouched
+    assert whatif_budgets.overrides({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}) == {"b": 3.0}
+    assert whatif_budgets.baseline_min_runtime_h(tree, "training") == 8.0
+    d = whatif_budgets.apply_budget_overrides({"x/a": 1.0}, {"x/a": 2.0}, {})
     assert d == {"x/a": {"share": 2.0}}
 
 
 def test_equal_settings_make_equal_scenarios():
-    a = scenario.Scenario.make(shares={"b": 2, "a": 1})
-    b = scenario.Scenario.make(shares={"a": 1.0, "b": 2.0})
+    from dashboard.whatif.spec import ScenarioSpec
+
+    a = ScenarioSpec.make("custom", shares={"b": 2, "a": 1})
+    b = ScenarioSpec.make("custom", shares={"a": 1.0, "b": 2.0})
     assert a == b and hash(a) == hash(b)
-    assert scenario.Scenario.make() == scenario.Scenario()
+    assert ScenarioSpec.make("custom") == ScenarioSpec.make("custom", shares={}, min_runtime_s={})
     assert "a=1" in a.describe()
 
 
-def test_sim_config_carries_the_scenario():
-    cfg = scenario.sim_config(scenario.Scenario.make(min_runtime_h={"debug": 0.5}, checkpoint_interval_s=1800,
-                                                     backfill="conservative"), _tree()).validated()
-    assert cfg.min_runtime_by_class == {"debug": 1800.0} and cfg.checkpoint_interval_s == 1800.0
-    assert cfg.backfill == "conservative" and cfg.quota == "guarantee"  # the tree has a guarantee
+def test_the_custom_mix_carries_every_part_into_the_engine_config():
+    """The custom kind's min runtime (seconds), checkpoints, backfill and policy reach the scenario's engine
+    configuration; the baseline keeps the spec's fairshare / easy; the tree's guarantee sets quota."""
+    from dashboard.whatif import runner
+    from dashboard.whatif.spec import ScenarioSpec
+    from test_scenarios import h, inputs, job
+
+    spec = ScenarioSpec.make("custom", min_runtime_s={"debug": 1800.0}, checkpoint_interval_s=1800,
+                             scenario_backfill="conservative", scenario_policy="drf")
+    inp = inputs([job("d", "acme/product", 1, 1, 1, cls="debug")], _tree(), start=0.0, end=4.0)
+    base_jobs, base, jobs, cfg, _, _ = runner.configs(spec, inp)
+    assert (base.policy, base.backfill, base.checkpoint_interval_s) == ("fairshare", "easy", None)
+    assert (cfg.policy, cfg.backfill, cfg.checkpoint_interval_s) == ("drf", "conservative", 1800.0)
+    assert cfg.quota == "guarantee"  # the tree has a guarantee
+    assert jobs["min_runtime_s"].to_list() == [1800.0] and base_jobs["min_runtime_s"].to_list() == [None]
 
 
 def test_occupancy_series_integrates_to_the_allocated_hours():
@@ -225,7 +239,7 @@ def test_occupancy_series_integrates_to_the_allocated_hours():
 
     jobs, nodes = fx.jobs_frame(), fx.nodes_frame()
     res = engine.simulate(jobs, nodes, engine.SimConfig())
-    occ = scenario.occupancy_series(res, 3600.0)
+    occ = frames.occupancy_series(res, 3600.0)
     # independent: sum over the timeline of gpus x duration
     tl = res.timeline
     direct = sum(g * (e - s).total_seconds() / 3600 for g, s, e in zip(tl["gpus"], tl["start"], tl["end"]))
@@ -237,28 +251,17 @@ def test_occupancy_series_integrates_to_the_allocated_hours():
     assert occ["gpus"].max() <= 32.0 + 1e-9
     # on a window whose end cuts running jobs, the last hour is as busy as the timeline says, not 0
     end = tl["start"].min() + dt.timedelta(days=2)
-    cut = scenario.occupancy_series(res, 3600.0, tl["start"].min(), end)
+    cut = frames.occupancy_series(res, 3600.0, tl["start"].min(), end)
     assert cut["t"].max() == end - dt.timedelta(hours=1)
     running = tl.filter((pl.col("start") < end) & (pl.col("end") > end - dt.timedelta(hours=1)))
     assert cut["gpus"][-1] > 0 and running.height > 0
 
 
-def test_attainment_and_waits_frames_and_headline():
-    base = {"attainment": {"teams": {"a": {"attainment": 0.8, "entitled_hours": 10, "demanded_hours": 20,
-                                           "received_hours": 8}}},
-            "wait_s_by_class": {"debug": {"p90": 7200.0}}}
-    scen = {"attainment": {"teams": {"a": {"attainment": 1.0, "entitled_hours": 12, "demanded_hours": 20,
-                                           "received_hours": 12}, "b": {"attainment": 0.5}}},
-            "wait_s_by_class": {"debug": {"p90": 1800.0}}}
-    att = scenario.attainment_frame(base, scen)
-    assert att["team"].to_list() == ["a", "b"] and att["baseline"].to_list() == [0.8, None]
-    assert att["scenario"].to_list() == [1.0, 0.5]
-    w = scenario.waits_frame(base, scen)
+def test_waits_frame():
+    base = {"wait_s_by_class": {"debug": {"p90": 7200.0}}}
+    scen = {"wait_s_by_class": {"debug": {"p90": 1800.0}}}
+    w = frames.waits_frame(base, scen)
     assert w.row(0) == ("debug", 2.0, 0.5)
-    cmp = pl.DataFrame({"metric": ["occupancy", "wait_s.p90"], "baseline": [0.5, 10.0], "scenario": [0.6, 5.0],
-                        "delta": [0.1, -5.0]})
-    rows = scenario.headline(cmp)
-    assert [r["key"] for r in rows] == ["occupancy", "wait_s.p90"] and rows[1]["better"] == -1
 
 
 # ------------------------------------------------------------------ gaming check

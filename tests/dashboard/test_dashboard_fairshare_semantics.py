@@ -6,12 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from dashboard import charts, scenario, shaping
-from dashboard.scenarios import runner
+from dashboard import charts, shaping
+from dashboard.whatif import frames, runner
 
-# every metric the page can show a badge for: the named scenarios' comparison and the custom mix's headline
-ALL_METRICS = sorted({(key, better) for key, _, better in runner.METRICS}
-                     | {(key, better) for key, _, _, better in scenario.HEADLINE})
+# every metric the page can show a badge for: the comparison of every scenario kind (the custom mix included)
+ALL_METRICS = sorted({(key, better) for key, _, better in runner.METRICS})
 
 
 @pytest.mark.parametrize("key, better", ALL_METRICS)
@@ -68,7 +67,7 @@ def test_verdict_notes_explain_attainment_moving_against_the_verdict():
 
 def test_team_view_says_baseline_to_scenario_with_units():
     t = _teams([("a", "loses", 0.5, 0.6, 10.0, 8.0, 5.0, 4.0, -1.0, 60.0, 60.0, 14536.5, 7200.0)])
-    v = shaping.team_view(t, scenario.fmt_duration)
+    v = shaping.team_view(t, frames.fmt_duration)
     assert set(shaping.TEAM_SHOWN) <= set(v.columns) and "attainment_scenario" in v.columns
     row = v.row(0, named=True)
     assert row["received"] == "5 → 4 (-1)"

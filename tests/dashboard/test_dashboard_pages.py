@@ -286,10 +286,10 @@ def test_simulated_layout_spans_the_replayed_window(make_app):
     at.select_slider(key="fs_days").set_value(3)
     at.button(key="fs_simulate").click().run()
     no_errors(at)
-    sim_flt = at.session_state["last_scenario"][0]
-    from dashboard import data, scenario
+    sim_flt, spec = at.session_state["last_scenario"]
+    from dashboard import data
 
-    result = data.simulate(sim_flt, scenario.Scenario())  # the page's cached run
+    result = data.run_scenario(sim_flt, spec).scenario  # the page's cached run
     assert result.timeline["start"].min() < sim_flt.start  # history before the window is in the timeline
     at.switch_page("views/layout.py").run()
     no_errors(at)

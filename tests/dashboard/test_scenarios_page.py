@@ -9,7 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import dashboard_fixture as fx
-from dashboard.scenarios import runner
+from dashboard.whatif import runner
+from dashboard.whatif.spec import ScenarioSpec
 from engine.tenants import to_tree
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -56,7 +57,7 @@ def independent(store, at) -> runner.ScenarioResult:
     flt, spec = at.session_state["last_scenario"]
     jobs = fx.jobs_frame()
     accounts = sorted(set(jobs["account"].to_list()))
-    from dashboard.scenario import default_budgets
+    from dashboard.whatif.budgets import default_budgets
     from queries.store import schema
     from queries.store import Store
 
@@ -174,7 +175,7 @@ def test_logged_attainment_history_matches_queries(app, store):
     shown = [pl.from_pandas(d.value) for d in at.dataframe if {"window_end", "worst_node"} <= set(d.value.columns)]
     assert shown, "no history table"
     hist = shown[0]
-    from dashboard.scenario import default_budgets
+    from dashboard.whatif.budgets import default_budgets
     from queries.analytics import budgets as qb
 
     tree = to_tree(default_budgets(sorted(set(fx.jobs_frame()["account"].to_list()))))
@@ -188,26 +189,26 @@ def simulate_default_mix(at, store):
     """Press Simulate with the default custom mix: (replayed filters, scenario, budgets, and the same run made
     independently: the window's jobs with the log's use rates, the engine, the page's budgets)."""
     import engine
-    from dashboard import scenario
-    from dashboard.scenarios import transforms
+    from dashboard.whatif import transforms
+    from dashboard.whatif.budgets import default_budgets
     from queries.store import schema
     from queries.store import Store
 
     at.button(key="fs_simulate").click().run()
     no_errors(at)
     flt, scn = at.session_state["last_scenario"]
-    assert scn == scenario.Scenario()
+    assert scn == ScenarioSpec.make("custom", scenario_policy="fairshare", scenario_backfill="easy")
     st_ = Store(store)
     jobs = st_.read("jobs").filter((pl.col("submit") >= flt.start) & (pl.col("submit") < flt.end))
-    budgets = scenario.default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
+    budgets = default_budgets(sorted(set(fx.jobs_frame()["account"].to_list())))
     res = engine.simulate(transforms.with_usage(schema.conform(jobs.sort("submit", "job_id"), "jobs")),
-                          schema.conform(st_.read("nodes"), "nodes"), scenario.sim_config(scn, budgets))
+                          schema.conform(st_.read("nodes"), "nodes"),
+                          engine.SimConfig(policy="fairshare", backfill="easy", budgets=budgets))
     return flt, scn, budgets, res
 
 
 def test_custom_mix_measures_attainment_like_the_explanation(app, store):
-    """The cards, the per-team table and the "why" tab show one attainment: queries.analytics.budgets on the run's
-    jobs."""
+    """The cards, the per-team table and the "why" tab show one attainment: queries.analytics.budgets on the run's jobs."""
     from queries.analytics import budgets as qb
 
     at = app
@@ -234,9 +235,7 @@ def test_custom_mix_idle_reservation_counts_what_the_jobs_used(app, store):
     flt, scn, budgets, res = simulate_default_mix(at, store)
     want = runner.usage_metrics(res, flt.start, flt.end)
     assert 0 < want["idle_cpu_hours"] < want["allocated_cpu_hours"]
-    base = data.simulate(flt, scn)  # the page's cached run (AppTest runs the page in this process)
-    tree = to_tree(budgets)
-    cmp, _ = data.custom_comparison(flt, scn, base, base, (tree, tree))
+    cmp = data.run_scenario(flt, scn).comparison  # the page's cached run (AppTest runs the page in this process)
     row = cmp.filter(pl.col("metric") == "usage.idle_cpu_hours").row(0, named=True)
     assert row["baseline"] == pytest.approx(want["idle_cpu_hours"]) and row["scenario"] == row["baseline"]
 

@@ -117,8 +117,9 @@ def test_drains_scenario_by_hand():
     """Two 8-GPU nodes, A and B (8 GPUs, min runtime 2 h, 10 h each) from 0 h. Drain n1 at 1 h until 5 h: the
     job on n1 leaves at 2 h (16 GPU-hours lost), restarts at 5 h and ends at 15 h; the baseline has no drain.
     A failure instead kills it at 1 h. (FCFS: no fair-share preemption between the two.)"""
-    from dashboard.scenarios import runner
-    from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
+    from dashboard.whatif import runner
+    from dashboard.whatif.params import ScenarioError
+    from dashboard.whatif.spec import ScenarioSpec
 
     from test_scenarios import inputs
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dashboard.scenarios import runner, transforms
-from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
+from dashboard.whatif import runner, transforms
+from dashboard.whatif.params import ScenarioError
+from dashboard.whatif.spec import ScenarioSpec
 from engine.budget_tree import parse
 from queries.store import schema
 from queries.store import Store

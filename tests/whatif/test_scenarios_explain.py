@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 import engine
-from dashboard.scenarios import explain as ex
+from dashboard.whatif import explain as ex
 from engine.budget_tree import parse
 from queries.analytics import budgets
 from queries.store import schema

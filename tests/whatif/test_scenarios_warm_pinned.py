@@ -8,16 +8,13 @@ started before the sample's last week (the 71 still running at its start held 8,
 and a min-runtime override changed pinned jobs' min runtime (so what fair share charged them)."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-import engine
-from dashboard import scenario as custom
-from dashboard.scenarios import runner
-from dashboard.scenarios.spec import ScenarioSpec
+from dashboard.whatif import runner
+from dashboard.whatif.spec import ScenarioSpec
 from engine import budget_tree as bt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +29,8 @@ KINDS = [
                      "checkpoint_interval_s": 1800.0}),
     ("rightsize", {"margin": 0.2, "gpus": "whole"}),
     ("quota_loop", {"period_s": 86400.0, "history_periods": 3}),
+    ("custom", {"shares": {"acme/research/language": 60.0}, "min_runtime_s": {"training": 0.0},
+                "scenario_backfill": "conservative"}),
 ]
 
 
@@ -69,7 +68,7 @@ def test_each_scenario_kind_runs_the_pinned_jobs_as_logged(window, kind, params)
                                            ("req_cpus", "alloc_cpus", "req_mem_bytes", "req_gpus"))), on="job_id")
     for c in ("req_cpus", "alloc_cpus", "req_mem_bytes", "req_gpus"):
         assert both.filter(pl.col(c).ne_missing(pl.col(c + "_log"))).height == 0, (kind, c)
-    if kind in ("rightsize", "min_runtime"):  # the simulated jobs do change: the scenario is not a no-op
+    if kind in ("rightsize", "min_runtime", "custom"):  # the simulated jobs do change: the scenario is not a no-op
         sim_b = res.baseline.jobs.filter(pl.col("submit") >= inputs.start)
         sim_s = res.scenario.jobs.filter(pl.col("submit") >= inputs.start)
         col = "req_cpus" if kind == "rightsize" else "min_runtime_s"
@@ -77,21 +76,16 @@ def test_each_scenario_kind_runs_the_pinned_jobs_as_logged(window, kind, params)
 
 
 def test_the_custom_mix_keeps_a_pinned_jobs_min_runtime():
-    """The Fair share page's custom mix sets min runtimes through the engine (``min_runtime_by_class``). By hand:
-    job A (8 GPUs, training, no logged min runtime) runs 0 h -> 20 h and is pinned by the warm start at 10 h; job
-    B (8 GPUs, training) is submitted at 12 h and runs 2 h. The budget file gives training 8 h; the scenario 0.
-    Only B becomes free of charge: unallocated occupancy = B's 16 GPU-hours / (A's 80 + B's 16) in [10 h, 30 h),
-    not all 96 (A is not the scenario's to change)."""
-    from test_scenarios import h, job, nodes
+    """The Fair share page's custom mix (the ``custom`` kind) changes min runtimes of the simulated jobs only. By
+    hand: job A (8 GPUs, training, no logged min runtime) runs 0 h -> 20 h and is pinned by the warm start at
+    10 h; job B (8 GPUs, training) is submitted at 12 h and runs 2 h. The budget file gives training 8 h; the
+    scenario 0. Only B becomes free of charge: unallocated occupancy = B's 16 GPU-hours / (A's 80 + B's 16) in
+    [10 h, 30 h), not all 96 (A is not the scenario's to change)."""
+    from test_scenarios import inputs, job
 
     tree = bt.parse('cluster_gpus = 16\n[min_runtime]\ntraining = "8h"\n[tree.lab]\nshare = 1\n')
     rows = [job("A", "lab", 8, 0, 20), job("B", "lab", 8, 12, 2)]
-    from queries.store import schema
-
-    jobs = schema.conform(pl.DataFrame(rows), "jobs").sort("submit", "job_id")
-    window = dict(warm_start=h(10), window_end=h(30))
-    base = engine.simulate(jobs, nodes(), dataclasses.replace(custom.sim_config(custom.Scenario(), tree), **window))
-    scn_cfg = custom.sim_config(custom.Scenario.make(min_runtime_h={"training": 0.0}), tree)
-    scn = engine.simulate(jobs, nodes(), dataclasses.replace(scn_cfg, **window))
-    assert base.metrics["unallocated_occupancy_share"] == 0.0
-    assert scn.metrics["unallocated_occupancy_share"] == pytest.approx(16.0 / 96.0)
+    res = runner.run(ScenarioSpec.make("custom", min_runtime_s={"training": 0.0}), inputs(rows, tree, start=10.0,
+                                                                                        end=30.0))
+    assert res.baseline.metrics["unallocated_occupancy_share"] == 0.0
+    assert res.scenario.metrics["unallocated_occupancy_share"] == pytest.approx(16.0 / 96.0)

@@ -28,7 +28,6 @@ baseline compares equal everywhere (and is not simulated a second time).
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import math
@@ -38,11 +37,16 @@ from pathlib import Path
 import polars as pl
 
 import engine
-from dashboard.scenario import apply_budget_overrides
 from engine import budget_tree as bt
+from engine.metrics import clean
+from queries.analytics.budgets import attainment_of, budget_unit
+from queries.store import Store
 
-from . import transforms
-from .spec import LABELS, ScenarioSpec
+from . import loader, registry, transforms
+from .budgets import has_guarantees
+from .frames import fmt_duration
+from .kind import Change
+from .spec import ScenarioSpec
 
 UTC = dt.timezone.utc
 # (metric key, label, +1 higher is better / -1 lower is better / 0 neutral)
@@ -107,8 +111,6 @@ class Inputs:
     @property
     def unit(self) -> str:
         """"gpu" or "cpu": what attainment and the comparison count (``queries.analytics.budgets.budget_unit``)."""
-        from queries.analytics.budgets import budget_unit
-
         return budget_unit(self.tree, capacity_gpus=self.capacity_gpus, capacity_cpus=self.capacity_cpus)
 
     @property
@@ -144,36 +146,24 @@ def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluste
     """The window [end - window, end) of ``cluster`` (the only one when None); ``end`` None = the latest submit
     in the store (exclusive bound one microsecond later). Warm start (default): the jobs of
     ``engine.warm.window_filter`` (running or pending at the start, submitted in the window, and those that ran
-    in the ``lookback_s`` before it); cold start: the jobs submitted in the window."""
-    from queries.store import schema
-    from queries.store import Store
-
-    st = Store(store)
-    if not st.exists():
+    in the ``lookback_s`` before it); cold start: the jobs submitted in the window. Rows through
+    ``loader`` (the ``replay_jobs`` query)."""
+    if not Store(store).exists():
         raise ValueError(f"{store}: not a store (no manifest, no jobs.parquet)")
-    jobs, nodes = st.read("jobs"), st.read("nodes")
-    clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
+    per_cluster = loader.clusters(store)
+    known = sorted(c for c in per_cluster["cluster"].to_list() if c is not None)
     if cluster is None:
-        if len(clusters) > 1:
-            raise ValueError(f"the store holds clusters {', '.join(clusters)}: choose one with --cluster")
-        cluster = clusters[0] if clusters else None
-    elif cluster not in clusters:
-        raise ValueError(f"cluster {cluster!r} has no jobs; clusters: {', '.join(clusters)}")
-    if cluster is not None:
-        jobs = jobs.filter(pl.col("cluster") == cluster)
-        nodes = nodes.filter(pl.col("cluster") == cluster)
+        if len(known) > 1:
+            raise ValueError(f"the store holds clusters {', '.join(known)}: choose one with --cluster")
+        cluster = known[0] if known else None
+    elif cluster not in known:
+        raise ValueError(f"cluster {cluster!r} has no jobs; clusters: {', '.join(known)}")
     if end is None:
-        end = jobs["submit"].max() + dt.timedelta(microseconds=1)
+        end = loader.last_submit_end(per_cluster, cluster)
     start = end - dt.timedelta(seconds=window_s)
-    if warm_start:
-        from engine.warm import window_filter
-
-        keep = window_filter(start, end, lookback_s)
-    else:
-        keep = (pl.col("submit") >= start) & (pl.col("submit") < end)
-    jobs = jobs.filter(keep).sort("submit", "job_id")
-    return Inputs(schema.conform(jobs, "jobs"), schema.conform(nodes, "nodes"), tree, start, end, str(store), cluster,
-                  budgets_source, warm_start)
+    jobs, nodes = loader.load(store, cluster=cluster, start=start, end=end, warm_start=warm_start,
+                              lookback_s=lookback_s)
+    return Inputs(jobs, nodes, tree, start, end, str(store), cluster, budgets_source, warm_start)
 
 
 @dataclass
@@ -216,8 +206,6 @@ class ScenarioResult:
 
 
 def json_text(obj) -> str:
-    from engine.metrics import clean
-
     return json.dumps(clean(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
 
 
@@ -227,14 +215,10 @@ def _atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _has_guarantees(tree) -> bool:
-    return any((n.guaranteed_gpus or 0) > 0 for v in tree.versions for n in v.root.walk())
-
-
 def baseline_config(spec: ScenarioSpec, inputs: Inputs):
     """(jobs, config) of the baseline replay: the same for every kind with the same policy, backfill and seed."""
     jobs = transforms.with_usage(inputs.jobs)
-    quota = "guarantee" if _has_guarantees(inputs.tree) else "none"
+    quota = "guarantee" if has_guarantees(inputs.tree) else "none"
     return jobs, engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
                                   seed=spec.seed, **inputs.sim_window())
 
@@ -246,53 +230,14 @@ def baseline(spec: ScenarioSpec, inputs: Inputs) -> engine.SimResult:
 
 
 def configs(spec: ScenarioSpec, inputs: Inputs):
-    """(baseline jobs, baseline config, scenario jobs, scenario config, extra tables, notes) of a scenario."""
-    v = spec.values
+    """(baseline jobs, baseline config, scenario jobs, scenario config, extra tables, notes) of a scenario: the
+    baseline's, changed by the spec's kind (``registry.KINDS[spec.kind].apply``)."""
     jobs, base = baseline_config(spec, inputs)
-    scen_jobs, scen, extra, notes = jobs, base, {}, []
-    if spec.kind == "shares":
-        missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
-        if missing:
-            notes.append("not in the budget tree, ignored: " + ", ".join(missing))
-        tree = apply_budget_overrides(inputs.tree, v["shares"], v["guaranteed"])
-        bt.validate(tree, inputs.capacity_gpus or None)  # new guarantees may oversell: BudgetError, as for the file
-        quota = "guarantee" if _has_guarantees(tree) else "none"
-        scen = dataclasses.replace(base, budgets=tree, quota=quota)
-    elif spec.kind == "backfill":
-        depth = v["reservation_depth"]
-        scen = dataclasses.replace(base, backfill=v["to"], reservation_depth=None if depth is None else int(depth),
-                                   walltime_margin=float(v["walltime_margin"]))
-    elif spec.kind == "min_runtime":
-        scen_jobs = transforms.set_min_runtimes(jobs, v["min_runtime_s"])
-        scen = dataclasses.replace(base, checkpoint_interval_s=v["checkpoint_interval_s"])
-    elif spec.kind == "rightsize":
-        scen_jobs = transforms.rightsize(jobs, v["margin"], v["gpus"])
-    elif spec.kind == "quota_loop":
-        from queries.analytics import budgets
-
-        if not inputs.store:
-            raise ValueError("the quota loop scenario needs the store (its back-test reads the usage samples)")
-        since = inputs.start - dt.timedelta(seconds=v["period_s"] * int(v["history_periods"]))
-        mult = budgets.quota_loop_multipliers(inputs.store, inputs.tree, since, inputs.end,
-                                              period_s=v["period_s"], cluster=inputs.cluster, **v["backtest"])
-        extra["multipliers"] = mult
-        extra["stability"] = transforms.stability(mult)
-        if mult.is_empty():
-            notes.append("the back-test produced no coefficients in this window: the loop changes nothing")
-        scen = dataclasses.replace(base, budgets=transforms.with_multipliers(inputs.tree, mult))
-    elif spec.kind == "drains":
-        from engine import drains
-
-        events = tuple(e for d in v["drains"] for e in drains.parse_spec(d, v["mode"]))
-        for e in events:
-            t = e.time_s
-            if not isinstance(t, dt.datetime) or not inputs.start <= t < inputs.end:
-                raise ValueError(f"drain of {e.node} at {t}: not an instant inside the window "
-                                 f"[{inputs.start:%Y-%m-%d %H:%M}, {inputs.end:%Y-%m-%d %H:%M}) UTC")
-        scen = dataclasses.replace(base, node_events=events, node_mtbf_s=v["node_mtbf_s"])
+    change = Change(inputs, spec.values, jobs, base, jobs, base)
+    registry.KINDS[spec.kind].apply(change)
     # the jobs that started before a warm start run exactly as logged, in the scenario too
-    scen_jobs = transforms.as_logged_before(jobs, scen_jobs, inputs.start if inputs.warm_start else None)
-    return jobs, base, scen_jobs, scen, extra, notes
+    scen_jobs = transforms.as_logged_before(jobs, change.jobs, inputs.start if inputs.warm_start else None)
+    return jobs, base, scen_jobs, change.cfg, change.extra, change.notes
 
 
 def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None) -> ScenarioResult:
@@ -304,7 +249,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
     if inputs.nodes.is_empty():
         raise ValueError("the store has no node list for this cluster; the simulator needs one")
-    say(0.05, f"Preparing {LABELS[spec.kind].lower()} ...")
+    say(0.05, f"Preparing {spec.label.lower()} ...")
     base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
     if baseline is None:
         say(0.15, "Replaying the baseline ...")
@@ -323,9 +268,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
 
 
 def _attainment(res, cfg, inputs):
-    from queries.analytics import budgets
-
-    return budgets.attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus,
+    return attainment_of(res.jobs, cfg.budgets, inputs.start, inputs.end, capacity_gpus=inputs.capacity_gpus,
                                  capacity_cpus=inputs.capacity_cpus, unit=inputs.unit)
 
 
@@ -498,7 +441,5 @@ def fmt_value(x, metric: str) -> str:
     if kind == "pct":
         return f"{100 * x:.1f} %"
     if kind == "dur":
-        from .explain import _dur
-
-        return _dur(x)
+        return fmt_duration(x)
     return f"{x:,.0f}" if kind == "int" else f"{x:,.1f}"

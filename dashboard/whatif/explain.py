@@ -34,7 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from dashboard.scenario import fmt_duration as _dur
+from dashboard.shaping import expand_hostlist
+from engine import budget_tree as bt
+
+from .frames import fmt_duration as _dur
 
 TABLE_SCHEMA = {"cause": pl.String, "measure": pl.String, "value": pl.Float64, "unit": pl.String}
 WAITS_SCHEMA = {"job_class": pl.String, "jobs": pl.UInt32, "waited": pl.UInt32, "p50_wait_s": pl.Float64,
@@ -58,8 +61,6 @@ class Explanation:
 def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
     """Per-node allocations (node, job_id, start, end, gpus) from logged jobs' node lists; a RUNNING job with no
     end runs to ``end``. GPUs are split evenly over the job's nodes (Slurm gives gangs whole nodes)."""
-    from dashboard.shaping import expand_hostlist
-
     ran = jobs.filter(pl.col("start").is_not_null() & pl.col("node_list").is_not_null())
     stop = pl.col("end")
     if end is not None:
@@ -79,8 +80,6 @@ def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
 def with_bucket(jobs: pl.DataFrame, tree, when=None) -> pl.DataFrame:
     """``jobs`` plus ``bucket``: a simulation's ``budget_bucket``, else each account's bucket in the tree at
     ``when`` (``engine.budget_tree.bucket``; ``unbudgeted`` when the tree does not name it)."""
-    from engine import budget_tree as bt
-
     if "budget_bucket" in jobs.columns:
         return jobs.with_columns(pl.col("budget_bucket").alias("bucket"))
     root = tree.at(when) if isinstance(tree, bt.BudgetTree) else tree

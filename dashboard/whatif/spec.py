@@ -1,0 +1,67 @@
+"""The one scenario model: ``ScenarioSpec`` = a registered kind, its parameters, and the baseline it changes.
+
+Every scenario replays the same history twice: the *baseline* (the budget file as it is, the baseline policy
+``policy`` and backfill ``backfill``, the log's min runtimes and requests) and the *scenario* (the kind's
+change, ``dashboard.whatif.kind``; the kinds and their parameters are in ``registry.KINDS``, one module each
+under ``kinds/``). Both runs use the same seed, so a result is reproducible from ``ScenarioSpec.to_dict()``
+alone (with the same store window). Units: seconds, GPUs and fractions inside; a UI converts hours at its edge.
+
+With a warm start, every kind leaves the jobs that started before the window start as logged (requests,
+allocation, min runtime: ``transforms.as_logged_before``); only the jobs the window simulates change.
+
+Invariants: ``ScenarioSpec`` is frozen and hashable with a canonical form (dicts become sorted tuples,
+``params.canon``), so equal settings are equal however they were produced and hit the same cached run;
+``make`` fills every parameter from the kind's defaults and rejects unknown kinds and parameters with one line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import BACKFILLS, POLICIES
+
+from . import registry
+from .params import ScenarioError, canon, one_of, plain
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    kind: str
+    params: tuple = ()
+    policy: str = "fairshare"
+    backfill: str = "easy"
+    seed: int = 0
+
+    @classmethod
+    def make(cls, kind: str, *, policy: str = "fairshare", backfill: str = "easy", seed: int = 0,
+             **params) -> "ScenarioSpec":
+        if kind not in registry.KINDS:
+            raise ScenarioError(f"unknown scenario {kind!r}; known: {', '.join(registry.KINDS)}")
+        k = registry.KINDS[kind]
+        unknown = sorted(set(params) - set(k.defaults))
+        if unknown:
+            raise ScenarioError(f"scenario {kind}: unknown parameter(s) {', '.join(unknown)}; it takes: "
+                                f"{', '.join(k.defaults)}")
+        one_of("policy", policy, POLICIES)
+        one_of("backfill", backfill, BACKFILLS)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ScenarioError(f"seed: must be an integer >= 0, got {seed!r}")
+        full = {**k.defaults, **params}
+        k.check(full)
+        return cls(kind, canon(full), policy, backfill, seed)
+
+    @property
+    def values(self) -> dict:
+        return {k: plain(v) for k, v in self.params}
+
+    @property
+    def label(self) -> str:
+        return registry.KINDS[self.kind].label
+
+    def to_dict(self) -> dict:
+        """Everything that produced a result (with the window and the budget file it ran on)."""
+        return {"kind": self.kind, "policy": self.policy, "backfill": self.backfill, "seed": self.seed,
+                "params": self.values}
+
+    def describe(self) -> str:
+        what = registry.KINDS[self.kind].describe(self.values, self)
+        return f"{what} · baseline {self.policy}/{self.backfill} · seed {self.seed}"
