@@ -15,7 +15,7 @@
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
    ``bf_max_job_test`` cap for comparison.
 4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
-   (``engine.warm``), fair share + EASY, the engine alone and the whole shares scenario (``scenarios.runner``)
+   (``engine.warm``), fair share + EASY, the engine alone and the whole shares scenario (``whatif.runner``)
    with and without the kept baseline, against the as-logged replay of the same window (baseline in the run).
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.

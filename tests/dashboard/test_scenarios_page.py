@@ -1,5 +1,5 @@
 """The Fair share page's named scenarios under AppTest on the fixture store: what it shows equals an independent
-run of the same scenario (``dashboard.scenarios.runner``) and numbers recomputed from that run's jobs."""
+run of the same scenario (``dashboard.whatif.runner``) and numbers recomputed from that run's jobs."""
 from __future__ import annotations
 
 from pathlib import Path
