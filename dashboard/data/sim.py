@@ -210,7 +210,7 @@ def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: s
             _progress(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
         base = _named_baseline(store, token, start, end, cluster, spec.policy, spec.backfill, spec.seed, budgets_key)
         return runner.run(spec, inputs, _progress, baseline=base)
-    except Exception as exc:  # noqa: BLE001 - an engine or scenario error must read as a message, never a traceback
+    except Exception as exc:  # an engine or scenario error must read as a message, never a traceback
         raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
 
 

@@ -222,7 +222,7 @@ def test_the_custom_mix_carries_every_part_into_the_engine_config():
     configuration; the baseline keeps the spec's fairshare / easy; the tree's guarantee sets quota."""
     from dashboard.whatif import runner
     from dashboard.whatif.spec import ScenarioSpec
-    from test_scenarios import h, inputs, job
+    from test_scenarios import inputs, job
 
     spec = ScenarioSpec.make("custom", min_runtime_s={"debug": 1800.0}, checkpoint_interval_s=1800,
                              scenario_backfill="conservative", scenario_policy="drf")
