@@ -198,28 +198,33 @@ def _named_baseline(store: str, token: str, start, end, cluster, policy: str, ba
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _progress=None):
-    jobs, nodes = _engine_inputs(store, token, start, end, cluster)
-    if not _has_work(jobs, start):
-        raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
-    if nodes.is_empty():
-        raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
-    inputs = _named_inputs(store, token, start, end, cluster)
-    try:
-        if _progress is not None:
-            _progress(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
-        base = _named_baseline(store, token, start, end, cluster, spec.policy, spec.backfill, spec.seed, budgets_key)
-        return runner.run(spec, inputs, _progress, baseline=base)
-    except Exception as exc:  # an engine or scenario error must read as a message, never a traceback
-        raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
+def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _baseline):
+    return runner.run(spec, _named_inputs(store, token, start, end, cluster), baseline=_baseline)
 
 
 def run_scenario(flt: Filters, spec, progress=None):
     """A scenario (``dashboard.whatif.spec``) replayed over ``flt``'s window: its ``ScenarioResult``,
-    cached by store, window, cluster, spec and budget file; ``progress(fraction, text)`` runs on a cache miss."""
+    cached by store, window, cluster, spec and budget file; ``progress(fraction, text)`` is called between the
+    runs. The progress display stays outside the cached functions: Streamlit records the element calls a cached
+    function makes and replays them on a hit, which fails in another session whose progress bar is another."""
+    say = progress or (lambda f, t: None)
     store = str(store_dir())
-    return _run_named(store, store_token(store), flt.start, flt.end, sim_cluster(flt), spec, _budgets_key(),
-                      _progress=progress)
+    key = (store, store_token(store), flt.start, flt.end, sim_cluster(flt))
+    jobs, nodes = _engine_inputs(*key)
+    if not _has_work(jobs, flt.start):
+        raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
+    if nodes.is_empty():
+        raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
+    budgets_key = _budgets_key()
+    try:
+        say(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
+        base = _named_baseline(*key, spec.policy, spec.backfill, spec.seed, budgets_key)
+        say(0.5, f"Replaying the scenario ({spec.label.lower()}) and comparing ...")
+        result = _run_named(*key, spec, budgets_key, base)
+    except Exception as exc:  # an engine or scenario error must read as a message, never a traceback
+        raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
+    say(1.0, "Done")
+    return result
 
 
 def last_scenario():
