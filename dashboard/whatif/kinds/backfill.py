@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.config import BACKFILLS
-
 from ..kind import Change
 from ..params import ScenarioError, number, one_of
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class Backfill:
@@ -18,6 +18,8 @@ class Backfill:
     defaults = {"to": "conservative", "reservation_depth": None, "walltime_margin": 0.0}
 
     def check(self, p: dict) -> None:
+        from engine.config import BACKFILLS
+
         one_of("to", p["to"], BACKFILLS)
         d = p["reservation_depth"]
         if d is not None and (isinstance(d, bool) or not float(d).is_integer() or d < 1):

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.config import BACKFILLS, POLICIES
-
-from ..budgets import CHECKPOINTS
 from ..kind import Change
 from ..params import one_of
 from . import min_runtime, shares
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class Custom:
@@ -24,6 +23,8 @@ class Custom:
                 "scenario_policy": None, "scenario_backfill": None}
 
     def check(self, p: dict) -> None:
+        from engine.config import BACKFILLS, POLICIES
+
         shares.KIND.check(p)
         min_runtime.KIND.check(p)
         if p["scenario_policy"] is not None:
@@ -32,6 +33,8 @@ class Custom:
             one_of("scenario_backfill", p["scenario_backfill"], BACKFILLS)
 
     def describe(self, v: dict, spec) -> str:
+        from ..budgets import CHECKPOINTS
+
         parts = [f"policy {v['scenario_policy']}"] if v["scenario_policy"] else []
         parts += [f"backfill {v['scenario_backfill']}"] if v["scenario_backfill"] else []
         parts += ["shares " + ", ".join(shares.Shares.parts(v))] if v["shares"] or v["guaranteed"] else []

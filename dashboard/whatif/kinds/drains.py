@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from engine import drains
-from engine.config import ConfigError
-
 from ..kind import Change
 from ..params import ScenarioError, number, one_of
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class Drains:
@@ -23,6 +22,9 @@ class Drains:
     defaults = {"drains": (), "mode": "drain", "node_mtbf_s": None}
 
     def check(self, p: dict) -> None:
+        from engine import drains
+        from engine.config import ConfigError
+
         if not isinstance(p["drains"], (list, tuple)) or not all(isinstance(d, str) for d in p["drains"]):
             raise ScenarioError("drains: must be a list of NODES@TIME[..END]")
         one_of("mode", p["mode"], drains.KINDS)
@@ -39,6 +41,8 @@ class Drains:
         return what + (f"; random drains every {v['node_mtbf_s'] / 3600:g} h per node" if v["node_mtbf_s"] else "")
 
     def apply(self, change: Change) -> None:
+        from engine import drains
+
         v, inputs = change.values, change.inputs
         events = tuple(e for d in v["drains"] for e in drains.parse_spec(d, v["mode"]))
         for e in events:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.budget_tree import JOB_CLASSES
-
-from .. import transforms
 from ..kind import Change
 from ..params import ScenarioError, number
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class MinRuntime:
@@ -20,6 +19,8 @@ class MinRuntime:
     defaults = {"min_runtime_s": {"training": 8 * 3600.0, "debug": 0.0}, "checkpoint_interval_s": None}
 
     def check(self, p: dict) -> None:
+        from engine.budget_tree import JOB_CLASSES
+
         if not isinstance(p["min_runtime_s"], dict):
             raise ScenarioError("min_runtime_s: must map job class -> seconds")
         for c, s in p["min_runtime_s"].items():
@@ -34,6 +35,8 @@ class MinRuntime:
         return what + (f"; checkpoint every {ck / 60:g} min" if ck else "; no checkpoints")
 
     def apply(self, change: Change) -> None:
+        from .. import transforms
+
         v = change.values
         change.jobs = transforms.set_min_runtimes(change.jobs, v["min_runtime_s"])
         change.cfg = dataclasses.replace(change.cfg, checkpoint_interval_s=v["checkpoint_interval_s"])

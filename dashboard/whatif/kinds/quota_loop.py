@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from queries.analytics import budgets
-
-from .. import transforms
 from ..kind import Change
 from ..params import ScenarioError, number
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class QuotaLoop:
@@ -33,6 +32,10 @@ class QuotaLoop:
             f", {k} {x:g}" for k, x in v["backtest"].items()) + ")"
 
     def apply(self, change: Change) -> None:
+        from queries.analytics import budgets
+
+        from .. import transforms
+
         v, inputs = change.values, change.inputs
         if not inputs.store:
             raise ValueError("the quota loop scenario needs the store (its back-test reads the usage samples)")

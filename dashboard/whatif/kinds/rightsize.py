@@ -8,9 +8,10 @@ slow a job down). Its verdict is by attainment (``runner.verdict_basis``).
 """
 from __future__ import annotations
 
-from .. import transforms
 from ..kind import Change
 from ..params import number, one_of
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 GPU_MODES = ("whole", "fraction", "keep")
 
@@ -27,6 +28,8 @@ class Rightsize:
         return f"right-sized requests (+{100 * v['margin']:g} % margin, GPUs: {v['gpus']})"
 
     def apply(self, change: Change) -> None:
+        from .. import transforms
+
         change.jobs = transforms.rightsize(change.jobs, change.values["margin"], change.values["gpus"])
 
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine import budget_tree as bt
-
-from .. import transforms
-from ..budgets import apply_budget_overrides, has_guarantees
 from ..kind import Change
 from ..params import ScenarioError, number
+
+# the engine, Polars and queries are imported on use (see ``dashboard.whatif.kind``: CLI start-up)
 
 
 class Shares:
@@ -36,6 +34,11 @@ class Shares:
                 + [f"{p.rsplit('/', 1)[-1]} guaranteed {g:g} GPUs" for p, g in v["guaranteed"].items()])
 
     def apply(self, change: Change) -> None:
+        from engine import budget_tree as bt
+
+        from .. import transforms
+        from ..budgets import apply_budget_overrides, has_guarantees
+
         v, inputs = change.values, change.inputs
         missing = transforms.unknown_paths(inputs.tree, list(v["shares"]) + list(v["guaranteed"]))
         if missing:
