@@ -15,7 +15,7 @@ from queries import schema
 from queries.store import Store
 from test_scenarios import h, job, write_store
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "store"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "store"
 
 
 def test_replay_jobs_by_hand(tmp_path):
