@@ -1,4 +1,4 @@
-"""Run a named scenario against its baseline replay of the same history, and compare them.
+"""Run a scenario (``spec.ScenarioSpec``) against its baseline replay of the same history, and compare them.
 
 ``load_inputs`` cuts the window [start, end) of one cluster (its node layout, the budget tree) and, by default,
 *warm-starts* it (``engine.warm``): both runs start from the logged state at ``start`` - jobs running then hold
@@ -6,7 +6,8 @@ their logged nodes until their logged end, jobs pending then keep their real sub
 fair-share lookback before ``start`` feed the usage ledger - and every metric covers [start, end). A cold start
 (``warm_start=False``, ``--cold-start``) replays only the jobs submitted in [start, end) on an empty cluster,
 which is barely contended (on the sample's last week: 54.5 % occupancy against 91.4 % logged). ``run`` builds
-both engine configurations (``spec`` describes the kinds), simulates both and measures them the same way:
+both engine configurations (the spec's kind changes the baseline's: ``kind``, ``registry``), simulates both and
+measures them the same way:
 
 - ``comparison``: one row per metric (engine metrics, ``queries.analytics.budgets`` attainment of both runs' jobs over
   the window, idle reservation and queueing of ``usage_metrics``), baseline, scenario, delta.
