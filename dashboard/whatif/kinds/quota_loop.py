@@ -2,9 +2,9 @@
 
 The ``quota_backtest`` coefficients (period ``period_s``, its stabiliser parameters in ``backtest``) become
 multipliers of the leaf shares, each period's applied from the next period on, as effective-dated budget
-versions (``queries.analytics.budgets.quota_loop_multipliers``). The back-test starts ``history_periods`` periods before
-the window, so the loop is already running when the replay starts. Extra tables: ``multipliers`` and
-``stability`` (``transforms.stability``).
+versions (``queries.analytics.budgets.quota_loop_multipliers``). The back-test starts ``history_periods``
+periods before the window, so the loop is already running when the replay starts. Extra tables:
+``multipliers`` and ``stability`` (``transforms.stability``).
 """
 from __future__ import annotations
 
