@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.whatif import loader
 from engine.warm import window_filter
-from queries import schema
+from queries.store import schema
 from queries.store import Store
 from test_scenarios import h, job, write_store
 
