@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 import engine
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 CLASSES = bt.JOB_CLASSES
 CHECKPOINTS = {0: "none", 900: "15 min", 1800: "30 min", 3600: "1 hour", 7200: "2 hours", 14400: "4 hours"}

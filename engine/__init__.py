@@ -19,7 +19,7 @@ files as node events), ``replay`` (the as-logged replay), ``warm`` (warm starts)
 queries' definition, on the simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against
 the log it replays: wait errors, correlations, order, occupancy) and ``calibrate`` (fitting the scheduler cycle
 ``sched_interval_s`` on the first part of a log, reported on the held-back rest).
-``budget_tree``/``budget_parse`` hold the budget file model shared with the queries.
+``budgets`` (a leaf sub-package) holds the budget model shared with the queries.
 
 Invariants: no wall clock, no Streamlit/DuckDB/queries imports; the same inputs and ``seed`` give
 byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``. Every optimised piece has a plain

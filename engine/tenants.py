@@ -1,11 +1,11 @@
 """Tenants (budget buckets) and their usage over a sliding window: the state fair share and DRF order by.
 
-Budgets come as a ``budget_tree.BudgetTree`` (effective-dated versions), a ``BudgetNode`` root, or a plain
+Budgets come as a ``budgets.BudgetTree`` (effective-dated versions), a ``BudgetNode`` root, or a plain
 dict ``{"org/team": share | {"share": s, "guaranteed_gpus": g, "max_gpus": x}}``; none = every account is
 its own top-level tenant with share 1.
 
 Invariants:
-- Every job maps to exactly one bucket per budget version (``budget_tree.bucket``: a leaf path,
+- Every job maps to exactly one bucket per budget version (``budgets.bucket``: a leaf path,
   ``PATH/(direct)`` or ``unbudgeted``); direct and unbudgeted buckets are zero-share leaves, served only
   after their positive-share siblings (never lost).
 - ``frac[node]`` = product of share / sum(sibling shares) down the path; siblings' fractions sum to their
@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from . import budget_tree as bt
+from . import budgets as bt
 
 
 def to_tree(budgets):

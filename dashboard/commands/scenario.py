@@ -153,7 +153,7 @@ def run(args) -> int:
     from dashboard.scenarios import runner
     from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
     from engine import parse_duration
-    from engine.budget_tree import BudgetError, load, validate
+    from engine.budgets import BudgetError, load, validate
     from queries.store import Store
 
     from dashboard.errors import check_output_dir

@@ -14,7 +14,7 @@
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
 a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
-store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budget_tree``
+store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budgets``
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
 ``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
 ``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
@@ -204,7 +204,7 @@ def run(args) -> int:
     import polars as pl
 
     from engine import SimConfig, parse_duration, simulate
-    from engine.budget_tree import BudgetError, load
+    from engine.budgets import BudgetError, load
 
     budgets = None
     if args.budgets:
@@ -226,7 +226,7 @@ def run(args) -> int:
     cluster = _cluster(args, nodes)
     events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
     if budgets is not None:  # the same check as `scenario` and `report --budgets`: oversold guarantees stop here
-        from engine.budget_tree import validate
+        from engine.budgets import validate
 
         try:
             warnings = validate(budgets, sum(cluster.gpus) or None)

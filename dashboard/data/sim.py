@@ -17,15 +17,15 @@ def budgets_path() -> Path | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _budget_tree(path: str, mtime_ns: int):
-    from engine import budget_tree
+    from engine import budgets
 
-    return budget_tree.load(path)
+    return budgets.load(path)
 
 
 def budgets():
     """The baseline budgets: the budget file's tree, else share 1 per leaf account (``scenario.default_budgets``).
 
-    Returns (budgets, source label). A broken budget file raises ``engine.budget_tree.BudgetError``."""
+    Returns (budgets, source label). A broken budget file raises ``engine.budgets.BudgetError``."""
     from dashboard import scenario
 
     path = budgets_path()

@@ -39,7 +39,7 @@ import polars as pl
 
 import engine
 from dashboard.scenario import apply_budget_overrides
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 from . import transforms
 from .spec import LABELS, ScenarioSpec

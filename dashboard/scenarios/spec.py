@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.budget_tree import JOB_CLASSES
+from engine.budgets import JOB_CLASSES
 from engine.config import BACKFILLS, POLICIES
 
 CLASSES = JOB_CLASSES

@@ -18,7 +18,7 @@ import math
 
 import polars as pl
 
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 GIB = float(1 << 30)
 USAGE_COLUMNS = ("used_cpus", "used_mem_gb", "used_gpus")

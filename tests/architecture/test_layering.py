@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,55 @@ def test_layering_check_catches_a_violation(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("import duckdb\nfrom streamlit import x\n")
     assert _imports(bad) & FORBIDDEN["engine"] == {"duckdb", "streamlit"}
+
+
+def _module_imports(path: Path, package: str) -> set[str]:
+    """Full dotted names of every module ``path`` imports (relative imports resolved against ``package``)."""
+    mods = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            mods.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            if node.module:
+                mods.add(".".join(base + [node.module]))
+            else:  # ``from . import tree``: each name is a module of the package
+                mods.update(".".join(base + [a.name]) for a in node.names)
+    return mods
+
+
+def _engine_imports(package_dir: Path) -> dict[str, list[str]]:
+    out = {}
+    for f in sorted(package_dir.rglob("*.py")):
+        rel = f.relative_to(REPO).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        pkg = ".".join(parts if rel.name == "__init__" else parts[:-1])
+        out[str(f.relative_to(REPO))] = sorted(m for m in _module_imports(f, pkg) if m.split(".")[0] == "engine")
+    return out
+
+
+def test_queries_import_only_the_budget_model_from_the_engine():
+    """The budget model is the one room analytics and engine share: queries -> engine.budgets, nothing else."""
+    bad = {f: [m for m in mods if m != "engine.budgets" and not m.startswith("engine.budgets.")]
+           for f, mods in _engine_imports(REPO / "queries").items()}
+    bad = {f: m for f, m in bad.items() if m}
+    assert not bad, f"queries reaches into the engine past engine.budgets: {bad}"
+
+
+def test_the_budget_model_is_a_leaf():
+    """engine.budgets imports nothing from the rest of engine (only the stdlib and itself)."""
+    files = _engine_imports(REPO / "engine" / "budgets")
+    assert "engine/budgets/__init__.py" in files
+    bad = {f: [m for m in mods if m != "engine.budgets" and not m.startswith("engine.budgets.")]
+           for f, mods in files.items()}
+    bad = {f: m for f, m in bad.items() if m}
+    assert not bad, f"engine.budgets imports other engine modules: {bad}"
+    third_party = {f: sorted(_imports(Path(REPO / f)) - {"engine", "__future__"} - set(sys.stdlib_module_names))
+                   for f in files}
+    assert not {f: m for f, m in third_party.items() if m}, f"engine.budgets imports past the stdlib: {third_party}"
+
+
+def test_the_leaf_check_sees_a_back_arrow(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("from .. import config\nfrom ..core import Simulator\nfrom . import tree\nimport engine.pool\n")
+    assert _module_imports(bad, "engine.budgets") == {"engine.config", "engine.core", "engine.budgets.tree", "engine.pool"}

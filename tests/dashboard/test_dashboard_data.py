@@ -164,9 +164,9 @@ def test_options_and_token_change_on_write(store):
 
 # ------------------------------------------------------------------ scenarios (pure)
 def _tree():
-    from engine import budget_tree
+    from engine import budgets
 
-    return budget_tree.parse("""
+    return budgets.parse("""
 [min_runtime]
 training = "8h"
 debug = 0

@@ -12,7 +12,7 @@ import pytest
 
 from dashboard.scenarios import runner, transforms
 from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
-from engine.budget_tree import parse
+from engine.budgets import parse
 from queries import schema
 from queries.store import Store
 
@@ -326,7 +326,7 @@ def test_sample_window_quota_loop_changes_starts():
     sample = Path(__file__).resolve().parents[2] / "sample_data" / "store"
     if not (sample / "_manifest.json").exists():
         pytest.skip("the sample store is not built (scripts/test builds it)")
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     tree = load(sample.parent / "budgets.toml")
     inp = runner.load_inputs(str(sample), tree, window_s=7 * 86400.0)

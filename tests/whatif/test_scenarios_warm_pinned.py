@@ -18,7 +18,7 @@ import engine
 from dashboard import scenario as custom
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import ScenarioSpec
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "store"

@@ -61,7 +61,6 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 UNBUDGETED = "unbudgeted"
 DIRECT = "(direct)"
@@ -389,23 +388,6 @@ def validate(tree: BudgetTree, cluster_gpus: float | None = None, accounts=None)
             warnings.append(f"{len(lost)} account(s) not in the tree count as '{UNBUDGETED}': "
                             + ", ".join(repr(a) for a in lost[:10]) + more)
     return warnings
-
-
-# ------------------------------------------------------------------------------------------ parsing
-def load(path: str | Path) -> BudgetTree:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BudgetError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
-    return parse(text, source=str(path))
-
-
-def parse(text: str, source: str = "budgets.toml") -> BudgetTree:
-    """Parse a budgets.toml text into a ``BudgetTree``; raises ``BudgetError`` on the first problem."""
-    from .budget_parse import Parser  # the TOML reader lives apart to keep both modules small
-
-    return Parser(text, source).tree()
 
 
 def _utc(when) -> dt.datetime:
