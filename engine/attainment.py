@@ -12,7 +12,7 @@ the budget tree's effective dates, and per account:
   (``budgets.entitlements``, guarantees and ``max_gpus`` as resources x hours); static = share x capacity;
 - per row of the tree's leaf frontier (leaves, ``PATH/(direct)`` buckets, ``unbudgeted``):
   attainment = received / min(entitled, demanded), ``attainment_static`` = received / min(static, demanded),
-  None when the denominator is 0.
+  None when the denominator is 0 (``budgets.attainment``, the one formula, applied by ``budgets.WindowTally``).
 Summary over "node" rows with an attainment: ``mean`` of attainment capped at 1, ``worst`` (uncapped minimum,
 ties by path) and ``worst_node``, ``teams_at_95pct`` (>= 0.95), ``over_entitled`` (> 1).
 
