@@ -13,7 +13,8 @@ output has one row per attempt of a requeued job (``result``). Module
 map: ``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
 arrays), ``core`` (event loop, job lifecycle), ``passes`` (no backfill / EASY / depth-K and conservative),
 ``profile`` (free-resource profiles), ``pool`` (placement), ``policy`` (queue orders), ``tenants`` (budget
-buckets, usage windows), ``preempt`` (min-runtime contracts, preemption, guarantees, QoS preemption pairs),
+buckets, usage windows), ``min_runtime`` (the one min-runtime resolver: override > log > budget file > default),
+``preempt`` (min-runtime contracts, preemption, guarantees, QoS preemption pairs),
 ``reasons`` (wait reasons), ``health`` (node failures and drains), ``drains`` (``NODES@TIME`` specs and drain
 files as node events), ``replay`` (the as-logged replay), ``warm`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the
 queries' definition, on the simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against

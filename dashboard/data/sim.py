@@ -101,8 +101,6 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
     from dashboard.scenarios import transforms
 
     jobs = transforms.with_usage(jobs)  # the logged use rates ride along, so idle reservation is measurable
-    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
-        jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
     cfg = scenario.sim_config(scn, budgets()[0])
     if start is not None:  # warm start from the logged state; metrics over the window
         cfg = dataclasses.replace(cfg, warm_start=start, window_end=_window(jobs, start, end)[1])

@@ -159,8 +159,11 @@ class BudgetTree:
     def bucket(self, account: str | None, when: dt.datetime | None = None) -> str:
         return bucket(self.at(when), account)
 
-    def min_runtime(self, job_class: str, account: str | None = None, when: dt.datetime | None = None) -> float:
-        """Seconds: the deepest ``min_runtime`` table on the account's path naming the class (or ``default``)."""
+    def min_runtime(self, job_class: str | None, account: str | None = None,
+                    when: dt.datetime | None = None) -> float | None:
+        """Seconds: the deepest ``min_runtime`` table on the account's path naming the class (or ``default``),
+        then the top-level ``[min_runtime]``; None when no table names it (no contract: never preempted, the
+        meaning ``engine.min_runtime`` gives it; 0 is a contract, preemptible at once)."""
         root = self.at(when)
         path = resolve(root, account)
         chain = [] if path == UNBUDGETED else [root.index["/".join(path.split("/")[:i])] for i in
@@ -169,7 +172,7 @@ class BudgetTree:
             for key in (job_class, "default"):
                 if key in table:
                     return table[key]
-        return 0.0
+        return None
 
 
 # ------------------------------------------------------------------------------------------ account mapping
