@@ -128,8 +128,8 @@ class ScenarioSpec:
             depth = v["reservation_depth"]
             what = f"backfill {self.backfill} -> {v['to']}" + (f", reservation depth {depth:g}" if depth else "")
         elif self.kind == "min_runtime":
-            what = "min runtime " + ", ".join(f"{c} {'none' if s is None else f'{s / 3600:g} h'}"
-                                              for c, s in v["min_runtime_s"].items())
+            what = "min runtime " + (", ".join(f"{c} {'none' if s is None else f'{s / 3600:g} h'}"
+                                               for c, s in v["min_runtime_s"].items()) or "unchanged")
             ck = v["checkpoint_interval_s"]
             what += f"; checkpoint every {ck / 60:g} min" if ck else "; no checkpoints"
         elif self.kind == "rightsize":

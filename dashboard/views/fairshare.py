@@ -161,7 +161,7 @@ if submitted:
             named = {"shares": scenario.overrides({n["path"]: n["share"] for n in nodes}, shares),
                      "guaranteed": scenario.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}, guaranteed)}
         elif kind == "min_runtime":
-            named = {"min_runtime_s": dict(mrt),
+            named = {"min_runtime_s": scenario.overrides(base_mrt, mrt),  # untouched classes keep their contract
                      "checkpoint_interval_s": float(ckpt) or None}
         try:
             st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
