@@ -138,7 +138,9 @@ class Tenants:
         return i
 
     def _walk(self, node, parent, frac) -> None:
-        milli_or_none = (lambda v: None if v is None else v * 1000.0)
+        def milli_or_none(v):
+            return None if v is None else v * 1000.0
+
         i = self._add(node.path, parent, frac, milli_or_none(node.guaranteed_gpus), milli_or_none(node.max_gpus))
         total = sum(c.share for c in node.children)
         for c in node.children:

@@ -33,7 +33,7 @@ def test_the_window_tally_uses_it():
     assert rows["unbudgeted"][7:] == (None, None)
 
 
-def test_the_static_sql_form_agrees(store):  # noqa: F811 - the fixture
+def test_the_static_sql_form_agrees(store):
     rows = queries.run("fairshare_attainment", store=store, team_level=2).to_dicts()
     assert len(rows) >= 3
     for r in rows:
