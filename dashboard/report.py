@@ -86,7 +86,7 @@ def _check_scope(audience: str, team: str | None, user: str | None) -> None:
 def _load_budgets(path):
     if path is None:
         return None
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     try:
         return load(path)
@@ -96,11 +96,11 @@ def _load_budgets(path):
 
 def _check_budgets(tree, store, cluster: str | None) -> None:
     """Oversold guarantees stop the report as they stop ``simulate`` and ``scenario``: one shared check,
-    ``engine.budget_tree.validate``, against the same capacity (the node list's GPUs, else the budget file's
+    ``engine.budgets.validate``, against the same capacity (the node list's GPUs, else the budget file's
     ``cluster_gpus``). Its warnings are for the interactive commands."""
     if tree is None:
         return
-    from engine.budget_tree import validate
+    from engine.budgets import validate
 
     nodes = Store(store).read("nodes")
     if cluster:

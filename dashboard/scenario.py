@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import polars as pl
 
 import engine
-from engine import budget_tree as bt
+from engine import budgets as bt
+from engine import min_runtime
 
 CLASSES = bt.JOB_CLASSES
 CHECKPOINTS = {0: "none", 900: "15 min", 1800: "30 min", 3600: "1 hour", 7200: "2 hours", 14400: "4 hours"}
@@ -32,15 +33,16 @@ class Scenario:
     backfill: str = "easy"
     shares: tuple = ()            # ((budget path, share), ...) overrides
     guaranteed: tuple = ()        # ((budget path, GPUs), ...) overrides
-    min_runtime_h: tuple = ()     # ((job class, hours), ...) overrides; absent = budget file / default
+    min_runtime_s: tuple = ()     # ((job class, seconds | None = no contract), ...) overrides (engine.min_runtime)
     checkpoint_interval_s: float = 0.0
     seed: int = 0
 
     @classmethod
-    def make(cls, *, shares: dict | None = None, guaranteed: dict | None = None, min_runtime_h: dict | None = None,
+    def make(cls, *, shares: dict | None = None, guaranteed: dict | None = None, min_runtime_s: dict | None = None,
              **kw) -> "Scenario":
-        canon = lambda d: tuple(sorted((str(k), float(v)) for k, v in (d or {}).items()))  # noqa: E731
-        return cls(shares=canon(shares), guaranteed=canon(guaranteed), min_runtime_h=canon(min_runtime_h), **kw)
+        canon = lambda d: tuple(sorted((str(k), None if v is None else float(v))  # noqa: E731
+                                       for k, v in (d or {}).items()))
+        return cls(shares=canon(shares), guaranteed=canon(guaranteed), min_runtime_s=canon(min_runtime_s), **kw)
 
     def describe(self) -> str:
         parts = [f"policy {self.policy}", f"backfill {self.backfill}"]
@@ -48,8 +50,9 @@ class Scenario:
             parts.append("shares " + ", ".join(f"{p.rsplit('/', 1)[-1]}={s:g}" for p, s in self.shares))
         if self.guaranteed:
             parts.append("guaranteed " + ", ".join(f"{p.rsplit('/', 1)[-1]}={g:g} GPUs" for p, g in self.guaranteed))
-        if self.min_runtime_h:
-            parts.append("min runtime " + ", ".join(f"{c} {h:g} h" for c, h in self.min_runtime_h))
+        if self.min_runtime_s:
+            parts.append("min runtime " + ", ".join(f"{c} {'none' if s is None else f'{s / 3600:g} h'}"
+                                                    for c, s in self.min_runtime_s))
         if self.checkpoint_interval_s:
             parts.append(f"checkpoint every {CHECKPOINTS.get(int(self.checkpoint_interval_s), self.checkpoint_interval_s)}")
         return "; ".join(parts)
@@ -89,16 +92,21 @@ def _root(budgets):
     return to_tree(budgets).at(None)
 
 
-def baseline_min_runtime_h(budgets, job_class: str) -> float:
-    """The min runtime (hours) the budget file gives a class at the top of the tree (0 without one)."""
-    if isinstance(budgets, bt.BudgetTree):
-        return budgets.min_runtime(job_class) / 3600.0
-    return 0.0
+def baseline_min_runtime_s(budgets, job_class: str) -> float | None:
+    """The min runtime (seconds) the budget file gives a class at the top of the tree, by the engine's resolver
+    (``engine.min_runtime``): None when no table names it (no contract: the baseline never preempts it)."""
+    return min_runtime.resolve(job_class, None, tree=budgets if isinstance(budgets, bt.BudgetTree) else None)
 
 
 def overrides(baseline: dict, chosen: dict, tol: float = 1e-9) -> dict:
-    """Only the entries of ``chosen`` that differ from ``baseline`` (keeps equal scenarios equal)."""
-    return {k: v for k, v in chosen.items() if abs(float(v) - float(baseline.get(k) or 0.0)) > tol}
+    """Only the entries of ``chosen`` that differ from ``baseline`` (keeps equal scenarios equal); a key the
+    baseline lacks counts as 0. None (a min runtime's "no contract") equals only None: it is not 0."""
+    def differs(v, b) -> bool:
+        if v is None or b is None:
+            return (v is None) != (b is None)
+        return abs(float(v) - float(b)) > tol
+
+    return {k: v for k, v in chosen.items() if differs(v, baseline.get(k, 0.0))}
 
 
 def occupancy_series(result, bucket_s: float = 3600.0, start=None, end=None, resource: str = "gpus") -> pl.DataFrame:
@@ -168,7 +176,7 @@ def sim_config(scn: Scenario, budgets) -> "engine.SimConfig":
     quota = "guarantee" if any(g > 0 for _, g in scn.guaranteed) or _has_guarantees(tree) else "none"
     return engine.SimConfig(
         policy=scn.policy, backfill=scn.backfill, budgets=tree,
-        min_runtime_by_class={c: h * 3600.0 for c, h in scn.min_runtime_h},
+        min_runtime_by_class=dict(scn.min_runtime_s),
         checkpoint_interval_s=scn.checkpoint_interval_s or None, quota=quota, seed=scn.seed,
     )
 

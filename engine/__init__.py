@@ -13,13 +13,14 @@ output has one row per attempt of a requeued job (``result``). Module
 map: ``config`` (SimConfig, ConfigError, durations), ``cluster`` (layouts and loaders), ``workload`` (frame ->
 arrays), ``core`` (event loop, job lifecycle), ``passes`` (no backfill / EASY / depth-K and conservative),
 ``profile`` (free-resource profiles), ``pool`` (placement), ``policy`` (queue orders), ``tenants`` (budget
-buckets, usage windows), ``preempt`` (min-runtime contracts, preemption, guarantees, QoS preemption pairs),
+buckets, usage windows), ``min_runtime`` (the one min-runtime resolver: override > log > budget file > default),
+``preempt`` (min-runtime contracts, preemption, guarantees, QoS preemption pairs),
 ``reasons`` (wait reasons), ``health`` (node failures and drains), ``drains`` (``NODES@TIME`` specs and drain
 files as node events), ``replay`` (the as-logged replay), ``warm`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the
 queries' definition, on the simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against
 the log it replays: wait errors, correlations, order, occupancy) and ``calibrate`` (fitting the scheduler cycle
 ``sched_interval_s`` on the first part of a log, reported on the held-back rest).
-``budget_tree``/``budget_parse`` hold the budget file model shared with the queries.
+``budgets`` (a leaf sub-package) holds the budget model shared with the queries.
 
 Invariants: no wall clock, no Streamlit/DuckDB/queries imports; the same inputs and ``seed`` give
 byte-identical ``jobs.parquet``, ``timeline.parquet`` and ``metrics.json``. Every optimised piece has a plain

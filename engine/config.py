@@ -112,7 +112,9 @@ class SimConfig:
     walltime_margin: float = 0.0              # a backfilled job must fit time_limit / (1 - margin) in its hole
     budgets: object = None                    # BudgetTree | BudgetNode | {path: share | {share, guaranteed_gpus, max_gpus}}
     min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
-    min_runtime_by_class: dict = field(default_factory=dict)   # job_class -> seconds (beats the budget file)
+    min_runtime_by_class: dict = field(default_factory=dict)   # scenario override: job_class | "default" ->
+    #                                           seconds or None (no contract); beats the log and the budget file
+    #                                           (precedence: engine.min_runtime)
     checkpoint_interval_s: float | None = None  # None/0: no checkpoints, a requeue loses the whole attempt
     preemption: bool = True                   # jobs past their min runtime may be requeued (see engine.preempt)
     preemption_threshold: float = 0.1         # fair-share preemption: preemptor served < 1 - t, victim > 1 + t
@@ -206,8 +208,9 @@ class SimConfig:
         changes["sched_interval_s"] = parse_duration(self.sched_interval_s, "sched_interval_s")
         if not isinstance(self.min_runtime_by_class, dict):
             bad("min_runtime_by_class", "must map job class -> duration")
-        changes["min_runtime_by_class"] = {str(k): parse_duration(v, f"min_runtime_by_class.{k}")
-                                           for k, v in self.min_runtime_by_class.items()}
+        changes["min_runtime_by_class"] = {  # None: the override is "no contract" (never preempted)
+            str(k): None if v is None else parse_duration(v, f"min_runtime_by_class.{k}")
+            for k, v in self.min_runtime_by_class.items()}
         if not isinstance(self.qos_priority, dict):
             bad("qos_priority", "must map QoS name -> number")
         if not isinstance(self.qos_preempts, dict):

@@ -37,13 +37,13 @@ import math
 
 import numpy as np
 
-from . import fastpath, health, passes, preempt, reasons, warm
+from . import fastpath, health, min_runtime, passes, preempt, reasons, warm
 from .intervals import Intervals
 from .policy import make_queue
 from .qstats import QueueStats
 from .pool import Pool
 from . import tenants
-from .tenants import Budgeting, Ledger, min_runtimes
+from .tenants import Budgeting, Ledger
 
 INF = math.inf
 NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
@@ -60,7 +60,7 @@ class Simulator:
         self.group, self.gang = wl.group, wl.gang
         self.acct, self.accounts = wl.acct, wl.accounts
         self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
-        self.min_rt = min_runtimes(wl, cfg, self.budgeting)
+        self.min_rt = min_runtime.per_job(wl, cfg, self.budgeting.tree)
         if cfg.policy == "priority":
             qp = cfg.qos_priority
             self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]

@@ -5,8 +5,10 @@
         [kind options] --out DIR [--json]
 
 NAME: ``shares`` (--share PATH=X, --guarantee PATH=GPUS), ``backfill`` (--to none|easy|conservative,
---reservation-depth K, --walltime-margin F), ``min-runtime`` (--min-runtime CLASS=DURATION ..., default
-training=8h debug=0; --checkpoint-interval DURATION), ``right-size`` (--margin 0.2, --gpus whole|fraction|keep),
+--reservation-depth K, --walltime-margin F), ``min-runtime`` (--min-runtime [CLASS=]DURATION ..., default
+training=8h debug=0; a duration without CLASS= is every job's, none = never preempted; the override beats the
+log and the budget file: ``engine.min_runtime``; --checkpoint-interval DURATION),
+``right-size`` (--margin 0.2, --gpus whole|fraction|keep),
 ``quota-loop`` (--period 7d, --history-periods 4, --backtest NAME=VALUE for quota_backtest's parameters),
 ``drains`` (the baseline with node drains: --drain NODES@TIME[..END] repeatable, NODES a name, a comma list or a
 hostlist like gpu[001-004], TIME an ISO instant inside the window; --drain-file CSV with node,start,end,reason;
@@ -56,8 +58,9 @@ def register(sub):
     g.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs")
     g.add_argument("--walltime-margin", type=float, help="fraction of a hole kept free of backfilled work")
     g = p.add_argument_group("min-runtime")
-    g.add_argument("--min-runtime", action="append", default=[], metavar="CLASS=DURATION",
-                   help="min runtime of a job class (repeat; default training=8h debug=0)")
+    g.add_argument("--min-runtime", action="append", default=[], metavar="[CLASS=]DURATION",
+                   help="min runtime of a job class, or of every job without CLASS= (repeat; none = never "
+                        "preempted; default training=8h debug=0)")
     g.add_argument("--checkpoint-interval", metavar="DURATION", help="work since the last checkpoint is lost")
     g = p.add_argument_group("right-size")
     g.add_argument("--margin", type=float, help="headroom over what a job used (default 0.2)")
@@ -96,10 +99,9 @@ def _pairs(items, flag, value=float):
 
 def params(args) -> dict:
     """The kind's parameters from the command line (only what was given; the rest are the kind's defaults)."""
-    from engine import parse_duration
+    from engine import min_runtime, parse_duration
 
     kind = NAMES[args.name]
-    dur = lambda name: (lambda v: parse_duration(v, name))  # noqa: E731
     p: dict = {}
     if kind == "shares":
         p = {"shares": _pairs(args.share, "--share"), "guaranteed": _pairs(args.guarantee, "--guarantee")}
@@ -108,7 +110,7 @@ def params(args) -> dict:
                                ("walltime_margin", args.walltime_margin)) if v is not None}
     elif kind == "min_runtime":
         if args.min_runtime:
-            p["min_runtime_s"] = _pairs(args.min_runtime, "--min-runtime", dur("--min-runtime"))
+            p["min_runtime_s"] = min_runtime.parse_overrides(args.min_runtime, "--min-runtime")
         if args.checkpoint_interval is not None:
             p["checkpoint_interval_s"] = parse_duration(args.checkpoint_interval, "--checkpoint-interval")
     elif kind == "rightsize":
@@ -153,7 +155,7 @@ def run(args) -> int:
     from dashboard.scenarios import runner
     from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
     from engine import parse_duration
-    from engine.budget_tree import BudgetError, load, validate
+    from engine.budgets import BudgetError, load, validate
     from queries.store import Store
 
     from dashboard.errors import check_output_dir

@@ -4,7 +4,7 @@
         [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
-        [--min-runtime DURATION] [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
+        [--min-runtime [CLASS=]DURATION]... [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
         [--drain NODES@TIME[..END]]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
         [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION [--sched-cycle all|backfill]]
@@ -14,8 +14,10 @@
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
 a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
-store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budget_tree``
+store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budgets``
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
+``--min-runtime 8h`` (every job) or ``--min-runtime training=8h`` (a class; repeatable) is a what-if override:
+it beats the job's logged min runtime and the budget file's (``engine.min_runtime``), as ``scenario min-runtime``.
 ``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
 ``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
 ``--warm-start TIME`` (ISO time or YYYY-MM-DD, UTC; seconds for a numeric trace) starts from the logged state at
@@ -72,8 +74,10 @@ def register(sub):
     p.add_argument("--budgets", metavar="TOML", help="budget tree: shares, guarantees, min runtimes per class")
     p.add_argument("--quota", default="none", choices=["none", "guarantee"],
                    help="guarantee: guaranteed GPUs protected, work beyond them reclaimable (needs --budgets)")
-    p.add_argument("--min-runtime", metavar="DURATION", help="min runtime for jobs without one (default: none = "
-                                                             "never preempted); 0 = unallocated occupancy")
+    p.add_argument("--min-runtime", action="append", default=[], metavar="[CLASS=]DURATION",
+                   help="min runtime override (repeatable): DURATION for every job, CLASS=DURATION for a job class; "
+                        "beats the log and the budget file (engine.min_runtime); 0 = preemptible at once, "
+                        "none = never preempted")
     p.add_argument("--checkpoint-interval", metavar="DURATION", help="work since the last checkpoint is lost on "
                                                                      "preemption (default: no checkpoints)")
     p.add_argument("--walltime-margin", type=float, default=0.0, metavar="FRACTION",
@@ -205,8 +209,8 @@ def run(args) -> int:
 
     import polars as pl
 
-    from engine import SimConfig, parse_duration, simulate
-    from engine.budget_tree import BudgetError, load
+    from engine import SimConfig, min_runtime, parse_duration, simulate
+    from engine.budgets import BudgetError, load
 
     budgets = None
     if args.budgets:
@@ -228,7 +232,7 @@ def run(args) -> int:
     cluster = _cluster(args, nodes)
     events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
     if budgets is not None:  # the same check as `scenario` and `report --budgets`: oversold guarantees stop here
-        from engine.budget_tree import validate
+        from engine.budgets import validate
 
         try:
             warnings = validate(budgets, sum(cluster.gpus) or None)
@@ -241,7 +245,7 @@ def run(args) -> int:
         backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
         walltime_margin=args.walltime_margin, budgets=budgets,
         quota=args.quota,
-        min_runtime_s=None if args.min_runtime is None else parse_duration(args.min_runtime, "--min-runtime"),
+        min_runtime_by_class=min_runtime.parse_overrides(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
                                else parse_duration(args.checkpoint_interval, "--checkpoint-interval")),
         lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,

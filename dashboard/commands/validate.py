@@ -97,7 +97,7 @@ def run(args) -> int:
     from dashboard.commands.simulate import _cluster, _instant, _load_workload
     from engine import simulate
     from engine import attainment, calibrate, fidelity
-    from engine.budget_tree import BudgetError, load
+    from engine.budgets import BudgetError, load
 
     if args.format not in ("table", "csv", "json"):
         raise _err(f"--format {args.format}: use table, csv or json")
@@ -129,7 +129,7 @@ def run(args) -> int:
     cfg = base_config(args, budgets, warm, end)
     cluster = _cluster(args, nodes)
     if budgets is not None:  # the same check as `simulate --budgets`: oversold guarantees stop here
-        from engine.budget_tree import validate
+        from engine.budgets import validate
 
         try:
             for warning in validate(budgets, sum(cluster.gpus) or None):

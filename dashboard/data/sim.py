@@ -17,15 +17,15 @@ def budgets_path() -> Path | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _budget_tree(path: str, mtime_ns: int):
-    from engine import budget_tree
+    from engine import budgets
 
-    return budget_tree.load(path)
+    return budgets.load(path)
 
 
 def budgets():
     """The baseline budgets: the budget file's tree, else share 1 per leaf account (``scenario.default_budgets``).
 
-    Returns (budgets, source label). A broken budget file raises ``engine.budget_tree.BudgetError``."""
+    Returns (budgets, source label). A broken budget file raises ``engine.budgets.BudgetError``."""
     from dashboard import scenario
 
     path = budgets_path()
@@ -101,8 +101,6 @@ def _simulate(store: str, token: str, start, end, cluster, scn, budgets_key: str
     from dashboard.scenarios import transforms
 
     jobs = transforms.with_usage(jobs)  # the logged use rates ride along, so idle reservation is measurable
-    if scn.min_runtime_h:  # the log's per-job min runtime beats the config's per-class one: override the jobs
-        jobs = transforms.set_min_runtimes(jobs, {c: h * 3600.0 for c, h in scn.min_runtime_h})
     cfg = scenario.sim_config(scn, budgets()[0])
     if start is not None:  # warm start from the logged state; metrics over the window
         cfg = dataclasses.replace(cfg, warm_start=start, window_end=_window(jobs, start, end)[1])

@@ -78,8 +78,8 @@ def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
 
 def with_bucket(jobs: pl.DataFrame, tree, when=None) -> pl.DataFrame:
     """``jobs`` plus ``bucket``: a simulation's ``budget_bucket``, else each account's bucket in the tree at
-    ``when`` (``engine.budget_tree.bucket``; ``unbudgeted`` when the tree does not name it)."""
-    from engine import budget_tree as bt
+    ``when`` (``engine.budgets.bucket``; ``unbudgeted`` when the tree does not name it)."""
+    from engine import budgets as bt
 
     if "budget_bucket" in jobs.columns:
         return jobs.with_columns(pl.col("budget_bucket").alias("bucket"))

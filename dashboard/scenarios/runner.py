@@ -39,7 +39,7 @@ import polars as pl
 
 import engine
 from dashboard.scenario import apply_budget_overrides
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 from . import transforms
 from .spec import LABELS, ScenarioSpec
@@ -263,8 +263,8 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
         scen = dataclasses.replace(base, backfill=v["to"], reservation_depth=None if depth is None else int(depth),
                                    walltime_margin=float(v["walltime_margin"]))
     elif spec.kind == "min_runtime":
-        scen_jobs = transforms.set_min_runtimes(jobs, v["min_runtime_s"])
-        scen = dataclasses.replace(base, checkpoint_interval_s=v["checkpoint_interval_s"])
+        scen = dataclasses.replace(base, min_runtime_by_class=dict(v["min_runtime_s"]),  # engine.min_runtime
+                                   checkpoint_interval_s=v["checkpoint_interval_s"])
     elif spec.kind == "rightsize":
         scen_jobs = transforms.rightsize(jobs, v["margin"], v["gpus"])
     elif spec.kind == "quota_loop":

@@ -9,9 +9,10 @@ Kinds and parameters (defaults in ``KINDS``):
   in every effective-dated version (the slider case).
 - ``backfill``: ``to`` none | easy | conservative, ``reservation_depth`` (K blocked jobs get reservations;
   None = the mode's own: 1 for EASY, all for conservative) and ``walltime_margin`` (fraction).
-- ``min_runtime``: ``min_runtime_s`` {job class: seconds} replaces every job of that class's min runtime
-  (log and budget file alike; 0 = always preemptible), ``checkpoint_interval_s`` (None = no checkpoints: a
-  preempted attempt loses all its work).
+- ``min_runtime``: ``min_runtime_s`` {job class: seconds, or None = no contract, never preempted} replaces
+  every job of that class's min runtime (log and budget file alike; 0 = always preemptible), passed to the
+  engine as ``SimConfig.min_runtime_by_class`` (the override of ``engine.min_runtime``'s precedence),
+  ``checkpoint_interval_s`` (None = no checkpoints: a preempted attempt loses all its work).
 - ``rightsize``: every job's CPU and memory request replaced by what it used plus ``margin`` (cores rounded
   up, memory to whole GiB, never above the request); with ``gpus`` = "whole" a single-node job whose GPU use
   with the margin is below one GPU (requested GPUs x mean utilisation x (1 + margin) < 1: with margin 0.2 a job
@@ -39,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.budget_tree import JOB_CLASSES
+from engine.budgets import JOB_CLASSES
 from engine.config import BACKFILLS, POLICIES
 
 CLASSES = JOB_CLASSES
@@ -127,7 +128,8 @@ class ScenarioSpec:
             depth = v["reservation_depth"]
             what = f"backfill {self.backfill} -> {v['to']}" + (f", reservation depth {depth:g}" if depth else "")
         elif self.kind == "min_runtime":
-            what = "min runtime " + ", ".join(f"{c} {s / 3600:g} h" for c, s in v["min_runtime_s"].items())
+            what = "min runtime " + (", ".join(f"{c} {'none' if s is None else f'{s / 3600:g} h'}"
+                                               for c, s in v["min_runtime_s"].items()) or "unchanged")
             ck = v["checkpoint_interval_s"]
             what += f"; checkpoint every {ck / 60:g} min" if ck else "; no checkpoints"
         elif self.kind == "rightsize":
@@ -169,9 +171,9 @@ def _check(kind: str, p: dict) -> None:
         if not isinstance(p["min_runtime_s"], dict):
             raise ScenarioError("min_runtime_s: must map job class -> seconds")
         for c, s in p["min_runtime_s"].items():
-            if c not in CLASSES:
+            if c not in CLASSES and c != "default":  # default: every class not named (engine.min_runtime)
                 raise ScenarioError(f"min_runtime_s: unknown job class {c!r}; known: {', '.join(CLASSES)}")
-            _num(f"min_runtime_s.{c}", s)
+            _num(f"min_runtime_s.{c}", s, none=True)  # None: no contract (never preempted)
         _num("checkpoint_interval_s", p["checkpoint_interval_s"], 1.0, none=True)
     elif kind == "rightsize":
         _num("margin", p["margin"], 0.0, 10.0)

@@ -40,11 +40,12 @@ if st.toggle("Show the logged attainment history (7-day windows, stepped daily)"
 
 nodes = scenario.budget_nodes(budgets)
 classes = [c for c in data.options().job_classes if c] or list(scenario.CLASSES)
-HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]
+# min runtime choices in seconds (None = no contract: never preempted); hours appear only in the labels
+CONTRACTS_S = [None, 0, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800]
 REPLAY = [1, 3, 7, 14, 0]
 KIND_NAMES = {"custom": "Custom mix", **{k: LABELS[k] for k in ("shares", "min_runtime", "rightsize", "quota_loop",
                                                                    "backfill", "drains")}}
-base_mrt = {c: scenario.baseline_min_runtime_h(budgets, c) for c in classes}
+base_mrt = {c: scenario.baseline_min_runtime_s(budgets, c) for c in classes}
 kind = st.segmented_control("Scenario kind", list(KIND_NAMES), default="custom", required=True, key="fs_kind",
                             format_func=KIND_NAMES.get)
 
@@ -71,12 +72,19 @@ def share_controls(shares: dict, guaranteed: dict) -> None:
                 key=f"guar_{kid['path']}")
 
 
+def contract_label(seconds) -> str:
+    if seconds is None:
+        return "none (never preempted)"
+    return "0 (preemptible)" if seconds == 0 else f"{seconds / 3600:g} h"
+
+
 def contract_controls(mrt: dict) -> float:
     st.markdown("**Scheduling contract**")
     for c in classes:
-        default = min(HOURS, key=lambda h: abs(h - base_mrt[c]))
-        mrt[c] = st.select_slider(f"Min runtime: {c}", HOURS, value=default, key=f"mrt_{c}",
-                                  format_func=lambda h: "0 (preemptible)" if h == 0 else f"{h:g} h")
+        base = base_mrt[c]
+        default = None if base is None else min(CONTRACTS_S[1:], key=lambda s: abs(s - base))
+        mrt[c] = st.select_slider(f"Min runtime: {c}", CONTRACTS_S, value=default, key=f"mrt_{c}",
+                                  format_func=contract_label)
     return st.select_slider("Checkpoint interval", list(scenario.CHECKPOINTS), value=0, key="fs_ckpt",
                             format_func=scenario.CHECKPOINTS.get)
 
@@ -147,13 +155,13 @@ if submitted:
         st.session_state["fs_scenario"] = scenario.Scenario.make(
             policy=policy, backfill=backfill, checkpoint_interval_s=float(ckpt),
             shares=scenario.overrides(base_shares, shares), guaranteed=scenario.overrides(base_guar, guaranteed),
-            min_runtime_h=scenario.overrides(base_mrt, mrt))
+            min_runtime_s=scenario.overrides(base_mrt, mrt))
     else:
         if kind == "shares":
             named = {"shares": scenario.overrides({n["path"]: n["share"] for n in nodes}, shares),
                      "guaranteed": scenario.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes}, guaranteed)}
         elif kind == "min_runtime":
-            named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()},
+            named = {"min_runtime_s": scenario.overrides(base_mrt, mrt),  # untouched classes keep their contract
                      "checkpoint_interval_s": float(ckpt) or None}
         try:
             st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)

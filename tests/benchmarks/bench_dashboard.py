@@ -176,9 +176,9 @@ def _bare_engine(store, start, end) -> float:
     budgets_file = REPO / "sample_data" / "budgets.toml"
     tree = None
     if budgets_file.is_file() and Path(store).resolve() == SAMPLE.resolve():
-        from engine import budget_tree
+        from engine import budgets
 
-        tree = budget_tree.load(budgets_file)
+        tree = budgets.load(budgets_file)
     cfg = dataclasses.replace(scenario.sim_config(scenario.Scenario(), tree), warm_start=lo, window_end=end)
     t0 = time.perf_counter()
     engine.simulate(jobs, nodes, cfg)

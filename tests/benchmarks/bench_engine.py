@@ -243,7 +243,7 @@ def gpu_scenario():
     if (store / "_manifest.json").exists():
         from queries.store import Store
 
-        from engine.budget_tree import load
+        from engine.budgets import load
 
         s = Store(store)
         nodes = s.read("nodes")
@@ -401,7 +401,7 @@ def test_warm_started_week_the_dashboard_default():
         pytest.skip("the sample store is not built")
     from dashboard.scenarios import runner
     from dashboard.scenarios.spec import ScenarioSpec
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     tree = load(REPO / "sample_data" / "budgets.toml")
     inp, load_cpu, _ = timed(runner.load_inputs, str(store), tree, window_s=7 * 86400.0)

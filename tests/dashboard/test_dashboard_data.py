@@ -164,9 +164,9 @@ def test_options_and_token_change_on_write(store):
 
 # ------------------------------------------------------------------ scenarios (pure)
 def _tree():
-    from engine import budget_tree
+    from engine import budgets
 
-    return budget_tree.parse("""
+    return budgets.parse("""
 [min_runtime]
 training = "8h"
 debug = 0
@@ -200,7 +200,11 @@ def test_budget_overrides_copy_the_tree_and_only_differences_count():
     assert by_path["acme/research/nlp"]["share"] == 5.0 and by_path["acme/product"]["guaranteed_gpus"] == 8.0
     assert {n["path"]: n["share"] for n in scenario.budget_nodes(tree)}["acme/research/nlp"] == 1.0  # untouched
     assert scenario.overrides({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}) == {"b": 3.0}
-    assert scenario.baseline_min_runtime_h(tree, "training") == 8.0
+    assert scenario.baseline_min_runtime_s(tree, "training") == 8 * 3600.0
+    # eval: no [min_runtime] entry, no default = no contract (None, never preempted), not 0 (preemptible)
+    assert scenario.baseline_min_runtime_s(tree, "eval") is None
+    assert scenario.overrides({"eval": None, "debug": 0.0}, {"eval": None, "debug": None}) == {"debug": None}
+    assert scenario.overrides({"eval": None}, {"eval": 0}) == {"eval": 0}
     d = scenario.apply_budget_overrides({"x/a": 1.0}, {"x/a": 2.0}, {})
     assert d == {"x/a": {"share": 2.0}}
 
@@ -214,7 +218,7 @@ def test_equal_settings_make_equal_scenarios():
 
 
 def test_sim_config_carries_the_scenario():
-    cfg = scenario.sim_config(scenario.Scenario.make(min_runtime_h={"debug": 0.5}, checkpoint_interval_s=1800,
+    cfg = scenario.sim_config(scenario.Scenario.make(min_runtime_s={"debug": 1800.0}, checkpoint_interval_s=1800,
                                                      backfill="conservative"), _tree()).validated()
     assert cfg.min_runtime_by_class == {"debug": 1800.0} and cfg.checkpoint_interval_s == 1800.0
     assert cfg.backfill == "conservative" and cfg.quota == "guarantee"  # the tree has a guarantee

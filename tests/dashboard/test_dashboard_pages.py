@@ -262,7 +262,7 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs")
     slider = at.slider(key="share_lab/vision")
     slider.set_value(round(slider.value * 3, 1))
-    at.select_slider(key="mrt_training").set_value(4)
+    at.select_slider(key="mrt_training").set_value(4 * 3600)  # seconds; "4 h" is the label
     at.button(key="fs_simulate").click().run()
     no_errors(at)
     assert any(m.delta not in (None, "no change") for m in at.metric)

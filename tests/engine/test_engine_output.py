@@ -293,8 +293,10 @@ def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
         p = m["params"]
         assert p["policy"] == argv[argv.index("--policy") + 1] and p["backfill"] == argv[argv.index("--backfill") + 1]
     p = json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["params"]
-    assert (p["reservation_depth"], p["backfill_order"], p["min_runtime_s"], p["checkpoint_interval_s"],
-            p["walltime_margin"], p["seed"]) == (2, "area", 3600, 1800, 0.2, 5)
+    # --min-runtime is the what-if override of every job (engine.min_runtime), not the lowest-ranked default
+    assert (p["reservation_depth"], p["backfill_order"], p["min_runtime_by_class"], p["min_runtime_s"],
+            p["checkpoint_interval_s"], p["walltime_margin"], p["seed"]) == (2, "area", {"default": 3600}, None,
+                                                                             1800, 0.2, 5)
     assert json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["cluster"]["gpus"] == 32
     assert json.loads((tmp_path / "csv+nodes" / "metrics.json").read_text())["params"]["backfill_order"] == "smallest"
     m = json.loads((tmp_path / "swf+procs" / "metrics.json").read_text())

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import engine
-from engine.budget_tree import BudgetError, parse
+from engine.budgets import BudgetError, parse
 from queries.store import schema
 
 from test_scenarios import h, job, nodes

@@ -314,7 +314,7 @@ def _budgets_toml(path: Path, accounts) -> Path:
 
 
 def test_budget_tree_drives_fair_share(store, tmp_path):
-    from engine.budget_tree import load
+    from engine.budgets import load
     from queries.analytics import budgets
 
     w = make_window(7 * 86400, window_end())

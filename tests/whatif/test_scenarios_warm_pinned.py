@@ -18,7 +18,7 @@ import engine
 from dashboard import scenario as custom
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import ScenarioSpec
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "store"
@@ -91,7 +91,7 @@ def test_the_custom_mix_keeps_a_pinned_jobs_min_runtime():
     jobs = schema.conform(pl.DataFrame(rows), "jobs").sort("submit", "job_id")
     window = dict(warm_start=h(10), window_end=h(30))
     base = engine.simulate(jobs, nodes(), dataclasses.replace(custom.sim_config(custom.Scenario(), tree), **window))
-    scn_cfg = custom.sim_config(custom.Scenario.make(min_runtime_h={"training": 0.0}), tree)
+    scn_cfg = custom.sim_config(custom.Scenario.make(min_runtime_s={"training": 0.0}), tree)
     scn = engine.simulate(jobs, nodes(), dataclasses.replace(scn_cfg, **window))
     assert base.metrics["unallocated_occupancy_share"] == 0.0
     assert scn.metrics["unallocated_occupancy_share"] == pytest.approx(16.0 / 96.0)

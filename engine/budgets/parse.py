@@ -1,4 +1,4 @@
-"""Reads ``budgets.toml`` text into a ``BudgetTree`` (the format is documented in ``engine.budget_tree``).
+"""Reads ``budgets.toml`` text into a ``BudgetTree`` (the format is documented in ``engine.budgets.tree``).
 
 Every error is a ``BudgetError`` naming the offending key path (``tree.research.vision.share``,
 ``period[1].start``, ``node[2].parent``) and, when it can be found in the text, its line. Parsing stops at the
@@ -11,8 +11,9 @@ import difflib
 import math
 import re
 import tomllib
+from pathlib import Path
 
-from .budget_tree import (
+from .tree import (
     _DURATION, _NAME, _UNITS, FLAT_KEYS, JOB_CLASSES, NODE_KEYS, PERIOD_KEYS, TOP_KEYS, UNBUDGETED, UNITS,
     BudgetError, BudgetNode, BudgetTree, BudgetVersion, _utc,
 )
@@ -310,3 +311,18 @@ class Parser:
             return _utc(v)
         except (TypeError, ValueError):
             raise self.error(f"must be a date like 2026-11-15 or a datetime (UTC), got {v!r}", key) from None
+
+
+def load(path: str | Path) -> BudgetTree:
+    """Read and parse a budgets.toml file; an unreadable file is a ``BudgetError`` naming it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BudgetError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    return parse(text, source=str(path))
+
+
+def parse(text: str, source: str = "budgets.toml") -> BudgetTree:
+    """Parse a budgets.toml text into a ``BudgetTree``; raises ``BudgetError`` on the first problem."""
+    return Parser(text, source).tree()

@@ -61,7 +61,6 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 UNBUDGETED = "unbudgeted"
 DIRECT = "(direct)"
@@ -160,8 +159,11 @@ class BudgetTree:
     def bucket(self, account: str | None, when: dt.datetime | None = None) -> str:
         return bucket(self.at(when), account)
 
-    def min_runtime(self, job_class: str, account: str | None = None, when: dt.datetime | None = None) -> float:
-        """Seconds: the deepest ``min_runtime`` table on the account's path naming the class (or ``default``)."""
+    def min_runtime(self, job_class: str | None, account: str | None = None,
+                    when: dt.datetime | None = None) -> float | None:
+        """Seconds: the deepest ``min_runtime`` table on the account's path naming the class (or ``default``),
+        then the top-level ``[min_runtime]``; None when no table names it (no contract: never preempted, the
+        meaning ``engine.min_runtime`` gives it; 0 is a contract, preemptible at once)."""
         root = self.at(when)
         path = resolve(root, account)
         chain = [] if path == UNBUDGETED else [root.index["/".join(path.split("/")[:i])] for i in
@@ -170,7 +172,7 @@ class BudgetTree:
             for key in (job_class, "default"):
                 if key in table:
                     return table[key]
-        return 0.0
+        return None
 
 
 # ------------------------------------------------------------------------------------------ account mapping
@@ -389,23 +391,6 @@ def validate(tree: BudgetTree, cluster_gpus: float | None = None, accounts=None)
             warnings.append(f"{len(lost)} account(s) not in the tree count as '{UNBUDGETED}': "
                             + ", ".join(repr(a) for a in lost[:10]) + more)
     return warnings
-
-
-# ------------------------------------------------------------------------------------------ parsing
-def load(path: str | Path) -> BudgetTree:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BudgetError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
-    return parse(text, source=str(path))
-
-
-def parse(text: str, source: str = "budgets.toml") -> BudgetTree:
-    """Parse a budgets.toml text into a ``BudgetTree``; raises ``BudgetError`` on the first problem."""
-    from .budget_parse import Parser  # the TOML reader lives apart to keep both modules small
-
-    return Parser(text, source).tree()
 
 
 def _utc(when) -> dt.datetime:

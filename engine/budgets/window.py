@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import budget_tree as bt
+from . import tree as bt
 
 
 class WindowTally:
@@ -48,16 +48,22 @@ class WindowTally:
 
     def rows(self) -> list[tuple]:
         """(key, kind, depth, entitled, static, demanded, received, attainment, attainment_static) per row,
-        by key with ``unbudgeted`` last; attainment = received / min(entitled, demanded), None on a 0 divisor."""
+        by key with ``unbudgeted`` last; ``attainment`` of (received, demanded, entitled / static)."""
         out = []
         for key in sorted(self._totals, key=lambda k: (k == bt.UNBUDGETED, k)):
             ent, stat, dem, rec = self._totals[key]
             kind, depth = self._meta[key]
             if kind == "direct" and dem == 0 and rec == 0:
                 continue
-            out.append((key, kind, depth, ent, stat, dem, rec, ratio(rec, min(ent, dem)), ratio(rec, min(stat, dem))))
+            out.append((key, kind, depth, ent, stat, dem, rec, attainment(rec, dem, ent), attainment(rec, dem, stat)))
         return out
 
 
-def ratio(num: float, den: float) -> float | None:
-    return num / den if den > 1e-12 else None
+def attainment(received: float, demanded: float, entitled: float) -> float | None:
+    """received / min(entitled, demanded): the share of what a team could use of its entitlement that it got.
+
+    The one definition, for the log path (``queries.budgets``) and a simulated run (``engine.attainment``) alike;
+    pass the static entitlement for ``attainment_static``. None when the divisor is 0 (no demand, or an
+    unfunded bucket with nothing left over): not a number a mean may average."""
+    den = min(entitled, demanded)
+    return received / den if den > 1e-12 else None
