@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-POLICIES = ("fcfs", "priority", "fairshare", "drf")
-BACKFILLS = ("none", "easy", "conservative")
+from .backfill import BACKFILLS
+from .policies import POLICIES
+from .units import UTC
+
 BACKFILL_ORDERS = ("queue", "area", "smallest")
 QUOTA_MODES = ("none", "guarantee")
 REPLAYS = ("none", "logged")
@@ -79,9 +81,9 @@ def instant(value, field_name: str):
         except ValueError:
             raise ConfigError(f"{field_name}: not an ISO time: {value!r}") from None
     if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+        return dt.datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{field_name}: expected a datetime, an ISO time or seconds, got {value!r}")
     return float(value)
@@ -129,7 +131,7 @@ class SimConfig:
     qos_preempts: dict = field(default_factory=dict)  # QoS -> QoS its jobs may preempt (Slurm preempt/qos);
     #                                                    empty = the budget file's [qos] table, if any
     replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
-    warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm),
+    warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm_start),
     #                                           the rest are simulated from T; metrics cover [T, window_end)
     window_end: object = None                 # end of the measured window (default: the last job end)
     seed: int = 0
@@ -145,11 +147,7 @@ class SimConfig:
     @property
     def depth(self) -> int:
         """Reservations per pass: 0 = no backfill, 1 = EASY, a large number = conservative."""
-        if self.backfill == "none":
-            return 0
-        if self.reservation_depth is not None:
-            return self.reservation_depth
-        return 1 if self.backfill == "easy" else 1 << 60
+        return BACKFILLS[self.backfill].depth(self.reservation_depth)
 
     def params(self) -> dict:
         """The parameters that produced a run (for metrics.json); budgets are summarised, not dumped."""
@@ -182,8 +180,8 @@ class SimConfig:
             if isinstance(self.reservation_depth, bool) or not isinstance(self.reservation_depth, int) \
                     or self.reservation_depth < 1:
                 bad("reservation_depth", f"must be an integer >= 1, got {self.reservation_depth!r}")
-            if self.backfill == "none":
-                bad("reservation_depth", "needs backfill easy or conservative")
+            if not BACKFILLS[self.backfill].takes_depth:
+                bad("reservation_depth", "needs backfill " + " or ".join(n for n, r in BACKFILLS.items() if r.takes_depth))
         k = self.backfill_max_job_test
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
             bad("backfill_max_job_test", f"must be an integer >= 0, got {k!r}")

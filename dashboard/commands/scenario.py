@@ -19,7 +19,7 @@ metrics.json, so every query runs on them), ``comparison.csv``, ``teams.csv`` (a
 waits per budget bucket; gains / loses), the kind's own tables (quota loop: ``multipliers.csv``,
 ``stability.csv``) and ``scenario.json``: the parameters that produced it and the summary. The same command
 with the same store gives byte-identical files. The window is [end - window, end); ``--end latest`` (default)
-ends just after the newest submit. Both runs are warm-started at the window start (``engine.warm``): jobs running
+ends just after the newest submit. Both runs are warm-started at the window start (``engine.warm_start``): jobs running
 then hold their logged nodes until their logged end, jobs pending then keep their real submit times, the jobs of
 the fair-share lookback before it feed the usage ledger, and every metric covers the window. ``--cold-start``
 replays only the jobs submitted in the window on an empty cluster (barely contended: a weak baseline).
@@ -30,6 +30,9 @@ window and accounts outside the tree (counted as ``unbudgeted``) are warnings on
 from __future__ import annotations
 
 import sys
+
+from engine.backfill import BACKFILLS
+from engine.policies import POLICIES
 
 NAMES = {"shares": "shares", "backfill": "backfill", "min-runtime": "min_runtime", "right-size": "rightsize",
          "quota-loop": "quota_loop", "drains": "drains"}
@@ -47,14 +50,14 @@ def register(sub):
     p.add_argument("--cold-start", action="store_true",
                    help="replay only the jobs submitted in the window, on an empty cluster (default: warm start "
                         "from the logged state at the window start)")
-    p.add_argument("--policy", default="fairshare", choices=["fcfs", "priority", "fairshare", "drf"])
-    p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"], help="baseline backfill")
+    p.add_argument("--policy", default="fairshare", choices=sorted(POLICIES))
+    p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS), help="baseline backfill")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("shares")
     g.add_argument("--share", action="append", default=[], metavar="PATH=X", help="new share of a budget node")
     g.add_argument("--guarantee", action="append", default=[], metavar="PATH=GPUS", help="new guaranteed GPUs")
     g = p.add_argument_group("backfill")
-    g.add_argument("--to", choices=["none", "easy", "conservative"], help="the scenario's backfill (default conservative)")
+    g.add_argument("--to", choices=sorted(BACKFILLS), help="the scenario's backfill (default conservative)")
     g.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs")
     g.add_argument("--walltime-margin", type=float, help="fraction of a hole kept free of backfilled work")
     g = p.add_argument_group("min-runtime")

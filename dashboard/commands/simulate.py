@@ -21,7 +21,7 @@ it beats the job's logged min runtime and the budget file's (``engine.min_runtim
 ``--replay logged`` runs the log's own schedule instead of a policy (the "no policy change" baseline);
 ``--bf-max-job-test K`` caps each backfill pass at K candidates (Slurm's bf_max_job_test; default: exact).
 ``--warm-start TIME`` (ISO time or YYYY-MM-DD, UTC; seconds for a numeric trace) starts from the logged state at
-TIME (``engine.warm``): jobs that started before it run as logged on their logged nodes, the rest are simulated
+TIME (``engine.warm_start``): jobs that started before it run as logged on their logged nodes, the rest are simulated
 from TIME on (a job pending then keeps its real submit time); only the jobs that matter are replayed (running or
 pending at TIME, submitted before ``--window-end``, and those of the fair-share lookback before TIME), and
 metrics and attainment cover [TIME, --window-end) (default: to the last end).
@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import sys
 
+from engine.backfill import BACKFILLS
+from engine.policies import POLICIES
 from queries.ingest import formats
 
 
@@ -65,8 +67,8 @@ def register(sub):
     p.add_argument("--mem-per-node", help="uniform layout: memory per node in GiB (default: not a constraint)",
                    type=float, default=None)
     p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors (SWF traces)")
-    p.add_argument("--policy", default="fcfs", choices=["fcfs", "priority", "fairshare", "drf"])
-    p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
+    p.add_argument("--policy", default="fcfs", choices=sorted(POLICIES))
+    p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS))
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
     p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
     p.add_argument("--bf-max-job-test", type=int, metavar="K", help="test at most K backfill candidates per pass "
@@ -225,7 +227,7 @@ def run(args) -> int:
     warm, window_end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
     lookback_s = parse_duration(args.lookback, "--lookback")
     if warm is not None and isinstance(warm, dt.datetime) and jobs.schema.get("submit") == pl.Datetime("us", "UTC"):
-        from engine.warm import window_filter
+        from engine.warm_start import window_filter
 
         _require_work_after(jobs, warm)
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))

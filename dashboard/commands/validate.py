@@ -11,7 +11,7 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
                      [--workers N]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
-from the logged state at its start (``simulate --warm-start``, ``engine.warm``) and the jobs submitted in it are
+from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
 compared, per job and in aggregate: Pearson / Spearman of waits, mean / p50 / p90 wait logged vs simulated per job
 class and size bucket, start-order agreement, share of jobs started at once, hourly occupancy error and, with
 ``--budgets``, per-team attainment error. ``--out DIR`` gets ``validation.json`` (the report and a verdict).
@@ -25,6 +25,9 @@ import json
 import os
 import sys
 import time
+
+from engine.backfill import BACKFILLS
+from engine.policies import POLICIES
 
 KNOB_COLUMNS = ("n", "mean_log_s", "mean_sim_s", "mean_rel_err", "p50_log_s", "p50_sim_s", "p90_log_s", "p90_sim_s",
                 "p90_rel_err", "median_abs_err_s", "pearson", "spearman", "zero_wait_share_log", "zero_wait_share_sim")
@@ -43,8 +46,8 @@ def register(sub):
     p.add_argument("--cpus-per-node", type=float, default=None)
     p.add_argument("--mem-per-node", type=float, default=None, help="uniform layout: memory per node in GiB")
     p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors")
-    p.add_argument("--policy", default="fcfs", choices=["fcfs", "priority", "fairshare", "drf"])
-    p.add_argument("--backfill", default="easy", choices=["none", "easy", "conservative"])
+    p.add_argument("--policy", default="fcfs", choices=sorted(POLICIES))
+    p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS))
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
     p.add_argument("--backfill-order", default="queue", choices=["queue", "area", "smallest"])
     p.add_argument("--bf-max-job-test", type=int, metavar="K", help="test at most K backfill candidates per pass")

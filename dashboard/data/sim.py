@@ -62,14 +62,14 @@ def _largest_cluster(store: str, token: str) -> str | None:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _engine_inputs(store: str, token: str, start, end, cluster):
     """The jobs and nodes a replay of [start, end) needs. With a window start the replay is warm-started there
-    (``engine.warm``): the jobs running or pending at ``start``, those submitted in the window and those that
+    (``engine.warm_start``): the jobs running or pending at ``start``, those submitted in the window and those that
     ran in the fair-share lookback before it; without one, every job submitted before ``end``."""
     jobs, nodes = scan("jobs", store), scan("nodes", store)
     if cluster is not None:
         jobs = jobs.filter(pl.col("cluster") == cluster)
         nodes = nodes.filter(pl.col("cluster") == cluster)
     if start is not None:
-        from engine.warm import window_filter
+        from engine.warm_start import window_filter
 
         jobs = jobs.filter(window_filter(start, end))
     elif end is not None:

@@ -5,6 +5,7 @@ import streamlit as st
 from dashboard import charts, charts_budget, data, scenario, shaping, ui
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import LABELS, ScenarioError, ScenarioSpec
+from engine.policies import POLICIES
 
 flt = ui.filters()
 ui.page_header("Fair share & budgets",
@@ -139,7 +140,7 @@ with st.form("scenario_form", border=True):
             backfill = st.segmented_control("Backfill" if kind == "custom" else "Baseline backfill",
                                             ["none", "easy", "conservative"], default="easy", required=True,
                                             key="fs_backfill")
-        policy = st.selectbox("Queue policy", ["fairshare", "drf", "priority", "fcfs"], key="fs_policy")
+        policy = st.selectbox("Queue policy", sorted(POLICIES, key=lambda p: p != "fairshare"), key="fs_policy")
         replay_days = st.select_slider(
             "Replay the last", REPLAY, value=7, key="fs_days", format_func=lambda d: "whole window" if d == 0 else
             f"{d} days", help="The last N days of the sidebar window are replayed, starting from the logged state "

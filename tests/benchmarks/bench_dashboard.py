@@ -165,7 +165,7 @@ def _bare_engine(store, start, end) -> float:
 
     import engine
     from dashboard import scenario
-    from engine.warm import window_filter
+    from engine.warm_start import window_filter
     from queries.store import schema
     from queries.store import Store
 

@@ -151,7 +151,7 @@ def window():
     """The sample store's last 7 days (the Fair share page's default window), loaded for a warm start."""
     if not (SAMPLE / "_manifest.json").exists():
         pytest.skip("the sample store is not built (scripts/test builds it)")
-    from engine.warm import window_filter
+    from engine.warm_start import window_filter
     from queries.store import Store
 
     store = Store(SAMPLE)

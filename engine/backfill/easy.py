@@ -1,15 +1,16 @@
-"""Scheduling passes: start queue heads in order while they fit, then backfill.
+"""EASY backfill (reservation depth 1), and the no-backfill pass that is its depth-0 case, in both modes.
 
-Three implementations with one meaning (tests check they agree):
-- ``scalar_pass``: processor-count mode, no backfill or EASY, plain integers (the fast path);
-- ``node_pass``: node placement, no backfill or EASY: the reservation is the earliest time the first blocked
-  job fits once running jobs release their resources at their estimated ends (all ends at that instant
-  count), on specific nodes; a later job may start now if it fits the free resources and either ends, by its
-  limit stretched by the walltime margin, no later than the reservation, or fits on what the reserved job
-  leaves unused on its nodes (EASY's "extra" resources, per node);
-- ``profile_pass`` (module ``passes_profile``): reservation depth K >= 2 (conservative = every job): each
-  blocked job, in queue order, up to K of them, reserves its earliest fit on the free-resource profile; a job
-  starts now only if it fits for its whole (margin-stretched) limit without touching any reservation.
+The rule (``Easy``): start queue heads in order while they fit; the first job that does not fit (the blocked
+job) gets a reservation, the earliest time it fits once running jobs release their resources at their
+estimated ends (all ends at that instant count); a later job may start now if it fits the free resources and
+either ends, by its limit stretched by the walltime margin, no later than the reservation, or fits on what the
+reserved job leaves unused (EASY's "extra" resources). With ``reservation_depth`` K >= 2 the rule runs the
+depth-K kernel (``depth_k``). At depth 0 (``none``) a pass stops at the first blocked job.
+
+Kernels here, one meaning (tests check they agree with each other and with ``depth_k`` at depth 1, and
+``fastpath`` with them):
+- ``scalar_pass``: processor-count mode without borrowing caps, plain integers;
+- ``node_pass``/``_backfill``: node placement: the reservation and the extra resources are per node.
 
 ``backfill_max_job_test`` (Slurm's bf_max_job_test; default None = all) stops each pass after that many
 backfill candidates (counted after the first blocked job, across the incremental passes continuing it; cut
@@ -17,103 +18,46 @@ passes are counted in ``metrics["scheduler"]["backfill_cap_hits"]``); a capped s
 shortcuts below, so which jobs are tested does not depend on them.
 
 Invariants: a pass examines jobs in policy order (backfill candidates in ``backfill_order`` after the first
-blocked job), never starts a job that does not fit its placement, and leaves ``state`` such that an
-incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a blocked
-job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before it is
-needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly as
-``_backfill`` would (tested: hinted == plain).
+blocked job), never starts a job that does not fit its placement, and leaves ``state`` (``PassState``) such
+that an incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a
+blocked job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before
+it is needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly
+as ``_backfill`` would (tested: hinted == plain).
 """
 from __future__ import annotations
 
-import math
+from ..units import INF, UNLIMITED
+from .depth_k import profile_pass
+from .fastpath import fast_kernel
+from .scan import sort_backfill, tested, why
 
-INF = math.inf
-UNLIMITED = 1 << 60  # pool.UNLIMITED
 HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactly
 
 
-class PassState:
-    __slots__ = ("blocked", "stopped", "T", "extra", "limit", "failed", "n_failed_short", "profile", "nres",
-                 "now", "lower", "tested")
-
-    def __init__(self):
-        self.blocked = None
-        self.stopped = False
-        self.T = INF
-        self.extra = 0
-        self.limit = None
-        self.failed = {}
-        self.n_failed_short = 0
-        self.profile = None
-        self.lower = None  # passes_profile: request shape -> earliest-start lower bounds by duration
-        self.nres = 0
-        self.tested = 0    # backfill candidates examined so far (``backfill_max_job_test``)
-        self.now = None
-
-
-def choose(sim):
-    procs = sim.pool.cluster.procs_mode
-    if sim.depth >= 2:
-        return profile_pass
-    if procs and not sim.budgeting_caps():
-        return scalar_pass
-    return node_pass
-
-
-def tested(sim, st, jobs):
-    """``jobs`` up to the pass's ``backfill_max_job_test`` (counted across incremental passes); a cut is counted."""
-    cap = sim.cfg.backfill_max_job_test
-    if cap is None:
-        return jobs
-    return _take(sim, st, jobs, cap)
-
-
-def _take(sim, st, jobs, cap):
-    for j in jobs:
-        if st.tested >= cap:
-            sim.counters["backfill_cap_hits"] += 1
-            return
-        st.tested += 1
-        yield j
-
-
-def _sort_backfill(sim, jobs):
-    order = sim.cfg.backfill_order
-    if order == "queue":
-        return jobs
-    jobs = list(jobs)
-    lim = sim.limit_left
-    size = sim.req_g if sim.capacity[0] > 0 else sim.req_c
-    if order == "area":
-        names = sim.wl.job_names
-        return sorted(jobs, key=lambda j: (-size[j] * lim[j], names[j] or "", j))
-    return sorted(jobs, key=lambda j: (size[j], j))
-
-
-# ---------------------------------------------------------------------- processor-count fast path
-def scalar_pass(sim, now, jobs, st):
+# ---------------------------------------------------------------------- processor-count mode
+def scalar_pass(sim, now, jobs, state):
     pool = sim.pool
     res = pool.free_c if pool.cluster.resource == "cpus" else pool.free_g
     use_c = pool.cluster.resource == "cpus"
     size = sim.req_c if use_c else sim.req_g
     est = sim.limit_left
-    note = sim.note
+    note = sim.waits.note
     start = sim.start
     started = []
-    if st.stopped:
+    if state.stopped:
         return started
     it = iter(jobs)
-    if st.blocked is None:
+    if state.blocked is None:
         for j in it:
             s = size[j]
             if s <= res[0]:
                 start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
                 started.append(j)
                 continue
-            note(j, "resources")
-            st.blocked = j
+            note(j, "resources", now)
+            state.blocked = j
             if sim.depth == 0:
-                st.stopped = True
+                state.stopped = True
                 return started
             avail = res[0]
             T = INF
@@ -127,22 +71,22 @@ def scalar_pass(sim, now, jobs, st):
                 if avail >= s:
                     T = t
                     break
-            st.T, st.extra = T, avail - s
+            state.T, state.extra = T, avail - s
             if T < INF and sim.reserved[j] is None:
                 sim.reserved[j] = T
             break
         else:
             return started
-    T, extra = st.T, st.extra
+    T, extra = state.T, state.extra
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     free = res[0]
     exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
-    for j in tested(sim, st, _sort_backfill(sim, it)):
+    for j in tested(sim, state, sort_backfill(sim, it)):
         if free <= 0 and exact:
             break
         s = size[j]
         if s > free:
-            note(j, "resources")
+            note(j, "resources", now)
             continue
         if now + est[j] * inv <= T:
             start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
@@ -154,8 +98,8 @@ def scalar_pass(sim, now, jobs, st):
             free -= s
             extra -= s
         else:
-            note(j, "reservation")
-    st.extra = extra
+            note(j, "reservation", now)
+    state.extra = extra
     return started
 
 
@@ -208,20 +152,20 @@ def _reservation(sim, j):
     return INF, None
 
 
-def node_pass(sim, now, jobs, st):
+def node_pass(sim, now, jobs, state):
     pool = sim.pool
-    est, note, shape = sim.limit_left, sim.note, sim.shape
+    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
     started = []
-    if st.stopped:
+    if state.stopped:
         return started
     capped = sim._caps
     needs_cap = sim.cap_check if sim.ordered else sim.cap_all
     it = iter(jobs)
-    if st.blocked is None:
+    if state.blocked is None:
         for j in it:
             if capped and needs_cap[j] and sim.over_cap(j):
-                note(j, "quota")
+                note(j, "quota", now)
                 continue
             grp = group[j]
             pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None)
@@ -229,25 +173,25 @@ def node_pass(sim, now, jobs, st):
                 sim.start(j, now, pl)
                 started.append(j)
                 continue
-            note(j, _why(sim, j))
-            st.blocked = j
+            note(j, why(sim, j), now)
+            state.blocked = j
             if sim.depth == 0:
-                st.stopped = True
+                state.stopped = True
                 return started
             if sim.reserved[j] is None:  # its first reservation is part of the output
-                st.T, st.limit = sim.cached_reservation(j, _reservation)
-                if st.T < INF:
-                    sim.reserved[j] = st.T
+                state.T, state.limit = sim.cached_reservation(j, _reservation)
+                if state.T < INF:
+                    sim.reserved[j] = state.T
             else:
-                st.T = None  # computed when first needed (``reservation_time``)
+                state.T = None  # computed when first needed (``reservation_time``)
             break
         else:
             return started
-    T = st.T
+    T = state.T
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
-    failed = st.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
+    failed = state.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
     n_shapes = len(sim.shape_count)
-    reason, bounds, place, over_cap = sim.reason, pool.bounds, pool.place, sim.over_cap
+    reason, bounds, place, over_cap = sim.waits.reason, pool.bounds, pool.place, sim.over_cap
     procs = pool.cluster.procs_mode
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
@@ -257,14 +201,14 @@ def node_pass(sim, now, jobs, st):
     def hint(j):
         """What examining j would certainly give without placing it: a failure reason, False to stop the scan,
         or None (examine it). Lets a lazy queue order skip such jobs without handing them over."""
-        if st.n_failed_short >= n_shapes:
+        if state.n_failed_short >= n_shapes:
             return False
         sh = shape[j]
         f = failed.get(sh)
         if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
             if f != "long":
                 return f
-            if now + est[j] * inv > st.T:  # a "long" entry means a job was examined: T is known
+            if now + est[j] * inv > state.T:  # a "long" entry means a job was examined: T is known
                 return "reservation"
         if capped and needs_cap[j] and over_cap(j):
             return "quota"
@@ -273,45 +217,45 @@ def node_pass(sim, now, jobs, st):
         if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
             r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
             failed[sh] = r
-            st.n_failed_short += 1
+            state.n_failed_short += 1
             return r
         return None
 
-    hint.state, hint.failed, hint.shape, hint.n_shapes = st, failed, shape, n_shapes  # read by the order's inlined skip
+    hint.state, hint.failed, hint.shape, hint.n_shapes = state, failed, shape, n_shapes  # read by the order's inlined skip
     hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint
     try:
-        _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped)
+        _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped)
     finally:
         if hinted:
             sim.queue.hint = None
     return started
 
 
-def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped):
+def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped):
     pool = sim.pool
-    est, note, shape = sim.limit_left, sim.note, sim.shape
+    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
-    reason, bounds, place, place_in, over_cap = sim.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
+    reason, bounds, place, place_in, over_cap = sim.waits.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None
     needs_cap = sim.cap_check if sim.ordered else sim.cap_all
-    for j in tested(sim, st, _sort_backfill(sim, it)):
-        if exact and st.n_failed_short >= n_shapes:
+    for j in tested(sim, state, sort_backfill(sim, it)):
+        if exact and state.n_failed_short >= n_shapes:
             break
         if T is None:
-            T = reservation_time(sim, st)
+            T = reservation_time(sim, state)
         sh = shape[j]
         short = now + est[j] * inv <= T
         f = failed.get(sh)
         if f is not None and (f != "long" or not short):
             r = "reservation" if f == "long" else f
             if reason[j] != r:
-                note(j, r)
+                note(j, r, now)
             continue
         if capped and needs_cap[j] and over_cap(j):
-            note(j, "quota")
+            note(j, "quota", now)
             continue
         grp = group[j]
         g, c, m, gang = req_g[j], req_c[j], req_m[j], gangs[j]
@@ -319,41 +263,41 @@ def _backfill(sim, now, it, st, started, T, inv, failed, n_shapes, procs, capped
         if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
             pl = fits_now = None
         else:
-            if short or not st.limit:
+            if short or not state.limit:
                 pl = place_in(grp, gang, g, c, m)
             else:  # EASY's extra resources cap what it may use on the reserved job's nodes
-                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=st.limit)
+                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=state.limit)
             fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
             started.append(j)
-            if not short and st.limit:
+            if not short and state.limit:
                 for n, a, bb, d in pl:
-                    if n in st.limit:
-                        x = st.limit[n]
-                        st.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
+                    if n in state.limit:
+                        x = state.limit[n]
+                        state.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
             if exact and nothing_fits(pool):
                 break
             continue
         if fits_now is None:
             r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
             failed[sh] = r
-            st.n_failed_short += 1
+            state.n_failed_short += 1
         else:
             failed[sh] = "long"
             r = "reservation"
         if reason[j] != r:
-            note(j, r)
+            note(j, r, now)
 
 
-def reservation_time(sim, st) -> float:
+def reservation_time(sim, state) -> float:
     """The blocked job's reservation T (node passes compute it lazily: many passes examine no other job).
 
     Nothing started since the job blocked (a start needs T first), so the free resources and running jobs are
     those it blocked on and the value is the one an eager computation would have given."""
-    if st.T is None:
-        st.T, st.limit = sim.cached_reservation(st.blocked, _reservation)
-    return st.T
+    if state.T is None:
+        state.T, state.limit = sim.cached_reservation(state.blocked, _reservation)
+    return state.T
 
 
 def _place(pool, grp, gang, g, c, m, limit):
@@ -369,14 +313,23 @@ def _place(pool, grp, gang, g, c, m, limit):
     return pool.place(grp[2] if gang else grp[1], gang, g, c, m, limit=limit)
 
 
-def _why(sim, j) -> str:
-    """'fragmentation' when the free resources of the job's nodes add up to its request, else 'resources'."""
-    if sim.pool.cluster.procs_mode:
-        return "resources"
-    _, _, _, _, _, _, fg, fc, fm = sim.pool.bounds(sim.group[j])
-    if fg >= sim.req_g[j] and fc >= sim.req_c[j] and fm >= sim.req_m[j]:
-        return "fragmentation"
-    return "resources"
+def kernel(sim):
+    """The depth-0/1 pass for ``sim``: the plain-integer one in processor-count mode without borrowing caps."""
+    if sim.pool.cluster.procs_mode and not sim.budgeting_caps():
+        return scalar_pass
+    return node_pass
 
 
-from .passes_profile import profile_pass  # noqa: E402  (depth >= 2; imports this module's helpers)
+class Easy:
+    """``backfill="easy"``: one reservation per pass, or K with ``reservation_depth``."""
+    name = "easy"
+    takes_depth = True
+
+    def depth(self, reservation_depth: int | None) -> int:
+        return 1 if reservation_depth is None else reservation_depth
+
+    def pass_for(self, sim):
+        return profile_pass if sim.depth >= 2 else kernel(sim)
+
+    def whole_run(self, sim):
+        return fast_kernel(sim)

@@ -14,45 +14,42 @@ margin-stretched limit does not fit is reserved, not started.
 from __future__ import annotations
 
 import bisect
-import math
-
-from .passes import _sort_backfill, _why
-from .profile import Profile, ScalarProfile
-
-INF = math.inf
+from ..profile import Profile, ScalarProfile
+from ..units import INF
+from .scan import sort_backfill, why
 
 
-def profile_pass(sim, now, jobs, st):
+def profile_pass(sim, now, jobs, state):
     pool = sim.pool
-    if st.stopped:
+    if state.stopped:
         return []
     procs = pool.cluster.procs_mode
-    if st.profile is None:
+    if state.profile is None:
         alloc = sim.alloc
         cls = ScalarProfile if procs else Profile
-        st.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end))
+        state.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end))
     else:
-        st.profile.advance(now)
-    prof = st.profile
-    est, note = sim.limit_left, sim.note
+        state.profile.advance(now)
+    prof = state.profile
+    est, note = sim.limit_left, sim.waits.note
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     capped = sim.budgeting_caps()
     started = []
     jobs = iter(jobs)
-    if st.blocked is None:
+    if state.blocked is None:
         head = []
         for j in jobs:
             head.append(j)
             break
-        rest = _sort_backfill(sim, jobs)
+        rest = sort_backfill(sim, jobs)
         order = head + list(rest) if sim.cfg.backfill_order != "queue" else _chain(head, rest)
     else:
-        order = _sort_backfill(sim, jobs)
+        order = sort_backfill(sim, jobs)
     if procs and not capped:
-        return _scalar_profile_loop(sim, now, order, st, prof, inv)
-    if st.lower is None:
-        st.lower = {}
-    lower, shape = st.lower, sim.shape
+        return _scalar_profile_loop(sim, now, order, state, prof, inv)
+    if state.lower is None:
+        state.lower = {}
+    lower, shape = state.lower, sim.shape
 
     def earliest(j, nodes, g, c, m, dur):
         fr = lower.get(shape[j])
@@ -67,39 +64,39 @@ def profile_pass(sim, now, jobs, st):
 
     cap = sim.cfg.backfill_max_job_test
     for j in order:
-        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
-            if st.tested >= cap:
+        if state.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if state.tested >= cap:
                 sim.counters["backfill_cap_hits"] += 1
                 break
-            st.tested += 1
+            state.tested += 1
         if capped and sim.over_cap(j):
-            note(j, "quota")
+            note(j, "quota", now)
             continue
         grp = sim.group[j]
         nodes = grp[1] if not sim.gang[j] else grp[2]
         g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
-        dur = est[j] * inv if st.nres else est[j]
+        dur = est[j] * inv if state.nres else est[j]
         t, pl = earliest(j, nodes, g, c, m, dur)
         if t == now:  # on the nodes where the stretched limit fits (as EASY's extra resources), held for the real one
             prof.reserve(pl, now, now + est[j])
             sim.start(j, now, pl)
             started.append(j)
             continue
-        if st.blocked is None:
-            st.blocked = j
-            st.T = t if st.nres < sim.depth else INF
+        if state.blocked is None:
+            state.blocked = j
+            state.T = t if state.nres < sim.depth else INF
         if procs:
             fg, fc, _ = prof.free_now(nodes)
-            note(j, "reservation" if fg >= g and fc >= c else "resources")
+            note(j, "reservation" if fg >= g and fc >= c else "resources", now)
         elif pool.place_in(grp, sim.gang[j], g, c, m) is not None:
-            note(j, "reservation")
+            note(j, "reservation", now)
         else:
-            note(j, _why(sim, j))
-        if st.nres >= sim.depth:
+            note(j, why(sim, j), now)
+        if state.nres >= sim.depth:
             continue
         if dur != est[j]:
             t, pl = earliest(j, nodes, g, c, m, est[j])
-        st.nres += 1
+        state.nres += 1
         if t < INF:
             prof.reserve(pl, t, t + est[j])
             if sim.reserved[j] is None:
@@ -107,28 +104,28 @@ def profile_pass(sim, now, jobs, st):
     return started
 
 
-def _scalar_profile_loop(sim, now, order, st, prof, inv):
+def _scalar_profile_loop(sim, now, order, state, prof, inv):
     """``profile_pass`` for processor-count mode with the profile scan and update inlined."""
     use_c = prof.k == 2
     size = sim.req_c if use_c else sim.req_g
-    est, note, reserved = sim.limit_left, sim.note, sim.reserved
+    est, note, reserved = sim.limit_left, sim.waits.note, sim.reserved
     ts, fs = prof.times, prof.free
     depth = sim.depth
     started = []
     bisect_right, bisect_left = bisect.bisect_right, bisect.bisect_left
-    if st.lower is None:
-        st.lower = {}
-    lower = st.lower
+    if state.lower is None:
+        state.lower = {}
+    lower = state.lower
     cap = sim.cfg.backfill_max_job_test
     for j in order:
-        if st.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
-            if st.tested >= cap:
+        if state.blocked is not None and cap is not None:  # Slurm's bf_max_job_test
+            if state.tested >= cap:
                 sim.counters["backfill_cap_hits"] += 1
                 break
-            st.tested += 1
+            state.tested += 1
         s = size[j]
         e_j = est[j]
-        dur = e_j * inv if st.nres else e_j
+        dur = e_j * inv if state.nres else e_j
         # earliest start: first run of slots with free >= s covering dur, from the size's lower bound on
         fr = lower.get(s)
         if fr is None:
@@ -156,13 +153,13 @@ def _scalar_profile_loop(sim, now, order, st, prof, inv):
         if t0 == now:
             t = now
         else:
-            if st.blocked is None:
-                st.blocked = j
-                st.T = t0 if st.nres < depth else INF
-            note(j, "reservation" if fs[0] >= s else "resources")
-            if st.nres >= depth:
+            if state.blocked is None:
+                state.blocked = j
+                state.T = t0 if state.nres < depth else INF
+            note(j, "reservation" if fs[0] >= s else "resources", now)
+            if state.nres >= depth:
                 continue
-            st.nres += 1
+            state.nres += 1
             if dur != e_j:
                 t, _ = prof.earliest(None, False, s, s, 0, e_j)
             else:

@@ -1,7 +1,8 @@
 """Fast kernel for the common replay: processor-count mode, FCFS, no backfill or EASY in queue order, and
-every other feature idle (no preemption, no node events, no budget caps).
+every other feature idle (no preemption, no node events, no budget caps). The rules offer it as their
+``whole_run`` (``fast_kernel``) where it applies.
 
-It is the same algorithm as ``core.Simulator.run`` + ``passes.scalar_pass`` with the generic machinery
+It is the same algorithm as ``core.Simulator.run`` + ``easy.scalar_pass`` with the generic machinery
 inlined: submissions come from the sorted job arrays instead of the heap (they are in (time, index) order
 already, and at a timestamp ends are applied before submissions exactly as the heap's priorities do), job
 ends sit in a heap of (end, seq, job), and a pass after submissions alone examines only the new jobs.
@@ -13,33 +14,37 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 
-import numpy as np
+from ..units import INF
 
-INF = math.inf
 ENABLED = True  # tests switch it off to compare against the generic path
 
 
 def applies(sim) -> bool:
     cfg = sim.cfg
-    return (ENABLED and sim.pool.cluster.procs_mode and cfg.policy == "fcfs" and sim.depth <= 1
+    return (ENABLED and sim.pool.cluster.procs_mode and sim.policy.supports_fastpath and sim.depth <= 1
             and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
             and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None
             and not cfg.sched_interval_s)
 
 
+def fast_kernel(sim):
+    """``run`` when it applies to ``sim``, else None (the generic event loop runs)."""
+    return run if applies(sim) else None
+
+
 def run(sim) -> None:
     n = sim.n
+    waits = sim.waits
     pool = sim.pool
     use_c = pool.cluster.resource == "cpus"
     size = sim.req_c if use_c else sim.req_g
     free = (pool.cap_c if use_c else pool.cap_g)[0]
     submit, est, rem = sim.submit, sim.limit_left, sim.rem
-    start, end, seq_of, reason, reserved = sim.first_start, sim.end_time, sim.start_seq, sim.reason, sim.reserved
+    start, end, seq_of, reason, reserved = sim.first_start, sim.end_time, sim.start_seq, waits.reason, sim.reserved
     depth = sim.depth
-    default_reason = sim.default_reason
-    since, note, close = sim.reason_since, sim.note, sim._close_reason
+    default_reason = waits.default
+    since, note, close = waits.since, waits.note, waits.close
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     heappush, heappop = heapq.heappush, heapq.heappop
     insort, bisect_left = bisect.insort, bisect.bisect_left
@@ -48,7 +53,7 @@ def run(sim) -> None:
     queue: dict = {}
     seq = n
     i = 0
-    # pass state (see passes.PassState): blocked head, its reservation time T and extra processors
+    # pass state (see state.PassState): blocked head, its reservation time T and extra processors
     blocked = False
     stopped = False
     T = INF
@@ -100,7 +105,7 @@ def run(sim) -> None:
                     started.append(j)
                     continue
                 if reason[j] != "resources":
-                    note(j, "resources")
+                    note(j, "resources", t)
                 if depth == 0:
                     stopped = True
                     break
@@ -127,7 +132,7 @@ def run(sim) -> None:
                 s = size[j]
                 if s > free:
                     if reason[j] != "resources":
-                        note(j, "resources")
+                        note(j, "resources", t)
                     continue
                 if t + est[j] * inv <= T:
                     pass
@@ -135,7 +140,7 @@ def run(sim) -> None:
                     extra -= s
                 else:
                     if reason[j] != "reservation":
-                        note(j, "reservation")
+                        note(j, "reservation", t)
                     continue
                 free -= s
                 seq += 1
@@ -152,16 +157,6 @@ def run(sim) -> None:
     sim.counters["passes"] += passes
     sim.counters["full_passes"] += full_passes
     # the intervals, in the order the generic path records them (by end, then start sequence), as arrays
-    st = np.asarray(start, dtype=np.float64)
-    en = np.asarray(end, dtype=np.float64)
-    sq = np.asarray(seq_of, dtype=np.int64)
-    sim.__dict__.setdefault("_arrays", {}).update(first_start=st, end_time=en)
-    sim.run_s = en - st
-    order = np.lexsort((sq, en))
-    sizes = np.asarray(size, dtype=np.int64)[order]
-    zeros = np.zeros(n, dtype=np.int64)
-    iv = sim.intervals
-    iv.job, iv.att, iv.start, iv.end = order, zeros, st[order], en[order]
-    iv.how, iv.useful, iv.seq = np.zeros(n, dtype=np.int8), en[order] - st[order], sq[order]
-    iv.a_iv, iv.a_node, iv.a_m = np.arange(n, dtype=np.int64), zeros, zeros
-    iv.a_g, iv.a_c = (zeros, sizes) if use_c else (sizes, zeros)
+    start_s, end_s = sim.intervals.set_single_attempts(start, end, seq_of, size, use_c)
+    sim.__dict__.setdefault("_arrays", {}).update(first_start=start_s, end_time=end_s)
+    sim.run_s = end_s - start_s

@@ -23,12 +23,15 @@ one attempt (0) unless a node failure or drain requeues it, which makes it an or
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import heapq
 
-from . import replay
+import polars as pl
 
-RUNNING, DONE = 2, 3   # core's states (core imports this module)
-P_END = 0
+from . import replay
+from .events import P_END
+from .jobstate import DONE, RUNNING
+from .preempt import _within_guarantee
 
 
 def setup(sim) -> None:
@@ -128,8 +131,6 @@ def _pin(sim, j, s, e, run_s, alloc) -> None:
     if sim.budgeting_caps():
         sim._hold_caps(j, sim.req_g[j])
     if sim.cfg.quota == "guarantee":
-        from .preempt import _within_guarantee
-
         sim.burst[j] = not _within_guarantee(sim, j, T)
         if not sim.burst[j]:
             sim.gheld[sim.acct[j]] += sim.req_g[j]
@@ -140,10 +141,6 @@ def window_filter(start, end, lookback_s: float = 7 * 86400.0):
     None: unbounded) warm-started at ``start`` needs. Those that ran before ``start`` and stopped after ``start - lookback_s``
     (pinned: running at ``start``, or history for the fair-share ledger), those pending at ``start`` and those
     submitted in [start, end)."""
-    import datetime as dt
-
-    import polars as pl
-
     run_us = (pl.col("elapsed_s").cast(pl.Float64) * 1e6).round().cast(pl.Int64)
     stop = pl.coalesce(pl.col("end"), pl.col("start") + pl.duration(microseconds=run_us))
     since = start - dt.timedelta(seconds=lookback_s)
