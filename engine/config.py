@@ -57,7 +57,7 @@ def parse_duration(value, field_name: str = "duration") -> float:
         except ValueError:
             parts = _DUR.findall(text)
             if not parts or _DUR.sub("", text).strip():
-                raise ConfigError(f"{field_name}: not a duration: {value!r} (use e.g. 3600, 90s, 30m, 8h, 1h30m, 2d)")
+                raise ConfigError(f"{field_name}: not a duration: {value!r} (use e.g. 3600, 90s, 30m, 8h, 1h30m, 2d)") from None
             seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     else:
         raise ConfigError(f"{field_name}: not a duration: {value!r}")

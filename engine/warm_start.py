@@ -47,7 +47,7 @@ def setup(sim) -> None:
     sim.warm_moved = set()  # running pinned jobs placed by the engine instead of on their logged nodes
     ledger = []      # (t, j, +1 start / -1 end): the usage the ledger must have seen by T
     history = []     # (end, seq, j)
-    for s, j, run_s, alloc, (g, c, m) in replay.logged_runs(sim, [j for j in range(sim.n) if wl.pinned[j]]):
+    for s, j, run_s, alloc, (g, c, _m) in replay.logged_runs(sim, [j for j in range(sim.n) if wl.pinned[j]]):
         stats["jobs_pinned"] += 1
         e = s + run_s
         if sim.charge is not None:  # charged by what it held (unfunded work stays free)

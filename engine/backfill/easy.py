@@ -191,7 +191,7 @@ def node_pass(sim, now, jobs, state):
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     failed = state.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
     n_shapes = len(sim.shape_count)
-    reason, bounds, place, over_cap = sim.waits.reason, pool.bounds, pool.place, sim.over_cap
+    bounds, over_cap = pool.bounds, sim.over_cap
     procs = pool.cluster.procs_mode
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts

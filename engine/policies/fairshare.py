@@ -13,8 +13,8 @@ Invariants:
 Implementation: keys change only when a job starts, so after one descent the chosen bucket offers its jobs in
 turn until one starts (or it runs out), instead of a descent per job; during a pass's backfill the pass's
 ``hint`` lets the order skip jobs whose answer is already known (a shape that failed outright, a "long" shape
-outside the hole, a borrowing cap), noting the same wait reason the pass would. ``tests/engine/test_engine_reference.py``
-checks both against a per-job brute-force order and the plain scan.
+outside the hole, a borrowing cap), noting the same wait reason the pass would.
+``tests/engine/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
 """
 from __future__ import annotations
 
