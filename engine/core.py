@@ -55,6 +55,26 @@ from .units import INF, UNLIMITED
 
 
 class Simulator:
+    """One run's state, in groups (the seams' objects own theirs):
+
+    - the inputs: ``wl`` (``workload.Workload``), ``pool`` (free resources per node and group, ``pool.Pool``),
+      ``cfg``, the chosen ``policy`` and ``backfill`` rule (registries ``policies``/``backfill``), ``depth``;
+    - the queue: ``queue`` (the policy's), ``pstate`` (the last pass's ``backfill.state.PassState``), the
+      request-shape tallies ``shape``/``shape_count``/``qstats``/``whole_waiting``;
+    - per job, by index: ``status`` (``jobstate``), ``rem``/``limit_left`` (run time and limit left), ``alloc``,
+      ``att_start``/``first_start``/``end_time``/``start_seq``/``attempt``, ``reserved``, ``preemptions``/
+      ``failures``, ``run_s``; wait reasons in ``waits`` (``reasons.WaitReasons``);
+    - the running set: ``running_by_end`` (estimated end, seq, job), ``version`` (bumps on every change);
+    - usage tallies: ``held``/``gheld`` per account, ``ledger`` (window usage), ``charge`` (bucket policies);
+    - preemption: ``preemptible``/``preemptible_in``, ``min_rt``; health events: ``health``.
+
+    Writers outside this class: the pass kernels (``backfill``) start jobs through ``start`` and write only
+    ``reserved``, ``counters`` and the reasons; ``preempt`` requeues and starts through ``requeue``/``start``,
+    resets ``pstate`` and keeps its search caches; ``health`` requeues through ``requeue`` and bumps ``version``;
+    ``replay`` and ``warm_start`` set pinned jobs' per-job fields and the clock before the first event;
+    ``backfill.fastpath`` runs the whole loop itself and writes the per-job outputs it produces.
+    """
+
     def __init__(self, wl, pool: Pool, cfg):
         self.wl, self.pool, self.cfg = wl, pool, cfg
         n = wl.n

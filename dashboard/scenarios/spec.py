@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from engine.backfill import BACKFILLS
 from engine.budgets import JOB_CLASSES
-from engine.config import BACKFILLS, POLICIES
+from engine.policies import POLICIES
 
 CLASSES = JOB_CLASSES
 KINDS: dict[str, dict] = {
