@@ -57,8 +57,13 @@ __all__ = list(_EXPORTS)
 
 def __getattr__(name: str):
     where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    if where is None:  # a submodule read as an attribute (``import engine; engine.config.WEEK_S``)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'engine' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f".{where}", __name__), name)
     globals()[name] = value
     return value

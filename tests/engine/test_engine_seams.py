@@ -157,3 +157,16 @@ def test_toy_backfill_rule_runs_end_to_end(first_fit):
 def test_rule_without_depth_refuses_reservation_depth(first_fit):
     with pytest.raises(ConfigError, match="reservation_depth: needs backfill easy or conservative"):
         SimConfig(backfill="first-fit", reservation_depth=2).validated()
+
+
+def test_engine_exports_and_submodules_load_on_first_use():
+    # engine/__init__ imports lazily (the registries must stay cheap for the CLI): its public names and its
+    # submodules read as attributes still resolve, and a missing name is an AttributeError
+    import subprocess
+    import sys
+
+    code = ("import sys, engine; assert 'polars' not in sys.modules; import engine.policies, engine.backfill; "
+            "assert 'polars' not in sys.modules; print(engine.config.WEEK_S, engine.simulate.__name__); "
+            "print(hasattr(engine, 'nope'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["604800.0", "simulate", "False"]
