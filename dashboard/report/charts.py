@@ -15,8 +15,8 @@ import altair as alt
 import plotly.graph_objects as go
 import polars as pl
 
-from . import charts
-from .charts import REQUESTED, USED, WASTED, label
+from .. import charts
+from ..charts import REQUESTED, USED, WASTED, label
 
 CAPACITY = charts.CAPACITY
 DEMANDED = "#e9c46a"

@@ -19,10 +19,11 @@ from functools import lru_cache
 
 import jinja2
 import plotly.io as pio
+from plotly.offline import get_plotlyjs
 import polars as pl
 from markupsafe import Markup
 
-from . import report_charts
+from . import charts
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Kpi:
 @dataclass
 class Chart:
     key: str            # unique in the report; also the PNG/SVG file suffix
-    kind: str           # a key of report_charts.KINDS
+    kind: str           # a key of charts.KINDS
     frame: pl.DataFrame
     title: str
     caption: str        # one line on how to read it
@@ -114,7 +115,7 @@ def fmt(value, kind: str = "num1") -> str:
 
 
 def _figure_html(chart: Chart) -> Markup:
-    fig = report_charts.plotly(chart.kind, chart.frame, chart.title, **chart.args)
+    fig = charts.plotly(chart.kind, chart.frame, chart.title, **chart.args)
     html = pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=f"fig-{chart.key}",
                        config={"displaylogo": False, "responsive": True}, validate=True)
     return Markup(html)
@@ -122,8 +123,6 @@ def _figure_html(chart: Chart) -> Markup:
 
 @lru_cache(maxsize=1)
 def plotlyjs() -> str:
-    from plotly.offline import get_plotlyjs
-
     js = get_plotlyjs()
     if "</script" in js.lower():  # an inline script ends at the first "</script": never inline such a bundle
         raise RuntimeError("this plotly.js bundle contains '</script' and cannot be inlined")

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import queries
+from engine.config import WEEK_S
+from queries.analytics import budgets as qb
 
-from .report_files import Window
-from .report_html import Chart, Kpi, Section, Table, fmt
-from .shaping import RESOURCE_WORDS
+from .files import Window
+from .html import Chart, Kpi, Section, Table, fmt
+from ..shaping import RESOURCE_WORDS
 
-WEEK_S = 7 * 86_400
 BACKTEST_PERIODS = 8
 
 
@@ -72,35 +73,30 @@ WORDS = RESOURCE_WORDS  # (name, what is held, hours, short hours) of GPU- or co
 
 
 # ------------------------------------------------------------------ overview
+# resource -> the headline's (resource, unit, overview column prefix, efficiency column): GPU-hours first with
+# CPU-hours beside them, or core-hours alone where the selection has no GPUs (its GPU figures are all zero)
+HEADLINE = {"gpu": (("GPU", "GPU-hours", "gpu_hours", "gpu_efficiency"),
+                    ("CPU", "CPU-hours", "cpu_hours", "cpu_efficiency")),
+            "cpu": (("CPU", "core-hours", "cpu_hours", "cpu_efficiency"),)}
+
+
 def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
     ov = q("overview").row(0, named=True)
     res = q.resource
     name, held, hours, _ = WORDS[res]
     pyr = q("metric_pyramid", resource=res) if scope.audience != "user" else None  # '(all)' = every job in scope
     pyr_row = None if pyr is None else next((r for r in pyr.iter_rows(named=True) if r["team"] == "(all)"), None)
-    if res == "cpu":  # no GPUs in this selection: the headline is in core-hours, no GPU figures (all zero)
-        kpis = [
-            Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
-            Kpi("core-hours requested", ov["cpu_hours_requested"], "num1"),
-            Kpi("core-hours used", ov["cpu_hours_used"], "num1"),
-            Kpi("core-hours wasted", ov["cpu_hours_wasted"], "num1", "requested − used"),
-            Kpi("CPU efficiency", ov["cpu_efficiency"], "pct", "used / requested"),
-            Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2",
-                f"efficiency {_pct(ov['mem_efficiency'])}"),
-            Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
-        ]
-    else:
-        kpis = [
-            Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
-            Kpi("GPU-hours requested", ov["gpu_hours_requested"], "num1"),
-            Kpi("GPU-hours used", ov["gpu_hours_used"], "num1"),
-            Kpi("GPU-hours wasted", ov["gpu_hours_wasted"], "num1", "requested − used"),
-            Kpi("GPU efficiency", ov["gpu_efficiency"], "pct", "used / requested"),
-            Kpi("CPU-hours wasted", ov["cpu_hours_wasted"], "num0", f"efficiency {_pct(ov['cpu_efficiency'])}"),
-            Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2",
-                f"efficiency {_pct(ov['mem_efficiency'])}"),
-            Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
-        ]
+    (r, unit, col, eff), *beside = HEADLINE[res]
+    kpis = [
+        Kpi("jobs", ov["jobs"], "int", f"{ov['users'] or 0} users"),
+        Kpi(f"{unit} requested", ov[f"{col}_requested"], "num1"),
+        Kpi(f"{unit} used", ov[f"{col}_used"], "num1"),
+        Kpi(f"{unit} wasted", ov[f"{col}_wasted"], "num1", "requested − used"),
+        Kpi(f"{r} efficiency", ov[eff], "pct", "used / requested"),
+        *(Kpi(f"{u} wasted", ov[f"{c}_wasted"], "num0", f"efficiency {_pct(ov[e])}") for _, u, c, e in beside),
+        Kpi("memory TB-hours wasted", ov["mem_tb_hours_wasted"], "num2", f"efficiency {_pct(ov['mem_efficiency'])}"),
+        Kpi("median queue wait", ov["wait_median_s"], "dur", f"p90 {_dur(ov['wait_p90_s'])}"),
+    ]
     if pyr_row and scope.audience != "user":
         kpis.append(Kpi(f"{name} occupancy", pyr_row["occupancy"], "pct", f"allocated / available {hours}"
                         + (" (this team's part)" if scope.audience == "manager" else "")))
@@ -120,10 +116,7 @@ def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
     totals = pl.DataFrame([
         {"resource": r, "unit": u, "requested": ov[f"{p}_requested"], "used": ov[f"{p}_used"],
          "wasted": ov[f"{p}_wasted"], "efficiency": ov[e]}
-        for r, u, p, e in ((("GPU", "GPU-hours", "gpu_hours", "gpu_efficiency"),
-                            ("CPU", "CPU-hours", "cpu_hours", "cpu_efficiency")) if res == "gpu" else
-                           (("CPU", "core-hours", "cpu_hours", "cpu_efficiency"),))
-        + (("memory", "TB-hours", "mem_tb_hours", "mem_efficiency"),)],
+        for r, u, p, e in HEADLINE[res] + (("memory", "TB-hours", "mem_tb_hours", "mem_efficiency"),)],
         schema={"resource": pl.String, "unit": pl.String, "requested": pl.Float64, "used": pl.Float64,
                 "wasted": pl.Float64, "efficiency": pl.Float64})
     tables = [Table("totals", "Requested, used and wasted resource-hours", totals,
@@ -349,8 +342,6 @@ def _in_subtree(team: str | None, node: str) -> bool:
 
 def _budget_attainment(q: Runner, scope: Scope, tree) -> tuple[pl.DataFrame, list[str]]:
     """Water-filled attainment from a budget tree (queries.analytics.budgets), shaped like fairshare_attainment."""
-    from queries.analytics import budgets as qb
-
     res = qb.attainment(q.store, tree, scope.window.start, scope.window.end, con=q.con,
                         cluster=scope.filters.get("cluster"), unit=tree.unit or q.resource)
     fa = res.table.filter(pl.col("node").map_elements(lambda n: _in_subtree(scope.team, n), return_dtype=pl.Boolean)

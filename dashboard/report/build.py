@@ -8,7 +8,7 @@ Invariants:
 - Names carry the window (``quotaloop-report-2026-11-23_2026-11-29.html``, first and last UTC day inclusive)
   and, for a narrower scope, the audience and subject (``...-user-alice.html``); tables are
   ``<stem>-<table>.csv|.parquet``, charts ``<stem>-<chart>.png|.svg``.
-- Everything is computed and rendered in memory first, then staged and swapped in (``report_files.Staging``):
+- Everything is computed and rendered in memory first, then staged and swapped in (``files.Staging``):
   a failure anywhere raises ``ReportError`` with one line and leaves the previous files of that name intact
   and no temporary file behind. Re-running a window overwrites its files atomically.
 - The output depends only on the store, the window and the options (no wall clock in it), so re-running it
@@ -25,19 +25,28 @@ import re
 from pathlib import Path
 
 import polars as pl
+import vl_convert as vlc
 
 import queries
+from engine.budgets import load, validate
 from queries.store import Store, StoreError
 
-from . import report_sections as sections
-from . import safe_csv
-from .report_files import ReportError, Staging, Window, make_window, parse_end
-from .report_html import Report, render
+from .. import safe_csv
+from . import charts, sections
+from .files import DAY_S, ReportError, Staging, Window, make_window, parse_end
+from .html import Report, render
 
 AUDIENCES = ("platform", "manager", "user")
 FORMATS = ("html", "csv", "parquet", "png", "svg")
 DEFAULT_FORMATS = ("html", "csv", "parquet")
 FILTER_KEYS = ("cluster", "partition", "state", "job_class")
+
+
+def filters_of(args) -> dict:
+    """The job filters given on a command line (``args``: an argparse namespace), as ``build_report(filters=...)``
+    takes them; the Reports page passes its sidebar's the same way, so the page and ``quotaloop report`` write
+    the same files."""
+    return {k: getattr(args, k) for k in FILTER_KEYS if getattr(args, k, None)}
 
 
 def parse_formats(text: str | list | tuple) -> tuple[str, ...]:
@@ -86,8 +95,6 @@ def _check_scope(audience: str, team: str | None, user: str | None) -> None:
 def _load_budgets(path):
     if path is None:
         return None
-    from engine.budgets import load
-
     try:
         return load(path)
     except ValueError as exc:  # BudgetError: names the file and the key
@@ -100,8 +107,6 @@ def _check_budgets(tree, store, cluster: str | None) -> None:
     ``cluster_gpus``). Its warnings are for the interactive commands."""
     if tree is None:
         return
-    from engine.budgets import validate
-
     nodes = Store(store).read("nodes")
     if cluster:
         nodes = nodes.filter(pl.col("cluster") == cluster)
@@ -167,11 +172,7 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
 
 
 def _png_or_svg(chart, fmt: str) -> bytes:
-    import vl_convert as vlc
-
-    from . import report_charts
-
-    spec = report_charts.altair(chart.kind, chart.frame, chart.title, **chart.args).to_dict()
+    spec = charts.altair(chart.kind, chart.frame, chart.title, **chart.args).to_dict()
     if fmt == "png":
         return vlc.vegalite_to_png(spec, scale=2)
     return vlc.vegalite_to_svg(spec).encode()
@@ -228,14 +229,14 @@ def command_line(store, window_s: float, end=None, audience: str = "platform", t
                  filters: dict | None = None, budgets=None) -> list[str]:
     """The ``quotaloop report`` argv that writes what ``build_report`` with the same arguments writes (the
     dashboard's Reports page shows it, so a report built there can be scheduled as is)."""
-    days = max(1, int(-(-float(window_s) // 86_400)))
+    days = max(1, int(-(-float(window_s) // DAY_S)))
     argv = ["quotaloop", "report", "--store", str(store), "--window", f"{days}d"]
     if end is not None:
         argv += ["--end", str(end)]
     argv += ["--audience", audience]
     argv += ["--team", team] if team else []
     argv += ["--user", user] if user else []
-    for key in ("cluster", "partition", "state", "job_class"):
+    for key in FILTER_KEYS:
         if (filters or {}).get(key):
             argv += [f"--{key.replace('_', '-')}", str(filters[key])]
     argv += ["--budgets", str(budgets)] if budgets else []
