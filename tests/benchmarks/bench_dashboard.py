@@ -7,7 +7,7 @@ page issued (recorded during the script run, then re-run uncached on the same st
 dashboard's own overhead (Streamlit, Plotly, the browser) is visible as the difference and the ratio. Then the slider-to-result
 latency of a simulation (move a budget slider, press Simulate, wait for the comparison) beside a bare
 ``engine.simulate`` of the same two runs. Cold renders come from a server started with ``QUOTALOOP_WARM=0``; a
-second server with the start-up warm-up (``dashboard/data/warm.py``) gives the first visit after it finished.
+second server with the start-up warm-up (``dashboard/data/prewarm.py``) gives the first visit after it finished.
 
 Stores: the bundled sample store (built by ``quotaloop sample`` when missing), and the 10M-job store of the
 query benchmark when it exists (``QUOTALOOP_BENCH_CACHE``/jobs-10000000, built by bench_queries.py).
@@ -244,7 +244,7 @@ def test_dashboard_speed():
     sync_api = pytest.importorskip("playwright.sync_api")
     br.require_chromium()
     if not (SAMPLE / "_manifest.json").exists():
-        from dashboard.commands.serve import ensure_sample_store
+        from dashboard.cli.serve import ensure_sample_store
 
         ensure_sample_store(SAMPLE)
     with sync_api.sync_playwright() as p:

@@ -256,6 +256,8 @@ BAD_FLAGS = [
     ("validate", ["--calibrate", "--grid", "soon"], "--grid: not a duration"),
     ("validate", ["--calibrate", "--depths", "0"], "--depths 0"),
     ("validate", ["--config-file", "{tmp}/a_file"], "not JSON"),
+    ("simulate", ["--cluster", "{oversold}"], "--cluster is the cluster name; give the layout file with --nodes-csv"),
+    ("validate", ["--cluster", "{oversold}"], "--cluster is the cluster name; give the layout file with --nodes-csv"),
 ]
 NEEDS_OUT = {"simulate", "scenario", "report", "validate"}
 

@@ -262,7 +262,7 @@ def test_same_seed_same_bytes_across_cli_runs(tmp_path):
 
 
 def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
-    """--workload FILE --format swf|sacct|csv, --cluster nodes.csv | --nodes/--gpus-per-node/--cpus-per-node |
+    """--workload FILE --format swf|sacct|csv, --nodes-csv nodes.csv | --nodes/--gpus-per-node/--cpus-per-node |
     --procs, every policy/backfill flag, --out DIR and --json: each run's metrics.json records what was asked."""
     fixtures = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
     jobs_csv = tmp_path / "jobs.csv"
@@ -271,7 +271,7 @@ def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
     nodes_csv.write_text("node,partition,cpus,gpus,gpu_type,mem_bytes\n" +
                          "".join(f"n{i},gpu,64,8,,{512 * 2**30}\n" for i in range(4)))
     runs = {
-        "csv+cluster": ["--workload", str(jobs_csv), "--format", "csv", "--cluster", str(nodes_csv),
+        "csv+cluster": ["--workload", str(jobs_csv), "--format", "csv", "--nodes-csv", str(nodes_csv),
                         "--policy", "priority", "--backfill", "conservative", "--reservation-depth", "2",
                         "--backfill-order", "area", "--min-runtime", "1h", "--checkpoint-interval", "30m",
                         "--walltime-margin", "0.2", "--seed", "5"],

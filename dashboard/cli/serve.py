@@ -17,9 +17,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+import tomllib
 from pathlib import Path
 
-from ..config import AUTH_MODES, SAMPLE_STORE
+from ..config import AUTH_MODES, SAMPLE_STORE, ConfigError, load
+from . import main
+from .errors import UserError
+
+# queries is imported inside the functions: see the start-up note in dashboard.cli.
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
@@ -37,7 +42,7 @@ def register(sub):
                         "when nothing is configured, loopback only); `open` = no sign-in, everyone who reaches the "
                         "port is admin; `demo` = the sample's 'View as' picker; `auto` (default) picks")
     p.add_argument("--no-warm", action="store_true",
-                   help="do not compute every page's default view at start-up (dashboard/data/warm.py)")
+                   help="do not compute every page's default view at start-up (dashboard/data/prewarm.py)")
     p.add_argument("--dry-run", action="store_true", help="print the streamlit command instead of running it")
     return p
 
@@ -48,8 +53,6 @@ def ensure_sample_store(path: Path = SAMPLE_STORE) -> Path:
 
     if Store(path).exists():
         return path
-    from ..cli import UserError, main
-
     print(f"quotaloop serve: building the sample store in {path} (first run) ...", file=sys.stderr)
     try:
         rc = main(["sample", "--store", str(path)])
@@ -74,8 +77,6 @@ def is_loopback(host: str) -> bool:
 def oidc_secrets_present(cwd: Path | None = None, home: Path | None = None) -> bool:
     """True when a ``secrets.toml`` Streamlit reads (``./.streamlit/``, ``~/.streamlit/``) has an ``[auth]``
     table: the operator has set up OIDC sign-in."""
-    import tomllib
-
     for root in (cwd or Path.cwd(), home or Path.home()):
         path = root / ".streamlit" / "secrets.toml"
         try:
@@ -90,8 +91,6 @@ def oidc_secrets_present(cwd: Path | None = None, home: Path | None = None) -> b
 def resolve_auth(configured: str, host: str, sample: bool, oidc_ready: bool) -> str:
     """The identity source the server runs with (see the module docstring); raises ``UserError`` (exit 2) for a
     dashboard without sign-in on an address other machines reach."""
-    from ..cli import UserError
-
     mode = configured
     if mode == "auto":
         mode = "demo" if sample else "oidc" if oidc_ready else "operator"
@@ -103,8 +102,6 @@ def resolve_auth(configured: str, host: str, sample: bool, oidc_ready: bool) -> 
 
 
 def command(args) -> tuple[list[str], dict]:
-    from ..cli import UserError
-
     env = dict(os.environ)
     if args.store:
         store = Path(args.store).expanduser().resolve()
@@ -122,8 +119,6 @@ def command(args) -> tuple[list[str], dict]:
         env["QUOTALOOP_CONFIG"] = str(Path(config).expanduser().resolve())
     if args.auth:
         env["QUOTALOOP_AUTH"] = args.auth
-    from ..config import ConfigError, load
-
     try:
         configured = load(env).auth
     except ConfigError as exc:

@@ -1,11 +1,11 @@
 """``quotaloop validate``: how far to trust a what-if: re-simulate the logged window under the modeled configuration
 and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md section 10).
 
-    quotaloop validate --store DIR [--store-cluster NAME] [--warm-start TIME] [--window-end TIME]
+    quotaloop validate --store DIR [--cluster NAME] [--warm-start TIME] [--window-end TIME]
         [--policy fcfs|priority|fairshare|drf] [--backfill none|easy|conservative] [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets TOML] [--lookback DURATION]
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
-        [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
+        [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--train-fraction F]
                      [--workers N]]
@@ -21,6 +21,7 @@ the held-back rest before and after, and writes ``calibration.json`` to --out: `
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -28,6 +29,13 @@ import time
 
 from engine.backfill import BACKFILLS
 from engine.policies import POLICIES
+
+from .errors import check_output_dir
+from .simulate import (_cluster, _instant, _load_workload, add_layout_flags, calibrated_knobs, check_budgets,
+                       check_cluster_name, load_budgets)
+
+# Polars, queries and the rest of engine are imported inside the functions: see the start-up note in
+# dashboard.cli.
 
 KNOB_COLUMNS = ("n", "mean_log_s", "mean_sim_s", "mean_rel_err", "p50_log_s", "p50_sim_s", "p90_log_s", "p90_sim_s",
                 "p90_rel_err", "median_abs_err_s", "pearson", "spearman", "zero_wait_share_log", "zero_wait_share_sim")
@@ -37,15 +45,9 @@ def register(sub):
     p = sub.add_parser("validate", help="compare a replay under the modeled policy with the log (fidelity)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--store", required=True, help="store directory whose history to validate against")
-    p.add_argument("--store-cluster", metavar="NAME", help="the cluster to validate (needed when the store holds several)")
     p.add_argument("--warm-start", metavar="TIME", help="window start (ISO time or YYYY-MM-DD, UTC; default: first submit)")
     p.add_argument("--window-end", metavar="TIME", help="window end (default: the end of the log)")
-    p.add_argument("--cluster", metavar="NODES_CSV", help="node layout (default: the store's nodes table)")
-    p.add_argument("--nodes", type=int, help="uniform layout: number of nodes")
-    p.add_argument("--gpus-per-node", type=float, default=0.0)
-    p.add_argument("--cpus-per-node", type=float, default=None)
-    p.add_argument("--mem-per-node", type=float, default=None, help="uniform layout: memory per node in GiB")
-    p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors")
+    add_layout_flags(p, "validate")
     p.add_argument("--policy", default="fcfs", choices=sorted(POLICIES))
     p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS))
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
@@ -82,7 +84,6 @@ def _err(msg):
 
 def base_config(args, budgets, warm, window_end):
     """The modeled configuration the flags describe (with ``--config-file``'s knobs unless a flag gives them)."""
-    from dashboard.commands.simulate import calibrated_knobs
     from engine import SimConfig, parse_duration
 
     knobs = calibrated_knobs(args)
@@ -93,26 +94,15 @@ def base_config(args, budgets, warm, window_end):
 
 
 def run(args) -> int:
-    import datetime as dt
-
     import polars as pl
 
-    from dashboard.commands.simulate import _cluster, _instant, _load_workload
-    from engine import simulate
-    from engine import attainment, calibrate, fidelity
-    from engine.budgets import BudgetError, load
+    from engine import attainment, calibrate, fidelity, simulate
 
     if args.format not in ("table", "csv", "json"):
         raise _err(f"--format {args.format}: use table, csv or json")
-    budgets = None
-    if args.budgets:
-        try:
-            budgets = load(args.budgets)
-        except BudgetError as exc:
-            raise _err(str(exc)) from exc
+    check_cluster_name(args)
+    budgets = load_budgets(args.budgets)
     if args.out:
-        from dashboard.errors import check_output_dir
-
         check_output_dir(args.out)
     args.workload = None
     jobs, nodes, _read = _load_workload(args)  # validate replays a store; the read counts are for --workload
@@ -131,14 +121,7 @@ def run(args) -> int:
                    f"; the log spans {jobs['submit'].min().isoformat()} to {jobs['submit'].max().isoformat()}")
     cfg = base_config(args, budgets, warm, end)
     cluster = _cluster(args, nodes)
-    if budgets is not None:  # the same check as `simulate --budgets`: oversold guarantees stop here
-        from engine.budgets import validate
-
-        try:
-            for warning in validate(budgets, sum(cluster.gpus) or None):
-                print(f"quotaloop validate: warning: {warning}", file=sys.stderr)
-        except BudgetError as exc:
-            raise _err(str(exc)) from None
+    check_budgets(budgets, cluster, "validate")
     t0_s, t1_s = warm.timestamp(), None if end is None else end.timestamp()
 
     window = calibrate.window_jobs(jobs, warm, end, cfg.lookback_s)

@@ -10,7 +10,12 @@ import json
 import sys
 import time
 
-DEFAULT_END = "2026-11-29T00:00:00"  # = queries.samplegen.DEFAULT_END (not imported: keeps CLI start-up light)
+from .errors import UserError, check_output_dir
+
+# queries is imported inside run(): see the start-up note in dashboard.cli. For the same reason the generator's
+# default end is repeated here for --help (importing queries.samplegen takes ~1 s); tests/test_samplegen.py checks
+# that the two agree.
+DEFAULT_END = "2026-11-29T00:00:00"  # = queries.samplegen.DEFAULT_END
 
 
 def register(sub):
@@ -30,8 +35,8 @@ def register(sub):
 
 
 def run(args) -> int:
-    from dashboard.cli import UserError
     from queries import samplegen
+    from queries.ingest import ingest
     from queries.store import Store
 
     if args.days < 1 or args.nodes < 8 or args.scale <= 0:
@@ -41,8 +46,6 @@ def run(args) -> int:
     params = dict(seed=args.seed, days=args.days, nodes=args.nodes, scale=args.scale, end=args.end,
                   cluster=args.cluster)
     export_dir = args.export_dir or samplegen.default_export_dir(args.store)
-    from dashboard.errors import check_output_dir
-
     check_output_dir(export_dir, "--export-dir")
     t0 = time.perf_counter()
     try:
@@ -52,8 +55,6 @@ def run(args) -> int:
     took_gen = time.perf_counter() - t0
     summaries = []
     if not args.no_ingest:
-        from queries.ingest import ingest
-
         summaries = ingest([paths["sacct"], paths["samples"], paths["nodes"]], args.store, cluster=args.cluster,
                            timezone="UTC")  # the generated sacct text prints UTC wall-clock times
     took = time.perf_counter() - t0

@@ -1,8 +1,9 @@
-"""Errors the user can fix; the CLI prints them as one line and exits 2.
+"""Errors the user can fix; the CLI prints them as one line and exits 2 (``dashboard.cli.main``).
 
-Lives apart from ``dashboard.cli`` so that ``python -m dashboard.cli`` (where the CLI module is ``__main__``)
-and the command modules see the same class.
+Standard library only: every sub-command imports it at start-up (see ``dashboard.cli``).
 """
+import os
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -12,9 +13,6 @@ class UserError(Exception):
 def check_output_dir(path, flag: str = "--out") -> None:
     """``UserError`` unless ``path`` is a directory or can be created as one: checked before minutes of work, so a
     typo in ``--out`` costs nothing (a command still reports a write that fails later as a ``UserError``)."""
-    import os
-    from pathlib import Path
-
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise UserError(f"{flag} {path}: exists and is not a directory")

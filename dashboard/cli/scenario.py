@@ -34,6 +34,11 @@ import sys
 from engine.backfill import BACKFILLS
 from engine.policies import POLICIES
 
+from .errors import UserError, check_output_dir
+
+# Polars, queries and the rest of engine are imported inside the functions: see the start-up note in
+# dashboard.cli.
+
 NAMES = {"shares": "shares", "backfill": "backfill", "min-runtime": "min_runtime", "right-size": "rightsize",
          "quota-loop": "quota_loop", "drains": "drains"}
 
@@ -86,8 +91,6 @@ def register(sub):
 
 
 def _pairs(items, flag, value=float):
-    from dashboard.errors import UserError
-
     out = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -142,7 +145,6 @@ def params(args) -> dict:
 
 
 def _end(text):
-    from dashboard.errors import UserError
     from engine.config import ConfigError, instant
 
     if text in (None, "", "latest"):
@@ -154,14 +156,11 @@ def _end(text):
 
 
 def run(args) -> int:
-    from dashboard.errors import UserError
     from dashboard.scenarios import runner
     from dashboard.scenarios.spec import ScenarioError, ScenarioSpec
     from engine import parse_duration
     from engine.budgets import BudgetError, load, validate
     from queries.store import Store
-
-    from dashboard.errors import check_output_dir
 
     check_output_dir(args.out)
     Store(args.store).check()  # StoreError: missing, not a directory, corrupt manifest, truncated partition

@@ -1,7 +1,7 @@
 """``quotaloop simulate``: replay a job history under another scheduling policy (see ``engine``).
 
-    quotaloop simulate --store DIR | --workload FILE [--format swf|sacct|csv]
-        [--cluster nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
+    quotaloop simulate --store DIR [--cluster NAME] | --workload FILE [--format swf|sacct|csv]
+        [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
         [--min-runtime [CLASS=]DURATION]... [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
@@ -13,8 +13,9 @@
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
 preemptions, lost GPU-seconds, wait_reason, ...), ``timeline.parquet`` and ``metrics.json``; the directory is
-a flat store, so every query runs on it. Without ``--cluster``/``--nodes``/``--procs`` the layout comes from the
-store's (or the workload file's) nodes table. ``--budgets`` takes the budgets.toml of ``engine.budgets``
+a flat store, so every query runs on it. ``--cluster NAME`` picks the store's cluster (as in every command);
+without ``--nodes-csv``/``--nodes``/``--procs`` the layout comes from the store's (or the workload file's) nodes
+table. ``--budgets`` takes the budgets.toml of ``engine.budgets``
 (shares per org/team, guarantees, per-class min runtimes). Durations: 3600, 90s, 30m, 8h, 1h30m, 2d.
 ``--min-runtime 8h`` (every job) or ``--min-runtime training=8h`` (a class; repeatable) is a what-if override:
 it beats the job's logged min runtime and the budget file's (``engine.min_runtime``), as ``scenario min-runtime``.
@@ -43,11 +44,21 @@ With ``--workload`` the summary (and ``metrics.json``'s ``workload``) first coun
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import datetime as dt
+import importlib
+import os
 import sys
 
 from engine.backfill import BACKFILLS
 from engine.policies import POLICIES
 from queries.ingest import formats
+
+from .errors import UserError, check_output_dir
+
+# Polars and the rest of engine and queries are imported inside the functions: see the start-up note in
+# dashboard.cli.
 
 
 def register(sub):
@@ -58,15 +69,7 @@ def register(sub):
     src.add_argument("--workload", metavar="FILE", help="a scheduler export to replay (SWF, sacct, canonical CSV)")
     p.add_argument("--format", choices=formats.job_log_names(),
                    help="format of --workload (default: detected)")
-    p.add_argument("--store-cluster", metavar="NAME", help="with --store: the cluster to replay (needed when the "
-                                                          "store holds several)")
-    p.add_argument("--cluster", metavar="NODES_CSV", help="node layout: canonical nodes CSV or an openb node list")
-    p.add_argument("--nodes", type=int, help="uniform layout: number of nodes")
-    p.add_argument("--gpus-per-node", type=float, default=0.0)
-    p.add_argument("--cpus-per-node", type=float, default=None)
-    p.add_argument("--mem-per-node", help="uniform layout: memory per node in GiB (default: not a constraint)",
-                   type=float, default=None)
-    p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors (SWF traces)")
+    add_layout_flags(p, "replay")
     p.add_argument("--policy", default="fcfs", choices=sorted(POLICIES))
     p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS))
     p.add_argument("--reservation-depth", type=int, help="reserve for the first K blocked jobs (1 = EASY)")
@@ -114,6 +117,23 @@ def register(sub):
     return p
 
 
+def add_layout_flags(p, verb: str) -> None:
+    """The cluster and node-layout flags ``simulate`` and ``validate`` share. ``--cluster`` is the cluster's name,
+    as in every command (``--store-cluster``, its old spelling here, is a hidden alias); the layout file is
+    ``--nodes-csv``."""
+    p.add_argument("--cluster", metavar="NAME", help=f"with --store: the cluster to {verb} (needed when the store "
+                                                      "holds several)")
+    p.add_argument("--store-cluster", dest="cluster", metavar="NAME", help=argparse.SUPPRESS)
+    p.add_argument("--nodes-csv", metavar="FILE", help="node layout: canonical nodes CSV or an openb node list "
+                                                       "(default: the store's or the workload's nodes table)")
+    p.add_argument("--nodes", type=int, help="uniform layout: number of nodes")
+    p.add_argument("--gpus-per-node", type=float, default=0.0)
+    p.add_argument("--cpus-per-node", type=float, default=None)
+    p.add_argument("--mem-per-node", help="uniform layout: memory per node in GiB (default: not a constraint)",
+                   type=float, default=None)
+    p.add_argument("--procs", type=int, help="processor-count mode: one pool of P processors (SWF traces)")
+
+
 def _user_error(msg):
     # engine.ConfigError is one of the CLI's one-line errors however the CLI was started (python -m included)
     from engine import ConfigError
@@ -133,16 +153,14 @@ def _load_workload(args):
         store = Store(args.store).check()  # StoreError: missing, not a directory, corrupt
         jobs, nodes = store.read("jobs"), store.read("nodes")
         clusters = sorted(set(jobs["cluster"].drop_nulls().to_list()))
-        if args.store_cluster:
-            jobs = jobs.filter(pl.col("cluster") == args.store_cluster)
-            nodes = nodes.filter(pl.col("cluster") == args.store_cluster)
+        if args.cluster:
+            jobs = jobs.filter(pl.col("cluster") == args.cluster)
+            nodes = nodes.filter(pl.col("cluster") == args.cluster)
             if jobs.height == 0:
-                raise _user_error(f"--store-cluster {args.store_cluster}: no jobs; clusters: {', '.join(clusters)}")
+                raise _user_error(f"--cluster {args.cluster}: no jobs; clusters: {', '.join(clusters)}")
         elif len(clusters) > 1:
-            raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --store-cluster")
+            raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --cluster")
         return jobs, nodes, None
-    import importlib
-
     from queries.ingest import detect_format
 
     fmt = args.format or detect_format(args.workload)
@@ -156,14 +174,21 @@ def _load_workload(args):
     return parsed.jobs, parsed.nodes, read
 
 
+def check_cluster_name(args) -> None:
+    """``--cluster`` names a cluster; before it did, ``simulate --cluster nodes.csv`` gave the layout file. An
+    existing file as the name is that old spelling: say where the file goes instead of "no jobs in cluster"."""
+    if args.cluster and os.path.isfile(args.cluster):
+        raise UserError("--cluster is the cluster name; give the layout file with --nodes-csv")
+
+
 def _cluster(args, nodes):
     from engine import Cluster
 
-    chosen = [x for x in ("cluster", "nodes", "procs") if getattr(args, x) is not None]
+    chosen = [x for x in ("nodes_csv", "nodes", "procs") if getattr(args, x) is not None]
     if len(chosen) > 1:
-        raise _user_error("give one of --cluster, --nodes (with --gpus-per-node/--cpus-per-node) or --procs")
-    if args.cluster:
-        return Cluster.from_csv(args.cluster)
+        raise _user_error("give one of --nodes-csv, --nodes (with --gpus-per-node/--cpus-per-node) or --procs")
+    if args.nodes_csv:
+        return Cluster.from_csv(args.nodes_csv)
     if args.nodes is not None:
         if args.cpus_per_node is None and not args.gpus_per_node:
             raise _user_error("--nodes needs --gpus-per-node and/or --cpus-per-node")
@@ -173,7 +198,7 @@ def _cluster(args, nodes):
         return Cluster.procs(args.procs)
     if nodes is not None and nodes.height:
         return Cluster.from_frame(nodes)
-    raise _user_error("no cluster layout: the input has no nodes table; give --cluster NODES_CSV, "
+    raise _user_error("no cluster layout: the input has no nodes table; give --nodes-csv FILE, "
                       "--nodes N --gpus-per-node G --cpus-per-node C, or --procs P")
 
 
@@ -205,23 +230,40 @@ def _require_work_after(jobs, warm) -> None:
                           "nothing to simulate")
 
 
-def run(args) -> int:
-    import dataclasses
-    import datetime as dt
+def load_budgets(path):
+    """The ``--budgets`` tree (None without the flag); a bad file is a one-line error."""
+    from engine.budgets import BudgetError, load
 
+    if not path:
+        return None
+    try:
+        return load(path)
+    except BudgetError as exc:
+        raise _user_error(str(exc)) from exc
+
+
+def check_budgets(budgets, cluster, command: str) -> None:
+    """The check ``scenario`` and ``report --budgets`` make too: guarantees above the layout's GPUs (oversold quota)
+    stop the command; the tree's other findings are warnings on stderr."""
+    from engine.budgets import BudgetError, validate
+
+    if budgets is None:
+        return
+    try:
+        warnings = validate(budgets, sum(cluster.gpus) or None)
+    except BudgetError as exc:
+        raise _user_error(str(exc)) from None
+    for warning in warnings:
+        print(f"quotaloop {command}: warning: {warning}", file=sys.stderr)
+
+
+def run(args) -> int:
     import polars as pl
 
     from engine import SimConfig, min_runtime, parse_duration, simulate
-    from engine.budgets import BudgetError, load
 
-    budgets = None
-    if args.budgets:
-        try:
-            budgets = load(args.budgets)
-        except BudgetError as exc:
-            raise _user_error(str(exc)) from exc
-    from dashboard.errors import UserError, check_output_dir
-
+    check_cluster_name(args)
+    budgets = load_budgets(args.budgets)
     check_output_dir(args.out)
     jobs, nodes, read = _load_workload(args)
     warm, window_end = _instant(args.warm_start, "--warm-start"), _instant(args.window_end, "--window-end")
@@ -233,15 +275,7 @@ def run(args) -> int:
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
     events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
-    if budgets is not None:  # the same check as `scenario` and `report --budgets`: oversold guarantees stop here
-        from engine.budgets import validate
-
-        try:
-            warnings = validate(budgets, sum(cluster.gpus) or None)
-        except BudgetError as exc:
-            raise _user_error(str(exc)) from None
-        for warning in warnings:
-            print(f"quotaloop simulate: warning: {warning}", file=sys.stderr)
+    check_budgets(budgets, cluster, "simulate")
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
         backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,

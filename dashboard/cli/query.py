@@ -11,6 +11,8 @@ import json
 import shutil
 import sys
 
+# Polars, DuckDB and queries are imported inside the functions: see the start-up note in dashboard.cli.
+
 
 def register(sub):
     p = sub.add_parser("query", help="run a named query over a store",
@@ -93,7 +95,6 @@ def run(args) -> int:
 
     import queries
 
-    # QueryError, not cli.UserError: under `python -m dashboard.cli` the router's UserError is __main__'s
     if args.list:
         _list(sys.stdout)
         return 0

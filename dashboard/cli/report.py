@@ -4,9 +4,17 @@
 The dashboard's Reports page builds the same report for its sidebar filters and prints this command for it.
 
 Meant to run unattended (cron, systemd timer, Kubernetes CronJob): it prints the written paths, one per line,
-and exits 0; on any failure it prints one line to stderr, exits 2 and leaves no half-written file.
+and exits 0; on any failure it prints one line to stderr, exits 2 and leaves no half-written file. The report
+itself is ``dashboard.report``; this module only maps the flags onto ``build_report``.
 """
 from __future__ import annotations
+
+import os
+import sys
+
+from .errors import UserError
+
+# dashboard.report (Polars, Altair, Plotly) is imported inside run(): see the start-up note in dashboard.cli.
 
 
 def register(sub):
@@ -39,29 +47,16 @@ def register(sub):
     return p
 
 
-def filters(args) -> dict:
-    """The job filters of the command line, as ``build_report(filters=...)`` takes them (the Reports page passes
-    its sidebar's the same way, so the page and this command write the same files)."""
-    return {k: getattr(args, k) for k in ("cluster", "partition", "state", "job_class") if getattr(args, k, None)}
-
-
 def run(args) -> int:
-    import os
-    import sys
+    from dashboard.report import ReportError, build_report, filters_of, parse_duration, parse_formats
 
-    from dashboard.report import build_report, parse_formats
-    from dashboard.report_files import ReportError, parse_duration
-
-    # Errors are printed here rather than raised as dashboard.cli.UserError: under ``python -m dashboard.cli``
-    # that class exists twice (__main__ and dashboard.cli) and would escape as a traceback.
     try:
         paths = build_report(args.store, parse_duration(args.window), end=args.end, audience=args.audience,
                              team=args.team, user=args.user, formats=parse_formats(args.format), out_dir=args.out,
-                             team_level=args.team_level, budgets=args.budgets, filters=filters(args))
+                             team_level=args.team_level, budgets=args.budgets, filters=filters_of(args))
     except ReportError as exc:
-        print(f"quotaloop report: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - unattended runs need one line, not a traceback
+        raise UserError(str(exc)) from None
+    except Exception as exc:  # unattended runs need one line, not a traceback
         if os.environ.get("QUOTALOOP_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""

@@ -43,6 +43,8 @@ def _keep_freed_pages() -> None:
 
 def run(args) -> int:
     _keep_freed_pages()
+    # imported here, not at the top: after _keep_freed_pages (it must run before Polars loads), and for start-up
+    # (see dashboard.cli)
     from queries.ingest import ingest
     from queries.store import Store, StoreError
 
