@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from .core import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
+from .query_cache import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
                    store_token)
 
 # ------------------------------------------------------------------ simulation (engine)

@@ -2,6 +2,8 @@
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
+from engine.tenants import to_tree
+
 from dashboard import charts, charts_budget, data, scenario, shaping, ui
 from dashboard.scenarios import runner
 from dashboard.scenarios.spec import LABELS, ScenarioError, ScenarioSpec
@@ -201,8 +203,6 @@ try:
             bar.progress(1.0, text="Done")
             bar.empty()
         data.mark_done(sim_flt, scn)
-        from engine.tenants import to_tree
-
         tree0 = data.budget_tree()[0]
         trees = (tree0, to_tree(scenario.apply_budget_overrides(budgets, dict(scn.shares), dict(scn.guaranteed))))
 except data.NotAvailable as exc:

@@ -314,9 +314,9 @@ def test_a_parameter_spelled_at_its_default_shares_the_cached_run(store, monkeyp
     """``quota_backtest`` with ``period_s`` at its declared default (604800) and without it run the query once;
     the user ranking of the Overview, My jobs and Rankings (leaf teams by default) is one run too."""
     import queries
-    from dashboard.data import core
+    from dashboard.data import query_cache
 
-    core._run.clear()
+    query_cache._run.clear()
     calls = []
     real = queries.run
     monkeypatch.setattr(queries, "run", lambda name, **kw: calls.append(name) or real(name, **kw))

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from datetime import UTC
 
 from dashboard.shaping import default_user
 
 from .analytics import (gantt_rows, gap_series, job_waste, layout_at, low_efficiency_jobs, occupancy_series,
                         overview_totals, quota_backtest, resource, score_drivers, team_depth, team_ranking,
                         user_ranking, waste_by, waste_trend)
-from .core import Filters, NotAvailable, options, query, store_token
+from .query_cache import Filters, NotAvailable, options, query, store_token
 
-UTC = dt.timezone.utc
 BUCKETS_S = {900: "15 min", 3600: "1 hour", 6 * 3600: "6 hours", 86400: "1 day"}
 GANTT_SPAN_H = 24
 

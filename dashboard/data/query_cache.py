@@ -10,6 +10,7 @@ import polars as pl
 import streamlit as st
 
 import queries
+from queries.store import schema
 from queries.store import Store
 
 from .. import config as config_mod
@@ -138,8 +139,6 @@ def query(name: str, filters: Filters | None = None, store: Path | str | None = 
 
 def scan(table: str, store: Path | str | None = None) -> pl.LazyFrame:
     """A lazy scan of a store table (filters push down to Parquet; never loads a 10M-row table to drop most)."""
-    from queries.store import schema
-
     files = Store(store or store_dir()).files(table)
     if not files:
         return schema.empty(table).lazy()
