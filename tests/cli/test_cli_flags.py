@@ -17,7 +17,7 @@ from dashboard.cli import COMMANDS, build_parser
 from test_cli_errors import assert_one_line_error, run_cli
 from test_queries_fixture import build
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OLD_SPELLING = "--cluster is the cluster name; give the layout file with --nodes-csv"
 
 
