@@ -238,7 +238,7 @@ def test_cli_simulate_store_with_budgets(tmp_path, capsys):
 @pytest.mark.parametrize("argv, msg", [
     (["--procs", "4", "--min-runtime", "8x"], "--min-runtime: not a duration"),
     ([], "no cluster layout"),
-    (["--procs", "4", "--nodes", "2", "--gpus-per-node", "8"], "give one of --cluster"),
+    (["--procs", "4", "--nodes", "2", "--gpus-per-node", "8"], "give one of --nodes-csv"),
     (["--procs", "4", "--walltime-margin", "1.5"], "walltime_margin"),
     (["--procs", "4", "--budgets", "MISSING"], "cannot read"),
 ])
