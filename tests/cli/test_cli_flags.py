@@ -119,10 +119,10 @@ def test_the_old_cluster_csv_spelling_in_a_real_process(store, layout, tmp_path)
 
 @pytest.mark.parametrize("command", ["simulate", "validate"])
 def test_a_bad_budget_file_is_the_same_line_in_both_commands(command, store, tmp_path, capsys, monkeypatch):
-    """One --budgets loader: the file's own error (engine.budget_tree) after the command's name."""
+    """One --budgets loader: the file's own error (engine.budgets) after the command's name."""
     bad = tmp_path / "bad.toml"
     bad.write_text("[org]\nshare = 'lots'\n")
-    from engine.budget_tree import BudgetError, load
+    from engine.budgets import BudgetError, load
 
     with pytest.raises(BudgetError) as exc:
         load(bad)
