@@ -10,9 +10,11 @@ Nothing prints a traceback unless ``QUOTALOOP_DEBUG`` is set.
 
 Start-up: every sub-command module is imported to build the parser, so they import only the standard library and
 ``dashboard.cli.errors`` at the top; Polars, DuckDB, ``queries``, ``engine`` and Streamlit are imported inside
-``run`` (and the helpers it calls). Measured on the shared 2-core machine (2026-12-01): ``quotaloop --help`` takes
-0.17-0.24 s this way and 2.6-3.1 s with those imports at the top (``engine`` alone 1.2 s, ``dashboard.report``
-2.2 s, ``queries.ingest`` 0.8 s), which every ``--help``, every usage error and every shell completion would pay.
+``run`` (and the helpers it calls); the exceptions are the registries that ``choices=`` read (engine policies and
+backfill rules, ingest formats). Measured on the shared 2-core machine (2026-12-01): ``quotaloop --help`` took
+0.17-0.24 s this way before the registries and 0.36-0.51 s with them, against 2.6-3.1 s with every import at the
+top (``engine`` alone 1.2 s, ``dashboard.report`` 2.2 s, ``queries.ingest`` 0.8 s), which every ``--help``, every
+usage error and every shell completion would pay.
 """
 from __future__ import annotations
 
