@@ -11,9 +11,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # `streamlit run dashboard/app.py` puts dashboard/ (not the repo) on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import streamlit as st  # noqa: E402
+import streamlit as st
 
-from dashboard import ui  # noqa: E402
+from dashboard import ui
 
 # The favicon is drawn here: a Material icon or an emoji would be fetched from a CDN, and the dashboard must work
 # on an air-gapped cluster network.

@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import streamlit as st
+
 from .config import Config
 
 
@@ -159,8 +161,6 @@ def can_view(identity: Identity, target_user: str | None) -> bool:
 def current(cfg: Config, demo_user: str | None = None) -> Identity:
     """The identity of the current Streamlit session (reads ``st.user`` and ``st.context.headers``; ``demo_user``
     is the demo mode's "View as" choice and is ignored in every other mode)."""
-    import streamlit as st
-
     info: dict = {}
     if cfg.effective_auth == "oidc":
         try:

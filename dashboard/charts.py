@@ -10,11 +10,14 @@ a subset of HTML in labels, entity-escaped text shows literally.
 """
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 import polars as pl
 from plotly.colors import sample_colorscale
+from plotly.subplots import make_subplots
 
-# Same meaning colours as the exported report (dashboard/report_charts.py), so screenshots and reports agree.
+# Same meaning colours as the exported report (dashboard/report/charts.py), so screenshots and reports agree.
 REQUESTED = "#8c9bb5"
 USED = "#2a9d8f"
 WASTED = "#e76f51"
@@ -411,8 +414,6 @@ def node_heatmap(df: pl.DataFrame, *, node: str, slot: str, state: str, hover: s
     common = dict(zmin=-0.5, zmax=k - 0.5, colorscale=scale, xgap=1, ygap=1, showscale=False)
     wide = len(nodes) > WIDE_GRID_NODES
     if wide:
-        from plotly.subplots import make_subplots
-
         chunks = [range(i, min(i + PANEL_NODES, len(nodes))) for i in range(0, len(nodes), PANEL_NODES)]
         fig = make_subplots(rows=len(chunks), cols=1, vertical_spacing=min(0.3 / len(chunks), 0.12))
         for r, idx in enumerate(chunks, start=1):
@@ -478,6 +479,4 @@ def gantt(df: pl.DataFrame, *, node: str, start: str, end: str, color_by: str, h
 
 
 def _natural(value) -> tuple:
-    import re
-
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(value)))

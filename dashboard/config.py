@@ -20,7 +20,7 @@ Example::
 Invariants: the config is read fresh on every call (cheap; lets tests and operators change it without a
 restart); it never reads URL query parameters; ``auth = "auto"`` never trusts a request header, because only
 an operator who runs a proxy that strips and sets the header may turn that on. ``quotaloop serve`` resolves
-``auto`` before Streamlit starts (``dashboard.commands.serve.resolve_auth``): ``demo`` on the sample store,
+``auto`` before Streamlit starts (``dashboard.cli.serve.resolve_auth``): ``demo`` on the sample store,
 ``oidc`` when ``.streamlit/secrets.toml`` has an ``[auth]`` section, ``operator`` (one person on this machine,
 everything visible) on a loopback address, and a refusal to start on any other address. ``email_to_user =
 "local-part"`` maps an address to its local part only at a domain listed in ``email_domains``: ``x@elsewhere``

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
+from queries.store import Store
+
 SCORE_COLUMNS = ["job_count", "gpu_hours_wasted", "rec_efficiency", "rec_confidence", "rec_demand",
                  "rec_coefficient", "legacy_score", "legacy_rank", "legacy_coefficient"]
 
@@ -52,8 +54,6 @@ def split_jobs(jobs: pl.DataFrame, user: str, n: int) -> pl.DataFrame:
 def rescore(jobs: pl.DataFrame, samples: pl.DataFrame, nodes: pl.DataFrame, user: str, n: int,
             run_query, params: dict) -> pl.DataFrame:
     """metric, before, after_split, change for ``user``; ``run_query(name, store, **params)`` runs a query."""
-    from queries.store import Store
-
     if "job_id" in samples.columns and samples.height:
         mine = set(jobs.filter(pl.col("user") == user)["job_id"].to_list())
         samples = samples.filter(~pl.col("job_id").is_in(mine))

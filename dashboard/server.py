@@ -13,14 +13,15 @@ import sys
 import threading
 import time
 
+from streamlit.runtime import Runtime
+from streamlit.web import cli
+
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 def _warm_when_ready(timeout_s: float = 300.0) -> None:
-    from streamlit.runtime import Runtime
-
     deadline = time.monotonic() + timeout_s
     while not Runtime.exists():  # the runtime creates the cache storage the sessions use: never warm before it
         if time.monotonic() > deadline:
@@ -28,6 +29,9 @@ def _warm_when_ready(timeout_s: float = 300.0) -> None:
             return
         time.sleep(0.2)
     try:
+        # imported here, in the warm-up thread, not at the top: dashboard.data (Polars, DuckDB, queries, engine)
+        # takes 1.0-1.3 s to import after Streamlit (measured), which at the top would delay Streamlit opening its
+        # port by as much
         from dashboard import data
 
         data.warm(log=_log)
@@ -42,8 +46,6 @@ def warm_enabled(env=os.environ) -> bool:
 def main(argv: list[str] | None = None) -> int:
     if warm_enabled():
         threading.Thread(target=_warm_when_ready, name="quotaloop-warm-up", daemon=True).start()
-    from streamlit.web import cli
-
     sys.argv = ["streamlit", *(sys.argv[1:] if argv is None else argv)]
     return cli.main()
 

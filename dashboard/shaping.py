@@ -5,6 +5,9 @@ owns the caches and calls these after the queries.
 """
 from __future__ import annotations
 
+import io
+import zipfile
+
 import polars as pl
 
 
@@ -151,9 +154,6 @@ def delta_badge(delta: float | None, better: int, shown: str | None = None) -> d
 
 
 def zip_bytes(files: dict[str, bytes]) -> bytes:
-    import io
-    import zipfile
-
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(files):

@@ -6,22 +6,19 @@ every run, so they survive page switches. URL query parameters are never read, a
 """
 from __future__ import annotations
 
-import datetime as dt
-
 import streamlit as st
+from PIL import Image, ImageDraw
 
 from . import auth, charts, data, safe_csv, shaping
+from .whatif.frames import fmt_duration
 
 ALL = "All"
 PLATFORM_VIEW = "(platform team)"  # the demo picker's admin choice; parentheses: never a Slurm user name
-UTC = dt.timezone.utc
 FILTER_KEYS = ("flt_window", "flt_cluster", "flt_partition", "flt_account", "flt_state", "flt_class")
 
 
 def favicon():
     """A 32 px icon (a 2 x 2 grid of GPU slots: busy, idle, busy, stranded) built in memory, no network."""
-    from PIL import Image, ImageDraw
-
     img = Image.new("RGBA", (32, 32), (0, 0, 0, 0))
     draw = ImageDraw.Draw(img)
     for (x, y), color in zip([(1, 1), (17, 1), (1, 17), (17, 17)],
@@ -394,8 +391,6 @@ def fmt_kind(value, kind: str) -> str:
     if kind == "pct":
         return f"{100 * value:.1f} %"
     if kind == "dur":
-        from .whatif.frames import fmt_duration
-
         return fmt_duration(value)
     if kind == "int":
         return f"{value:,.0f}"

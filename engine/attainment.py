@@ -9,10 +9,10 @@ the budget tree's effective dates, and per account:
 - demanded = received + requested resources x queued time inside the window (submit -> start, or -> end for a
   job that never started, or -> window end while PENDING);
 - entitled = hierarchical water-filling of capacity x window hours over the demand buckets
-  (``budget_tree.entitlements``, guarantees and ``max_gpus`` as resources x hours); static = share x capacity;
+  (``budgets.entitlements``, guarantees and ``max_gpus`` as resources x hours); static = share x capacity;
 - per row of the tree's leaf frontier (leaves, ``PATH/(direct)`` buckets, ``unbudgeted``):
   attainment = received / min(entitled, demanded), ``attainment_static`` = received / min(static, demanded),
-  None when the denominator is 0.
+  None when the denominator is 0 (``budgets.attainment``, the one formula, applied by ``budgets.WindowTally``).
 Summary over "node" rows with an attainment: ``mean`` of attainment capped at 1, ``worst`` (uncapped minimum,
 ties by path) and ``worst_node``, ``teams_at_95pct`` (>= 0.95), ``over_entitled`` (> 1).
 
@@ -29,8 +29,7 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
-from . import budget_tree as bt
-from . import budget_window as bt_window
+from . import budgets as bt
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 HISTORY_STEP_S = 86400.0
@@ -108,7 +107,7 @@ def _when(us: float) -> dt.datetime:
 
 def compute(spans: Spans, tree, capacity: float, w0: float, w1: float) -> dict:
     """The attainment table and summary over [w0, w1) (µs), ``capacity`` in resource units."""
-    tally = bt_window.WindowTally()
+    tally = bt.WindowTally()
     for seg0, seg1, root in tree.segments(_when(w0), _when(w1)):
         a0 = (seg0 - EPOCH) / dt.timedelta(microseconds=1)
         a1 = (seg1 - EPOCH) / dt.timedelta(microseconds=1)

@@ -16,14 +16,17 @@ whatever the worker count; the same inputs give the same choice. Replays run in 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import datetime as dt
+import json
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import polars as pl
 
 from . import fidelity
+from .run import simulate
+from .warm_start import window_filter
 
 DEFAULT_GRID_S = (0.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TRAIN_FRACTION = 0.7
@@ -46,9 +49,7 @@ def split_time(submits, fraction: float = TRAIN_FRACTION):
 
 
 def window_jobs(jobs: pl.DataFrame, start, end, lookback_s: float) -> pl.DataFrame:
-    """The jobs a replay of [start, end) warm-started at ``start`` needs (``warm.window_filter``)."""
-    from .warm import window_filter
-
+    """The jobs a replay of [start, end) warm-started at ``start`` needs (``warm_start.window_filter``)."""
     if isinstance(start, dt.datetime):
         return jobs.filter(window_filter(start, end, lookback_s))
     return jobs
@@ -61,8 +62,6 @@ def _init(jobs, cluster):
 def replay_and_compare(cfg, t0_s, t1_s):
     """One replay: ``_STATE``'s jobs of [cfg.warm_start, cfg.window_end) simulated under ``cfg``, compared with
     the log over [t0_s, t1_s)."""
-    from . import simulate
-
     jobs = window_jobs(_STATE["jobs"], cfg.warm_start, cfg.window_end, cfg.lookback_s)
     res = simulate(jobs, _STATE["cluster"], cfg)
     m = res.metrics
@@ -149,8 +148,6 @@ def config_file(base, chosen: dict, extra: dict) -> dict:
 def read_config_file(path) -> dict:
     """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value. Raises ValueError
     with a one-line reason when the file is not one."""
-    import json
-
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-POLICIES = ("fcfs", "priority", "fairshare", "drf")
-BACKFILLS = ("none", "easy", "conservative")
+from .backfill import BACKFILLS
+from .policies import POLICIES
+from .units import UTC
+
 BACKFILL_ORDERS = ("queue", "area", "smallest")
 QUOTA_MODES = ("none", "guarantee")
 REPLAYS = ("none", "logged")
@@ -55,7 +57,7 @@ def parse_duration(value, field_name: str = "duration") -> float:
         except ValueError:
             parts = _DUR.findall(text)
             if not parts or _DUR.sub("", text).strip():
-                raise ConfigError(f"{field_name}: not a duration: {value!r} (use e.g. 3600, 90s, 30m, 8h, 1h30m, 2d)")
+                raise ConfigError(f"{field_name}: not a duration: {value!r} (use e.g. 3600, 90s, 30m, 8h, 1h30m, 2d)") from None
             seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     else:
         raise ConfigError(f"{field_name}: not a duration: {value!r}")
@@ -79,9 +81,9 @@ def instant(value, field_name: str):
         except ValueError:
             raise ConfigError(f"{field_name}: not an ISO time: {value!r}") from None
     if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+        return dt.datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{field_name}: expected a datetime, an ISO time or seconds, got {value!r}")
     return float(value)
@@ -112,7 +114,9 @@ class SimConfig:
     walltime_margin: float = 0.0              # a backfilled job must fit time_limit / (1 - margin) in its hole
     budgets: object = None                    # BudgetTree | BudgetNode | {path: share | {share, guaranteed_gpus, max_gpus}}
     min_runtime_s: float | None = None        # default contract; None = not preemptible (no contract)
-    min_runtime_by_class: dict = field(default_factory=dict)   # job_class -> seconds (beats the budget file)
+    min_runtime_by_class: dict = field(default_factory=dict)   # scenario override: job_class | "default" ->
+    #                                           seconds or None (no contract); beats the log and the budget file
+    #                                           (precedence: engine.min_runtime)
     checkpoint_interval_s: float | None = None  # None/0: no checkpoints, a requeue loses the whole attempt
     preemption: bool = True                   # jobs past their min runtime may be requeued (see engine.preempt)
     preemption_threshold: float = 0.1         # fair-share preemption: preemptor served < 1 - t, victim > 1 + t
@@ -127,7 +131,7 @@ class SimConfig:
     qos_preempts: dict = field(default_factory=dict)  # QoS -> QoS its jobs may preempt (Slurm preempt/qos);
     #                                                    empty = the budget file's [qos] table, if any
     replay: str = "none"                      # "logged": the log's own schedule (engine.replay), no policy
-    warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm),
+    warm_start: object = None                 # instant T: jobs that started before T run as logged (engine.warm_start),
     #                                           the rest are simulated from T; metrics cover [T, window_end)
     window_end: object = None                 # end of the measured window (default: the last job end)
     seed: int = 0
@@ -143,11 +147,7 @@ class SimConfig:
     @property
     def depth(self) -> int:
         """Reservations per pass: 0 = no backfill, 1 = EASY, a large number = conservative."""
-        if self.backfill == "none":
-            return 0
-        if self.reservation_depth is not None:
-            return self.reservation_depth
-        return 1 if self.backfill == "easy" else 1 << 60
+        return BACKFILLS[self.backfill].depth(self.reservation_depth)
 
     def params(self) -> dict:
         """The parameters that produced a run (for metrics.json); budgets are summarised, not dumped."""
@@ -180,8 +180,8 @@ class SimConfig:
             if isinstance(self.reservation_depth, bool) or not isinstance(self.reservation_depth, int) \
                     or self.reservation_depth < 1:
                 bad("reservation_depth", f"must be an integer >= 1, got {self.reservation_depth!r}")
-            if self.backfill == "none":
-                bad("reservation_depth", "needs backfill easy or conservative")
+            if not BACKFILLS[self.backfill].takes_depth:
+                bad("reservation_depth", "needs backfill " + " or ".join(n for n, r in BACKFILLS.items() if r.takes_depth))
         k = self.backfill_max_job_test
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
             bad("backfill_max_job_test", f"must be an integer >= 0, got {k!r}")
@@ -206,8 +206,9 @@ class SimConfig:
         changes["sched_interval_s"] = parse_duration(self.sched_interval_s, "sched_interval_s")
         if not isinstance(self.min_runtime_by_class, dict):
             bad("min_runtime_by_class", "must map job class -> duration")
-        changes["min_runtime_by_class"] = {str(k): parse_duration(v, f"min_runtime_by_class.{k}")
-                                           for k, v in self.min_runtime_by_class.items()}
+        changes["min_runtime_by_class"] = {  # None: the override is "no contract" (never preempted)
+            str(k): None if v is None else parse_duration(v, f"min_runtime_by_class.{k}")
+            for k, v in self.min_runtime_by_class.items()}
         if not isinstance(self.qos_priority, dict):
             bad("qos_priority", "must map QoS name -> number")
         if not isinstance(self.qos_preempts, dict):

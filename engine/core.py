@@ -7,7 +7,10 @@ pass's state) when nothing but submissions and min-runtime expiries happened sin
 the order is FCFS (new jobs queue last) or, for the other orders, at most one job arrived and the blocked head
 is unchanged (EASY / no backfill): the earlier jobs' outcome cannot have changed (free resources only shrank,
 the reservation stayed). Any other event makes the next pass full. A preemption round follows every pass.
-``fastpath`` runs the same algorithm for the common processor-count replay with every other feature idle.
+The queue policy (``engine.policies``) orders the queue; the backfill rule (``engine.backfill``) supplies the pass
+function, and where a whole-run kernel applies (``backfill.fastpath``: the common processor-count replay with every
+other feature idle) runs the simulation in its place. The core asks both only through their traits, never their
+names.
 
 Invariants:
 - A job is in exactly one state: waiting (``NEW``), queued, running or done; a running job holds ``alloc``
@@ -17,7 +20,7 @@ Invariants:
   seeded generator are turned into events up front).
 - Every job ends: jobs no budget version lets start are skipped up front (``over_cap``); if jobs are still
   queued when no event is left, ``run`` raises ``ConfigError`` naming them instead of returning a partial run.
-- ``replay="logged"`` bypasses the scheduler (``engine.replay``). A warm start T (``engine.warm``) pins the jobs
+- ``replay="logged"`` bypasses the scheduler (``engine.replay``). A warm start T (``engine.warm_start``) pins the jobs
   that started before T before the first event and submits the others at max(submit, T).
 - ``sched_interval_s`` N > 0: passes (and preemption rounds) run only at instants k*N of the simulation clock,
   like a real scheduler's cycle; events between two cycle instants are applied at their own time (a job's end
@@ -26,7 +29,7 @@ Invariants:
   N = 0 is the every-event loop above, unchanged. With ``sched_cycle="backfill"`` every other event instant with
   jobs queued still gets a main pass (queue order up to the first job that does not fit, no backfill, no
   preemption round), as Slurm's event-triggered scheduler; only backfilling waits for the cycle.
-- Each attempt's wait keeps its own reasons (``note``); ``wait_reasons`` answers per (job, attempt).
+- Each attempt's wait keeps its own reasons (``waits``, a ``reasons.WaitReasons``), answered per (job, attempt).
 """
 from __future__ import annotations
 
@@ -37,20 +40,41 @@ import math
 
 import numpy as np
 
-from . import fastpath, health, passes, preempt, reasons, warm
+from . import health, min_runtime, preempt, reasons, replay, tenants, warm_start
+from .backfill import BACKFILLS, PassState
+from .config import ConfigError
+from .events import P_END, P_SUBMIT, P_TICK
 from .intervals import Intervals
-from .policy import make_queue
+from .jobstate import DONE, NEW, QUEUED, RUNNING
+from .policies import POLICIES
 from .qstats import QueueStats
 from .pool import Pool
-from . import tenants
-from .tenants import Budgeting, Ledger, min_runtimes
+from .tenants import Budgeting, Ledger
+from .units import INF, UNLIMITED
 
-INF = math.inf
-NEW, QUEUED, RUNNING, DONE = 0, 1, 2, 3
-P_END, P_REPAIR, P_NODE, P_MINRT, P_SUBMIT, P_TICK = 0, 1, 2, 3, 4, 5
 
 
 class Simulator:
+    """One run's state, in groups (the seams' objects own theirs):
+
+    - the inputs: ``wl`` (``workload.Workload``), ``pool`` (free resources per node and group, ``pool.Pool``),
+      ``cfg``, the chosen ``policy`` and ``backfill`` rule (registries ``policies``/``backfill``), ``depth``;
+    - the queue: ``queue`` (the policy's), ``pstate`` (the last pass's ``backfill.state.PassState``), the
+      request-shape tallies ``shape``/``shape_count``/``qstats``/``whole_waiting``;
+    - per job, by index: ``status`` (``jobstate``), ``rem``/``limit_left`` (run time and limit left), ``alloc``,
+      ``att_start``/``first_start``/``end_time``/``start_seq``/``attempt``, ``reserved``, ``preemptions``/
+      ``failures``, ``run_s``; wait reasons in ``waits`` (``reasons.WaitReasons``);
+    - the running set: ``running_by_end`` (estimated end, seq, job), ``version`` (bumps on every change);
+    - usage tallies: ``held``/``gheld`` per account, ``ledger`` (window usage), ``charge`` (bucket policies);
+    - preemption: ``preemptible``/``preemptible_in``, ``min_rt``; health events: ``health``.
+
+    Writers outside this class: the pass kernels (``backfill``) start jobs through ``start`` and write only
+    ``reserved``, ``counters`` and the reasons; ``preempt`` requeues and starts through ``requeue``/``start``,
+    resets ``pstate`` and keeps its search caches; ``health`` requeues through ``requeue`` and bumps ``version``;
+    ``replay`` and ``warm_start`` set pinned jobs' per-job fields and the clock before the first event;
+    ``backfill.fastpath`` runs the whole loop itself and writes the per-job outputs it produces.
+    """
+
     def __init__(self, wl, pool: Pool, cfg):
         self.wl, self.pool, self.cfg = wl, pool, cfg
         n = wl.n
@@ -60,16 +84,15 @@ class Simulator:
         self.group, self.gang = wl.group, wl.gang
         self.acct, self.accounts = wl.acct, wl.accounts
         self.budgeting = Budgeting(cfg.budgets, wl.accounts, wl.origin_us)
-        self.min_rt = min_runtimes(wl, cfg, self.budgeting)
-        if cfg.policy == "priority":
-            qp = cfg.qos_priority
-            self.prio = [p if p is not None else float(qp.get(q, 0.0)) for p, q in zip(wl.prio, wl.qos)]
+        self.min_rt = min_runtime.per_job(wl, cfg, self.budgeting.tree)
+        self.policy = policy = POLICIES[cfg.policy]
+        self.backfill = BACKFILLS[cfg.backfill]
         res = pool.cluster.charge_resource
         src = self.req_g if res == "gpus" else self.req_c
         # charge per second in resource units; unallocated occupancy (min runtime 0) is free of charge
         self.charge = ([0.0 if mr == 0 else x / 1000.0 for mr, x in zip(self.min_rt, src)]
-                       if cfg.policy in ("fairshare", "drf") else None)
-        self.capacity = (sum(pool.cap_g), sum(pool.cap_c), sum(min(m, 1 << 60) for m in pool.cap_m))
+                       if policy.uses_buckets else None)
+        self.capacity = (sum(pool.cap_g), sum(pool.cap_c), sum(min(m, UNLIMITED) for m in pool.cap_m))
         # per-job mutable state
         self.status = [NEW] * n
         self.rem = list(wl.run)          # actual run time still to do
@@ -88,18 +111,15 @@ class Simulator:
         self.failures = [0] * n
         self.run_s = [0.0] * n
         self.killed = [False] * n         # ended without requeue by a node failure (no-requeue mode unused)
-        self.reason = [None] * n          # current wait reason (see ``note``)
-        self.reason_since = [0.0] * n
-        self.reason_acc: dict[int, dict] = {}
         self.intervals = Intervals()
         self.running_by_end: list[tuple] = []
         self.held = [[0, 0, 0] for _ in wl.accounts]  # account -> running (g, c, m)
         self.gheld = [0] * len(wl.accounts)             # account -> running guaranteed milli-GPUs
         self.ledger = Ledger(len(wl.accounts), cfg.lookback_s)
-        self.track_usage = cfg.policy == "fairshare"
-        self.queue = make_queue(self, cfg.policy)
+        self.track_usage = policy.tracks_usage
+        self.queue = policy.make_queue(self)
         self.depth = cfg.depth
-        self.default_reason = "priority" if self.depth == 0 else "resources"
+        self.waits = reasons.WaitReasons(n, "priority" if self.depth == 0 else "resources", self.attempt)
         self.preemptible: set[int] = set()
         self.preemptible_in: dict = {}    # placement group -> preemptible jobs holding resources on its nodes
         self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
@@ -127,13 +147,13 @@ class Simulator:
         self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
         # the fair-share order already leaves funded jobs a borrowing cap holds back out (and hands each job over
         # before anything else starts): a pass re-checks the cap only for the others
-        lazy_fs = cfg.policy == "fairshare" and cfg.backfill_order == "queue"
+        lazy_fs = policy.order_skips_capped and cfg.backfill_order == "queue"
         self.cap_check = [not (lazy_fs and mr != 0) for mr in self.min_rt] if self._caps else None
         self.cap_all = [True] * n if self._caps else None
         self._cap_slots: dict = {}  # an incremental pass's new jobs come from no order
         self.ordered = True   # whether the running pass's jobs come from the queue order (``schedule``)
         self.health = health.Health(self)
-        self.pass_fn = passes.choose(self)
+        self.pass_fn = self.backfill.pass_for(self)
 
     def push(self, t, prio, payload) -> None:
         self.seq_counter += 1
@@ -142,12 +162,11 @@ class Simulator:
     # ------------------------------------------------------------------ main loop
     def run(self) -> None:
         if self.cfg.replay == "logged":
-            from . import replay
-
             replay.run(self)
             return
-        if fastpath.applies(self):
-            fastpath.run(self)
+        whole_run = self.backfill.whole_run(self)
+        if whole_run is not None:
+            whole_run(self)
             return
         wl, pool = self.wl, self.pool
         # the request shape decides fit (passes cache failures per shape); "whole" jobs count for fragmentation
@@ -166,7 +185,7 @@ class Simulator:
         self.heap = heap
         heapq.heapify(heap)
         if T is not None:
-            warm.setup(self)
+            warm_start.setup(self)
         self.health.schedule_events()
         frag_end = INF if wl.end_s is None else wl.end_s  # fragmentation is measured inside the window
         pop = heapq.heappop
@@ -209,14 +228,12 @@ class Simulator:
                         self.main_pass(t)
                     continue
             if len(queue):
-                if not full and self.cfg.policy != "fcfs":
+                if not full and not self.policy.new_jobs_queue_last:
                     full = not self._same_head(t, new)
                 self.schedule(t, full, new)
             if cycle:
                 full, new = False, []
         if len(queue):  # no event left can start them: say which instead of returning a half-finished run
-            from .config import ConfigError
-
             ids = [str(self.wl.job_id[j]) for j in sorted(queue.jobs())[:3]]
             raise ConfigError(f"workload: {len(queue)} job(s) can never start (job_id {', '.join(ids)}, ...): "
                               "a budget version in force while they wait caps them below their request")
@@ -227,8 +244,8 @@ class Simulator:
         self.counters["passes"] += 1
         depth, self.depth = self.depth, 0
         try:
-            fn = passes.scalar_pass if self.pool.cluster.procs_mode and not self.budgeting_caps() else passes.node_pass
-            started = fn(self, now, self.queue.order(now), passes.PassState())
+            fn = BACKFILLS["none"].pass_for(self)
+            started = fn(self, now, self.queue.order(now), PassState())
         finally:
             self.depth = depth
         for j in started:
@@ -238,20 +255,21 @@ class Simulator:
     def _same_head(self, now, new) -> bool:
         """A non-FCFS order allows an incremental pass when at most one job arrived behind the same blocked
         head: the jobs between them all failed on the very same free resources and reservation (EASY / none)."""
-        st = self.pstate
-        if st is None or len(new) > 1 or self.depth > 1 or st.blocked is None or self.status[st.blocked] != QUEUED:
+        pass_state = self.pstate
+        if (pass_state is None or len(new) > 1 or self.depth > 1 or pass_state.blocked is None
+                or self.status[pass_state.blocked] != QUEUED):
             return False
         order = iter(self.queue.order(now))
         head = next(order, None)
         self._head_order = (now, head, order)  # a full pass at this instant continues this order (same state)
-        return head == st.blocked
+        return head == pass_state.blocked
 
     def schedule(self, now, full, new) -> None:
         self.counters["passes"] += 1
         ho, self._head_order = self._head_order, None
         if full or self.pstate is None:
             self.counters["full_passes"] += 1
-            self.pstate = passes.PassState()
+            self.pstate = PassState()
             if ho is not None and ho[0] == now and ho[1] is not None:
                 jobs = itertools.chain((ho[1],), ho[2])
             else:
@@ -270,8 +288,7 @@ class Simulator:
     def enqueue(self, j) -> None:
         self.status[j] = QUEUED
         self.queue.add(j)
-        self.reason[j] = self.default_reason  # every attempt's wait has its own reasons
-        self.reason_since[j] = self.now
+        self.waits.begin(j, self.now)
         s = self.shape[j]
         self.shape_count[s] = self.shape_count.get(s, 0) + 1
         self.qstats.add(*s)
@@ -299,7 +316,7 @@ class Simulator:
         self.att_start[j] = now
         if self.first_start[j] is None:
             self.first_start[j] = now
-        self._close_reason(j, now)
+        self.waits.close(j, now)
         self.seq_counter += 1
         self.start_seq[j] = self.seq_counter
         dur = min(self.rem[j], self.limit_left[j])
@@ -386,11 +403,6 @@ class Simulator:
         for n, *_ in self.alloc[j]:
             for k in groups[n]:
                 self.preemptible_in.setdefault(k, set()).add(j)
-
-    # ------------------------------------------------------------------ wait reasons (``reasons``)
-    note = reasons.note
-    _close_reason = reasons.close
-    wait_reasons = reasons.wait_reasons
 
     # ------------------------------------------------------------------ queries used by passes
     def eligible(self, j) -> frozenset:

@@ -14,13 +14,13 @@ failure or drain of a node that is not up is ignored; every down node gets exact
 from __future__ import annotations
 
 import datetime as dt
-import math
 
 from .config import ConfigError
+from .events import P_MINRT, P_NODE, P_REPAIR
+from .preempt import on_minrt
+from .units import EPOCH, INF
 
-P_REPAIR, P_NODE, P_MINRT = 1, 2, 3
 UP, DRAINING, DOWN = "up", "draining", "down"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _clock(sim, t, i: int) -> float:
@@ -29,7 +29,7 @@ def _clock(sim, t, i: int) -> float:
         return float(t)
     if sim.wl.datetime_dtype is None:
         raise ConfigError(f"node_events[{i}]: a datetime instant needs a workload with datetime submit times")
-    return ((t - _EPOCH) // dt.timedelta(microseconds=1) - sim.wl.origin_us) / 1e6
+    return ((t - EPOCH) // dt.timedelta(microseconds=1) - sim.wl.origin_us) / 1e6
 
 
 class Health:
@@ -69,8 +69,6 @@ class Health:
         """Apply one health or min-runtime event; True when the next pass must be a full one."""
         sim = self.sim
         if prio == P_MINRT:
-            from .preempt import on_minrt
-
             j, att = payload
             return on_minrt(sim, j, att, t)
         if prio == P_REPAIR:
@@ -98,9 +96,9 @@ class Health:
         self.state[n] = DRAINING
         for j in on_node:
             mrt = sim.min_rt[j]
-            if mrt < math.inf and t - sim.att_start[j] >= mrt:
+            if mrt < INF and t - sim.att_start[j] >= mrt:
                 sim.requeue(j, t, "drain")
-            elif mrt < math.inf and not sim.preempt_on:
+            elif mrt < INF and not sim.preempt_on:
                 sim.push(sim.att_start[j] + mrt, P_MINRT, (j, sim.attempt[j]))
         if sim.pool.idle(n) and self.state[n] == DRAINING:
             self._go_down(n, t)

@@ -22,6 +22,23 @@ class Intervals:
     def __len__(self):
         return len(self.job)
 
+    def set_single_attempts(self, start, end, seq, size, use_c: bool):
+        """Every job ran once, from ``start[j]`` to ``end[j]`` on ``size[j]`` processors (CPUs if ``use_c``, else
+        GPUs) of processor-count node 0: the record as columns, in the order the event loop would append them
+        (by end, then start sequence). Returns the start and end arrays (float seconds, by job)."""
+        n = len(start)
+        start_s = np.asarray(start, dtype=np.float64)
+        end_s = np.asarray(end, dtype=np.float64)
+        sq = np.asarray(seq, dtype=np.int64)
+        order = np.lexsort((sq, end_s))
+        sizes = np.asarray(size, dtype=np.int64)[order]
+        zeros = np.zeros(n, dtype=np.int64)
+        self.job, self.att, self.start, self.end = order, zeros, start_s[order], end_s[order]
+        self.how, self.useful, self.seq = np.zeros(n, dtype=np.int8), end_s[order] - start_s[order], sq[order]
+        self.a_iv, self.a_node, self.a_m = np.arange(n, dtype=np.int64), zeros, zeros
+        self.a_g, self.a_c = (zeros, sizes) if use_c else (sizes, zeros)
+        return start_s, end_s
+
     def add(self, j, att, s, e, alloc, how, useful=None, seq=None) -> None:
         """``useful``: seconds of the attempt that count as done work (all of it unless requeued)."""
         k = len(self.job)

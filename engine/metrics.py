@@ -2,7 +2,7 @@
 
 Definitions ("resource" = GPUs when the cluster has any, else CPUs / processors; times in seconds). Everything
 is measured inside the window [w0, w1) (``window``): w0 = the warm start (else the first submit), w1 = the
-window end (else the last end); jobs pinned by a warm start (``engine.warm``) count only by the resources they
+window end (else the last end); jobs pinned by a warm start (``engine.warm_start``) count only by the resources they
 hold inside it, never in waits, slowdowns or timeouts (their waits are history, not the policy's).
 - ``occupancy``: allocated resource-seconds (every attempt, lost work included) / available capacity-seconds
   (capacity x span minus node downtime); span = w1 - w0.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-UNLIMITED = 1 << 60
+from .units import UNLIMITED
 
 
 def milli(x) -> int:

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 
-from . import passes
-
-INF = math.inf
-P_MINRT = 3
+from .backfill.easy import reservation_time
+from .backfill.state import PassState
+from .events import P_MINRT
+from .jobstate import QUEUED, RUNNING
+from .units import INF
 
 
 def on_start(sim, j, now, dur) -> None:
@@ -75,7 +76,7 @@ def _promote(sim, j) -> None:
 
 def on_minrt(sim, j, att, now) -> bool:
     """A running job reached its min runtime: it becomes preemptible (and leaves a draining node)."""
-    if sim.status[j] != 2 or sim.attempt[j] != att:
+    if sim.status[j] != RUNNING or sim.attempt[j] != att:
         return False
     if sim.health.on_draining_node(j):
         sim.requeue(j, now, "drain")
@@ -113,7 +114,7 @@ def _served(sim, ten, now) -> dict:
 
 def _served_now(sim, ten, now) -> dict:
     out: dict[int, float] = {}
-    if sim.cfg.policy == "drf":
+    if sim.policy.dominant_share:
         held = sim.held_by_bucket(ten)
         tot = sim.capacity
         for b in set(ten.bucket.values()):
@@ -138,7 +139,7 @@ def _drf_served(h, tot, frac: float) -> float:
 
 def _victims(sim, J, now):
     ten = sim.budgeting.at(now)
-    fair = sim.cfg.policy in ("fairshare", "drf")
+    fair = sim.policy.uses_buckets
     served = _served(sim, ten, now) if fair else {}
     th = sim.cfg.preemption_threshold
     bJ = ten.bucket[sim.accounts[sim.acct[J]]]
@@ -227,7 +228,7 @@ def _victims(sim, J, now):
             d = pool.free_m[n0] + sum(x[3] for u in rest for x in sim.alloc[u] if x[0] == n0)
             if a >= g and b >= c and d >= m:
                 need = rest
-    if sim.cfg.policy == "drf" and by_share.intersection(need) and not _final_share_ok(sim, ten, J, need, by_share):
+    if sim.policy.dominant_share and by_share.intersection(need) and not _final_share_ok(sim, ten, J, need, by_share):
         return None
     factor = sim.cfg.preemption_cost_factor
     if factor > 0:
@@ -238,8 +239,8 @@ def _victims(sim, J, now):
             if sim.min_rt[v] != 0:
                 el = now - sim.att_start[v]
                 sunk += (el - (math.floor(el / ci) * ci if ci else 0.0)) * sum(x[k] for x in sim.alloc[v])
-        st = sim.pstate
-        T = passes.reservation_time(sim, st) if st is not None and st.blocked == J else INF
+        pass_state = sim.pstate
+        T = reservation_time(sim, pass_state) if pass_state is not None and pass_state.blocked == J else INF
         gain = (T - now) * (sim.req_g[J] if k == 1 else sim.req_c[J])
         if factor * sunk > gain:
             return None
@@ -277,9 +278,9 @@ def _final_share_ok(sim, ten, J, need, by_share) -> bool:
 def rounds(sim, now) -> None:
     """Preempt for the first blocked job while that works, re-running a full pass after each success."""
     for _ in range(len(sim.queue) + 1):
-        st = sim.pstate
-        J = st.blocked if st is not None else None
-        if J is None or sim.status[J] != 1 or sim.min_rt[J] == 0 or not sim.preemptible:
+        pass_state = sim.pstate
+        J = pass_state.blocked if pass_state is not None else None
+        if J is None or sim.status[J] != QUEUED or sim.min_rt[J] == 0 or not sim.preemptible:
             return
         if sim._caps and sim.over_cap(J):
             return
@@ -298,6 +299,6 @@ def rounds(sim, now) -> None:
             sim.requeue(v, now, "preempt")
         sim.start(J, now, placement)
         sim.dequeue(J)
-        sim.pstate = passes.PassState()
+        sim.pstate = PassState()
         for j in sim.pass_fn(sim, now, sim.queue.order(now), sim.pstate):
             sim.dequeue(j)

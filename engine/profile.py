@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 
-INF = float("inf")
+from .units import INF
 
 
 class Profile:

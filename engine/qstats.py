@@ -11,6 +11,8 @@ Invariants:
 """
 from __future__ import annotations
 
+from .units import INF
+
 
 class QueueStats:
     def __init__(self):
@@ -44,7 +46,7 @@ class QueueStats:
             else:
                 del cs[k][v]
                 if v == mn[k]:
-                    mn[k] = min(cs[k]) if cs[k] else float("inf")
+                    mn[k] = min(cs[k]) if cs[k] else INF
 
     def nothing_fits(self, pool) -> bool:
         groups = pool._groups

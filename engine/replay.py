@@ -19,9 +19,9 @@ import re
 
 import polars as pl
 
+from .jobstate import DONE
 from .pool import mib_up, milli
 
-DONE = 3
 _GROUP = re.compile(r"^(.*?)\[([^\]]*)\](.*)$")
 
 

@@ -35,7 +35,7 @@ import polars as pl
 
 from .intervals import HOWS
 from .metrics import clean
-from .pool import UNLIMITED
+from .units import INF, UNLIMITED
 
 EXTRA_COLUMNS = {
     "wait_s": pl.Float64, "run_s": pl.Float64, "preemptions": pl.Int32, "failures": pl.Int32,
@@ -154,7 +154,7 @@ def build(sim, wl, metrics) -> SimResult:
     pool = sim.pool
     procs = pool.cluster.procs_mode
     ts_dtype = wl.datetime_dtype
-    ten = sim.budgeting.at(float("inf"))
+    ten = sim.budgeting.at(INF)
     iv = sim.intervals.arrays()
     job, att, ivx = _rows(sim, iv)
     rows = len(job)
@@ -224,7 +224,7 @@ def build(sim, wl, metrics) -> SimResult:
     # per-(job, attempt) values land on row first[j] + attempt (rows are in (job, attempt) order)
     first = np.searchsorted(job, np.arange(sim.n)) if rows else np.zeros(0, dtype=np.int64)
     reasons = [None] * rows
-    for key, r in sim.wait_reasons().items():
+    for key, r in sim.waits.longest().items():
         reasons[first[key] if type(key) is int else first[key[0]] + key[1]] = r
     reserved = [None] * rows
     for j, t in enumerate(sim.reserved):

@@ -1,11 +1,11 @@
 """Tenants (budget buckets) and their usage over a sliding window: the state fair share and DRF order by.
 
-Budgets come as a ``budget_tree.BudgetTree`` (effective-dated versions), a ``BudgetNode`` root, or a plain
+Budgets come as a ``budgets.BudgetTree`` (effective-dated versions), a ``BudgetNode`` root, or a plain
 dict ``{"org/team": share | {"share": s, "guaranteed_gpus": g, "max_gpus": x}}``; none = every account is
 its own top-level tenant with share 1.
 
 Invariants:
-- Every job maps to exactly one bucket per budget version (``budget_tree.bucket``: a leaf path,
+- Every job maps to exactly one bucket per budget version (``budgets.bucket``: a leaf path,
   ``PATH/(direct)`` or ``unbudgeted``); direct and unbudgeted buckets are zero-share leaves, served only
   after their positive-share siblings (never lost).
 - ``frac[node]`` = product of share / sum(sibling shares) down the path; siblings' fractions sum to their
@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from . import budget_tree as bt
+from . import budgets as bt
 
 
 def to_tree(budgets):
@@ -138,7 +138,9 @@ class Tenants:
         return i
 
     def _walk(self, node, parent, frac) -> None:
-        milli_or_none = (lambda v: None if v is None else v * 1000.0)
+        def milli_or_none(v):
+            return None if v is None else v * 1000.0
+
         i = self._add(node.path, parent, frac, milli_or_none(node.guaranteed_gpus), milli_or_none(node.max_gpus))
         total = sum(c.share for c in node.children)
         for c in node.children:
@@ -182,20 +184,6 @@ class Budgeting:
             k += 1
         self._k = k
         return self.versions[k]
-
-    def min_runtime(self, job_class, account):
-        """The budget file's min runtime for a class on the account's path, or None when no table names it."""
-        if self.tree is None:
-            return None
-        root = self.tree.at(None)
-        path = bt.resolve(root, account)
-        chain = [] if path == bt.UNBUDGETED else [root.index["/".join(path.split("/")[:i])]
-                                                   for i in range(path.count("/") + 1, 0, -1)]
-        for table in [dict(n.min_runtime_s) for n in chain] + [dict(self.tree.min_runtime_s)]:
-            for key in (job_class, "default"):
-                if key in table:
-                    return float(table[key])
-        return None
 
 
 class Ledger:
@@ -285,31 +273,3 @@ def over_cap(self, j) -> bool:
                 room = r
         self._room[a] = room
     return self.req_g[j] > room
-
-
-def min_runtimes(wl, cfg, budgeting) -> list:
-    """Per job: the log's min runtime, else the config's per-class value, else the budget file's, else the config
-    default; none at all = no contract (``inf``: never preempted). A warm start's pinned job (started before T)
-    runs as logged, so a what-if's per-class value never applies to it: it keeps the budget file's."""
-    inf = float("inf")
-    if (not cfg.min_runtime_by_class and budgeting.tree is None and
-            ("min_runtime_s" not in wl.frame.columns or wl.frame["min_runtime_s"].null_count() == wl.n)):
-        return [inf if cfg.min_runtime_s is None else float(cfg.min_runtime_s)] * wl.n  # one contract for all
-    cache: dict = {}
-    out = []
-    pinned = wl.pinned if cfg.min_runtime_by_class else [False] * wl.n
-    for v, cls, a, pin in zip(wl.log_min_rt, wl.job_class, wl.acct, pinned):
-        if v is not None and v == v and v >= 0:
-            out.append(float(v))
-            continue
-        key = (cls, a, bool(pin))
-        r = cache.get(key)
-        if r is None:
-            r = cfg.min_runtime_by_class.get(cls) if cls is not None and not pin else None
-            if r is None:
-                r = budgeting.min_runtime(cls, wl.accounts[a])
-            if r is None:
-                r = cfg.min_runtime_s
-            r = cache[key] = inf if r is None else float(r)
-        out.append(r)
-    return out

@@ -19,16 +19,18 @@ Invariants:
 - Requests are integers: milli-GPUs, milli-CPUs, MiB (rounded up); in processor-count mode only the
   cluster's sizing resource is non-zero.
 - With a warm start T, a job whose logged ``start`` is before T is *pinned* (``pinned[i]``): kept whatever its
-  state, run time or size (it runs as logged, ``engine.warm``), never skipped for its request; every other job
+  state, run time or size (it runs as logged, ``engine.warm_start``), never skipped for its request; every other job
   goes through the checks above. ``warm_s`` / ``end_s`` are T and the window end on the simulation clock.
 """
 from __future__ import annotations
 
+import datetime as dt
 from functools import cached_property
 
 import polars as pl
 
 from .config import ConfigError
+from .units import EPOCH
 
 SKIP_REASONS = ("no_submit", "unfinished", "never_ran", "no_runtime", "no_size", "too_large", "over_cap")
 
@@ -107,15 +109,13 @@ def _col(df: pl.DataFrame, name: str, dtype):
 
 def _absolute(value, is_dt: bool, name: str):
     """A config instant on the frame's raw clock: epoch microseconds (datetime submit) or seconds (numeric)."""
-    import datetime as dt
-
     if value is None:
         return None
     if is_dt != isinstance(value, dt.datetime):
         kind = "a datetime" if is_dt else "a number of seconds"
         raise ConfigError(f"{name}: the workload's submit times need {kind}, got {value!r}")
     if is_dt:
-        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1)
+        return (value - EPOCH) / dt.timedelta(microseconds=1)
     return float(value)
 
 

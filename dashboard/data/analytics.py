@@ -8,9 +8,10 @@ import polars as pl
 import streamlit as st
 
 import queries
+from queries.analytics.budgets import store_capacity, store_capacity_gpus
 
-from .. import shaping
-from .core import (Filters, NotAvailable, _bind_filters, available, declared, options, query, scan, store_dir,
+from .. import gaming, shaping
+from .query_cache import (Filters, NotAvailable, _bind_filters, available, declared, options, query, scan, store_dir,
                    store_token)
 
 # ------------------------------------------------------------------ waste
@@ -141,8 +142,6 @@ def gaming_check(flt: Filters | None, user: str, splits: int = 10) -> pl.DataFra
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=6 * 3600)
 def _gaming_check(store: str, token: str, flt, user: str, splits: int) -> pl.DataFrame:
-    from dashboard import gaming
-
     if not available("user_ranking"):
         raise NotAvailable("the `user_ranking` query is not available yet")
     jobs = scan("jobs", store)
@@ -225,8 +224,6 @@ def _resource(store: str, token: str, flt) -> str:
 # ------------------------------------------------------------------ overview
 def capacity_gpus(cluster: str | None = None) -> float | None:
     """GPUs in the store's node list (of ``cluster``); None when the store has no node list."""
-    from queries.analytics.budgets import store_capacity_gpus
-
     return _capacity(str(store_dir()), store_token(), cluster, store_capacity_gpus)
 
 
@@ -235,8 +232,6 @@ def capacity(cluster: str | None = None, unit: str = "gpu", partition: str | Non
     list (of ``cluster``); None without a node list."""
     if unit != "cpu":
         return capacity_gpus(cluster)
-    from queries.analytics.budgets import store_capacity
-
     return _capacity(str(store_dir()), store_token(), cluster,
                      lambda store, c: store_capacity(store, c, "cpu", partition), f"cpu:{partition}")
 

@@ -1,4 +1,4 @@
-"""Cached report builds for the Reports page: ``dashboard/report.py`` run on the sidebar's filters.
+"""Cached report builds for the Reports page: ``dashboard.report`` run on the sidebar's filters.
 
 Invariant: the page builds exactly what ``quotaloop report`` writes for the same scope. ``report_request`` turns
 the sidebar into the arguments of ``build_report`` (window, cluster, partition, account subtree, state, job
@@ -8,22 +8,15 @@ download from the page and the scheduled CLI run are byte-identical (tests/dashb
 from __future__ import annotations
 
 import datetime as dt
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from .core import Filters, NotAvailable, config, store_dir, store_token
+from dashboard.report import build_report, command_line
 
-REPORT_FORMATS = ("html", "csv", "parquet", "png", "svg")
-
-
-def report_available() -> bool:
-    try:
-        from dashboard import report  # noqa: F401
-    except ImportError:
-        return False
-    return hasattr(report, "build_report")
+from .query_cache import Filters, NotAvailable, config, store_dir, store_token
 
 
 def report_window(flt: Filters) -> tuple[float, str]:
@@ -52,8 +45,6 @@ class ReportRequest:
                     filters=dict(self.filters), budgets=self.budgets, formats=self.formats)
 
     def command(self, out: str = "reports/") -> list[str]:
-        from dashboard.report import command_line
-
         return command_line(self.store, self.window_s, out=out, **self.kwargs())
 
 
@@ -74,10 +65,6 @@ def report_request(flt: Filters, audience: str, *, team: str | None = None, user
 
 @st.cache_data(show_spinner=False, max_entries=32, ttl=3600)
 def _report_files(req: ReportRequest, token: str, budgets_mtime_ns: int) -> dict:
-    import tempfile
-
-    from dashboard.report import build_report
-
     with tempfile.TemporaryDirectory(prefix="quotaloop-report-") as out:
         paths = build_report(req.store, req.window_s, out_dir=out, **req.kwargs())
         return {Path(p).name: Path(p).read_bytes() for p in paths if Path(p).is_file()}
@@ -85,7 +72,5 @@ def _report_files(req: ReportRequest, token: str, budgets_mtime_ns: int) -> dict
 
 def report_files(req: ReportRequest) -> dict[str, bytes]:
     """Build the report of ``req``; file name -> bytes (cached by the request, the store and the budget file)."""
-    if not report_available():
-        raise NotAvailable("the report export (`dashboard/report.py`) is not available yet")
     mtime = Path(req.budgets).stat().st_mtime_ns if req.budgets else 0
     return _report_files(req, store_token(req.store), mtime)

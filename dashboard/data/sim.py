@@ -18,18 +18,13 @@ from dashboard.whatif import budgets as whatif_budgets
 from dashboard.whatif import explain as ex
 from dashboard.whatif import frames, loader, runner
 from dashboard.whatif.spec import ScenarioSpec
-from engine import budget_tree as bt
+from engine import budgets as bt
 from engine.tenants import to_tree
 from queries.analytics import budgets as qb
 
 from .analytics import capacity_gpus
-from .core import (Filters, NotAvailable, SimulationError, available, config, options, query, scan, store_dir,
-                   store_token)
-
-# ``dashboard.data`` star-imports this module: only these names are its API (the imports above are not)
-__all__ = ["attainment_history", "budget_tree", "budget_unit", "budgets", "budgets_path", "explain_team",
-           "is_cached", "last_scenario", "mark_done", "replay_filters", "run_scenario", "sim_cluster",
-           "sim_occupancy", "sim_slots_at"]
+from .query_cache import (Filters, NotAvailable, SimulationError, available, config, options, query, scan,
+                          store_dir, store_token)
 
 # ------------------------------------------------------------------ simulation (engine)
 def budgets_path() -> Path | None:
@@ -45,7 +40,7 @@ def budgets():
     """The baseline budgets: the budget file's tree, else share 1 per leaf account
     (``whatif.budgets.default_budgets``).
 
-    Returns (budgets, source label). A broken budget file raises ``engine.budget_tree.BudgetError``."""
+    Returns (budgets, source label). A broken budget file raises ``engine.budgets.BudgetError``."""
     path = budgets_path()
     if path is not None and Path(path).is_file():
         return _budget_tree(str(path), Path(path).stat().st_mtime_ns), str(path)
@@ -80,7 +75,7 @@ def _largest_cluster(store: str, token: str) -> str | None:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _engine_inputs(store: str, token: str, start, end, cluster):
     """The workload and nodes a replay of [start, end) needs (``whatif.loader``). With a window start the replay
-    is warm-started there (``engine.warm``): the jobs running or pending at ``start``, those submitted in the
+    is warm-started there (``engine.warm_start``): the jobs running or pending at ``start``, those submitted in the
     window and those that ran in the fair-share lookback before it; without one, every job submitted before
     ``end``."""
     return loader.load(store, cluster=cluster, start=start, end=end)

@@ -2,7 +2,8 @@
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
 import streamlit as st
 
-from engine.budget_tree import JOB_CLASSES
+from engine.budgets import JOB_CLASSES
+from engine.policies import POLICIES
 
 from dashboard import charts, charts_budget, data, shaping, ui
 from dashboard.whatif import budgets as whatif_budgets
@@ -44,10 +45,11 @@ if st.toggle("Show the logged attainment history (7-day windows, stepped daily)"
 
 nodes = whatif_budgets.budget_nodes(budgets)
 classes = [c for c in data.options().job_classes if c] or list(JOB_CLASSES)
-HOURS = [0, 0.25, 0.5, 1, 2, 4, 8, 12, 24, 48]  # the min-runtime sliders' stops; the scenario holds seconds
+# min runtime choices in seconds (None = no contract: never preempted); hours appear only in the labels
+CONTRACTS_S = [None, 0, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800]
 REPLAY = [1, 3, 7, 14, 0]
 KIND_NAMES = registry.labels()
-base_mrt = {c: whatif_budgets.baseline_min_runtime_h(budgets, c) for c in classes}
+base_mrt = {c: whatif_budgets.baseline_min_runtime_s(budgets, c) for c in classes}
 kind = st.segmented_control("Scenario kind", list(KIND_NAMES), default="custom", required=True, key="fs_kind",
                             format_func=KIND_NAMES.get)
 
@@ -74,12 +76,19 @@ def share_controls(shares: dict, guaranteed: dict) -> None:
                 key=f"guar_{kid['path']}")
 
 
+def contract_label(seconds) -> str:
+    if seconds is None:
+        return "none (never preempted)"
+    return "0 (preemptible)" if seconds == 0 else f"{seconds / 3600:g} h"
+
+
 def contract_controls(mrt: dict) -> float:
     st.markdown("**Scheduling contract**")
     for c in classes:
-        default = min(HOURS, key=lambda h: abs(h - base_mrt[c]))
-        mrt[c] = st.select_slider(f"Min runtime: {c}", HOURS, value=default, key=f"mrt_{c}",
-                                  format_func=lambda h: "0 (preemptible)" if h == 0 else f"{h:g} h")
+        base = base_mrt[c]
+        default = None if base is None else min(CONTRACTS_S[1:], key=lambda s: abs(s - base))
+        mrt[c] = st.select_slider(f"Min runtime: {c}", CONTRACTS_S, value=default, key=f"mrt_{c}",
+                                  format_func=contract_label)
     return st.select_slider("Checkpoint interval", list(whatif_budgets.CHECKPOINTS), value=0, key="fs_ckpt",
                             format_func=whatif_budgets.CHECKPOINTS.get)
 
@@ -134,7 +143,7 @@ with st.form("scenario_form", border=True):
             backfill = st.segmented_control("Backfill" if kind == "custom" else "Baseline backfill",
                                             ["none", "easy", "conservative"], default="easy", required=True,
                                             key="fs_backfill")
-        policy = st.selectbox("Queue policy", ["fairshare", "drf", "priority", "fcfs"], key="fs_policy")
+        policy = st.selectbox("Queue policy", sorted(POLICIES, key=lambda p: p != "fairshare"), key="fs_policy")
         replay_days = st.select_slider(
             "Replay the last", REPLAY, value=7, key="fs_days", format_func=lambda d: "whole window" if d == 0 else
             f"{d} days", help="The last N days of the sidebar window are replayed, starting from the logged state "
@@ -148,11 +157,11 @@ if submitted:
         named = {"shares": whatif_budgets.overrides({n["path"]: n["share"] for n in nodes}, shares),
                  "guaranteed": whatif_budgets.overrides({n["path"]: n["guaranteed_gpus"] or 0 for n in nodes},
                                                         guaranteed)}
-    if kind == "min_runtime":  # hours at the slider, seconds in the scenario
-        named = {"min_runtime_s": {c: h * 3600.0 for c, h in mrt.items()}, "checkpoint_interval_s": float(ckpt) or None}
+    if kind == "min_runtime":  # seconds, None = no contract; untouched classes keep their contract
+        named = {"min_runtime_s": whatif_budgets.overrides(base_mrt, mrt), "checkpoint_interval_s": float(ckpt) or None}
     if kind == "custom":  # the custom mix changes policy and backfill against the default fairshare/easy baseline
-        named.update(min_runtime_s={c: h * 3600.0 for c, h in whatif_budgets.overrides(base_mrt, mrt).items()},
-                     checkpoint_interval_s=float(ckpt) or None, scenario_policy=policy, scenario_backfill=backfill)
+        named.update(min_runtime_s=whatif_budgets.overrides(base_mrt, mrt), checkpoint_interval_s=float(ckpt) or None,
+                     scenario_policy=policy, scenario_backfill=backfill)
         policy, backfill = "fairshare", "easy"
     try:
         st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)

@@ -8,15 +8,14 @@ import shlex
 import streamlit as st
 
 from dashboard import auth, data, shaping, ui
+from dashboard.report import ReportError
+from dashboard.report.build import FORMATS
 
 flt = ui.filters()
 ui.page_header("Reports",
                "The self-contained report `quotaloop report` writes for cron, for the filters in the sidebar: one "
                "HTML file that opens offline, plus its tables as CSV / Parquet and its charts as PNG / SVG.", flt)
 if not ui.require_store():
-    st.stop()
-if not data.report_available():
-    ui.not_available("the report export (`dashboard/report.py`) is not available yet")
     st.stop()
 
 ident = ui.viewer()
@@ -25,7 +24,7 @@ c1, c2, c3 = st.columns([2.2, 1.5, 1.5])
 audience = c1.radio("Audience", audiences, key="rep_audience", horizontal=True,
                     format_func={"platform": "Platform team", "manager": "Manager", "user": "Researcher"}.get,
                     help=None if ident.may_pick_any_user else "Researchers can export their own report only.")
-formats = c3.multiselect("Formats", list(data.REPORT_FORMATS), default=["html", "csv"], key="rep_formats")
+formats = c3.multiselect("Formats", list(FORMATS), default=["html", "csv"], key="rep_formats")
 team = user = None
 opts = data.options()
 if audience == "manager":
@@ -79,16 +78,11 @@ if built is not None and built != req:
     built = None
 
 if built is not None:
-    from dashboard.report_files import ReportError
-
     try:
         with st.spinner("Building the report ..."):
             files = data.report_files(built)
     except ReportError as exc:
         st.error(f"The report could not be built: {exc}", icon=":material/error:")
-        files = None
-    except data.NotAvailable as exc:
-        ui.not_available(exc)
         files = None
     if files == {}:
         ui.empty("The report produced no files for this window.")

@@ -8,13 +8,15 @@ Invariants:
   (a manager's change is replayed over the whole history); paths the tree does not know are ignored (the
   ``shares`` kind lists them as a note).
 - ``overrides`` keeps only what differs from the baseline, so equal settings make equal scenarios however the
-  UI produced them.
+  UI produced them; a min runtime's None (no contract, never preempted) differs from 0 (preemptible at once).
+- Min runtimes are seconds here (None = no contract, as ``engine.min_runtime``); hours appear only in labels.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from engine import budget_tree as bt
+from engine import budgets as bt
+from engine import min_runtime
 from engine.tenants import to_tree
 
 CHECKPOINTS = {0: "none", 900: "15 min", 1800: "30 min", 3600: "1 hour", 7200: "2 hours", 14400: "4 hours"}
@@ -52,16 +54,21 @@ def _root(budgets):
     return to_tree(budgets).at(None)
 
 
-def baseline_min_runtime_h(budgets, job_class: str) -> float:
-    """The min runtime (hours) the budget file gives a class at the top of the tree (0 without one)."""
-    if isinstance(budgets, bt.BudgetTree):
-        return budgets.min_runtime(job_class) / 3600.0
-    return 0.0
+def baseline_min_runtime_s(budgets, job_class: str) -> float | None:
+    """The min runtime (seconds) the budget file gives a class at the top of the tree, by the engine's resolver
+    (``engine.min_runtime``): None when no table names it (no contract: the baseline never preempts it)."""
+    return min_runtime.resolve(job_class, None, tree=budgets if isinstance(budgets, bt.BudgetTree) else None)
 
 
 def overrides(baseline: dict, chosen: dict, tol: float = 1e-9) -> dict:
-    """Only the entries of ``chosen`` that differ from ``baseline`` (keeps equal scenarios equal)."""
-    return {k: v for k, v in chosen.items() if abs(float(v) - float(baseline.get(k) or 0.0)) > tol}
+    """Only the entries of ``chosen`` that differ from ``baseline`` (keeps equal scenarios equal); a key the
+    baseline lacks counts as 0. None (a min runtime's "no contract") equals only None: it is not 0."""
+    def differs(v, b) -> bool:
+        if v is None or b is None:
+            return (v is None) != (b is None)
+        return abs(float(v) - float(b)) > tol
+
+    return {k: v for k, v in chosen.items() if differs(v, baseline.get(k, 0.0))}
 
 
 def default_budgets(accounts: list[str]) -> dict:

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from dashboard.shaping import expand_hostlist
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 from .frames import fmt_duration as _dur
 
@@ -79,7 +79,7 @@ def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
 
 def with_bucket(jobs: pl.DataFrame, tree, when=None) -> pl.DataFrame:
     """``jobs`` plus ``bucket``: a simulation's ``budget_bucket``, else each account's bucket in the tree at
-    ``when`` (``engine.budget_tree.bucket``; ``unbudgeted`` when the tree does not name it)."""
+    ``when`` (``engine.budgets.bucket``; ``unbudgeted`` when the tree does not name it)."""
     if "budget_bucket" in jobs.columns:
         return jobs.with_columns(pl.col("budget_bucket").alias("bucket"))
     root = tree.at(when) if isinstance(tree, bt.BudgetTree) else tree

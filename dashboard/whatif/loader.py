@@ -6,7 +6,7 @@ Used by the Fair share page (``dashboard.data.sim``), ``quotaloop scenario`` (``
 warm-start set, cold window or everything before an end) and ``replay_clusters`` (which clusters there are and
 their last submit); ``workload`` turns rows into what ``engine.simulate`` takes.
 
-Invariants: ``replay_jobs`` keeps exactly the rows of ``engine.warm.window_filter`` (warm) or of
+Invariants: ``replay_jobs`` keeps exactly the rows of ``engine.warm_start.window_filter`` (warm) or of
 ``submit in [start, end)`` (cold); ``workload`` holds the store's canonical job columns and dtypes
 (``queries.store.schema``) in (submit, job_id) order, ties in store order, so the same store and window give the
 same workload, row for row, whichever caller loads it.

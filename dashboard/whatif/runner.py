@@ -1,7 +1,7 @@
 """Run a scenario (``spec.ScenarioSpec``) against its baseline replay of the same history, and compare them.
 
 ``load_inputs`` cuts the window [start, end) of one cluster (its node layout, the budget tree) and, by default,
-*warm-starts* it (``engine.warm``): both runs start from the logged state at ``start`` - jobs running then hold
+*warm-starts* it (``engine.warm_start``): both runs start from the logged state at ``start`` - jobs running then hold
 their logged nodes until their logged end, jobs pending then keep their real submit times, jobs that ran in the
 fair-share lookback before ``start`` feed the usage ledger - and every metric covers [start, end). A cold start
 (``warm_start=False``, ``--cold-start``) replays only the jobs submitted in [start, end) on an empty cluster,
@@ -38,7 +38,7 @@ from pathlib import Path
 import polars as pl
 
 import engine
-from engine import budget_tree as bt
+from engine import budgets as bt
 from engine.metrics import clean
 from queries.analytics.budgets import attainment_of, budget_unit
 from queries.store import Store
@@ -99,7 +99,7 @@ class Inputs:
     store: str | None = None
     cluster: str | None = None
     budgets_source: str = ""
-    warm_start: bool = True   # both runs start from the logged state at ``start`` (``engine.warm``)
+    warm_start: bool = True   # both runs start from the logged state at ``start`` (``engine.warm_start``)
 
     @property
     def capacity_gpus(self) -> float:
@@ -146,8 +146,8 @@ def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluste
                 budgets_source: str = "", warm_start: bool = True, lookback_s: float = engine.config.WEEK_S) -> Inputs:
     """The window [end - window, end) of ``cluster`` (the only one when None); ``end`` None = the latest submit
     in the store (exclusive bound one microsecond later). Warm start (default): the jobs of
-    ``engine.warm.window_filter`` (running or pending at the start, submitted in the window, and those that ran
-    in the ``lookback_s`` before it); cold start: the jobs submitted in the window. Rows through
+    ``engine.warm_start.window_filter`` (running or pending at the start, submitted in the window, and those that
+    ran in the ``lookback_s`` before it); cold start: the jobs submitted in the window. Rows through
     ``loader`` (the ``replay_jobs`` query)."""
     if not Store(store).exists():
         raise ValueError(f"{store}: not a store (no manifest, no jobs.parquet)")

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import BACKFILLS, POLICIES
+from engine.backfill import BACKFILLS
+from engine.policies import POLICIES
 
 from . import registry
 from .params import ScenarioError, canon, one_of, plain

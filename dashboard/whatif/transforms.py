@@ -1,4 +1,5 @@
-"""What each scenario kind changes: the workload (requests, min runtimes) or the budget tree (shares, versions).
+"""What each scenario kind changes: the workload (requests) or the budget tree (shares, versions); min runtimes
+are configuration (``SimConfig.min_runtime_by_class``, resolved by ``engine.min_runtime``), not a rewrite of the jobs.
 
 Pure functions of frames and trees (no Streamlit, no store access). Invariants:
 - inputs are never mutated: each returns a new frame / tree;
@@ -18,7 +19,7 @@ import math
 
 import polars as pl
 
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 GIB = float(1 << 30)
 USAGE_COLUMNS = ("used_cpus", "used_mem_gb", "used_gpus")
@@ -78,16 +79,6 @@ def as_logged_before(logged: pl.DataFrame, changed: pl.DataFrame, start) -> pl.D
         return changed
     cols = [c for c in changed.columns if c in logged.columns and not changed[c].equals(logged[c])]
     return changed.with_columns(pl.when(before).then(logged[c]).otherwise(changed[c]).alias(c) for c in cols)
-
-
-def set_min_runtimes(jobs: pl.DataFrame, by_class: dict[str, float]) -> pl.DataFrame:
-    """Every job of a listed class gets that min runtime (seconds), whatever the log or budget file said."""
-    if not by_class:
-        return jobs
-    mr = pl.col("min_runtime_s").cast(pl.Float64) if "min_runtime_s" in jobs.columns else pl.lit(None, pl.Float64)
-    expr = pl.col("job_class").replace_strict({k: float(v) for k, v in by_class.items()}, default=None,
-                                              return_dtype=pl.Float64)
-    return jobs.with_columns(pl.coalesce(expr, mr).alias("min_runtime_s"))
 
 
 def unknown_paths(budgets: bt.BudgetTree, paths) -> list[str]:

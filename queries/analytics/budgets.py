@@ -1,6 +1,6 @@
 """Budget attainment from a job-log store (real or simulated): the query layer's bridge to the budget tree.
 
-Dependency direction: ``queries -> engine.budget_tree`` (the pure model: parsing, account mapping,
+Dependency direction: ``queries -> engine.budgets`` (the pure model: parsing, account mapping,
 water-filling; it imports neither DuckDB nor queries). DuckDB does the per-account sums
 (``queries/analytics/sql/budget_usage.sql``); the tree math is Python.
 
@@ -11,7 +11,7 @@ Definitions, per window [start, end) and per account (then summed over the tree)
   a job cancelled before it started, or -> the snapshot, else the window end, while PENDING). It is what the account asked to hold.
 - capacity GPU-hours: cluster GPUs x window hours. GPUs: ``capacity_gpus=`` if given, else the store's ``nodes``
   table (of ``cluster``), else the tree's ``cluster_gpus``.
-- entitled GPU-hours: hierarchical water-filling of capacity over demand (``engine.budget_tree.entitlements``,
+- entitled GPU-hours: hierarchical water-filling of capacity over demand (``engine.budgets.entitlements``,
   guarantees and ``max_gpus`` applied as GPUs x hours). It never exceeds demand and sums to
   min(capacity, total demand), so what one team leaves idle counts to its siblings first, then up the tree.
 - static GPU-hours: share x capacity with no redistribution (a manager's "we fund 35 %").
@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from engine.budget_tree import BudgetTree, bucket, resolve, static_shares
-from engine.budget_window import WindowTally
+from engine.budgets import BudgetTree, WindowTally, bucket, resolve, static_shares
 
 from ..store import DEFAULT_STORE, Store, connect
 from ..store.units import parse_ts

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,49 +86,59 @@ def test_sql_run_detector():
     assert not _RUNS_SQL.search("queries.run('job_waste', con=con)") and not _RUNS_SQL.search("mod.register(sub)")
 
 
-# What queries/ may import from engine: the budget model only, shared by the analytics (attainment from logs)
-# and the engine (attainment of a run). engine.budgets is the package the budget model is becoming; until it
-# lands, its three modules (budget_tree, budget_parse, budget_window) are accepted too. Drop them then.
-QUERIES_MAY_IMPORT_FROM_ENGINE = {"engine.budgets", "engine.budget_tree", "engine.budget_parse",
-                                  "engine.budget_window"}
-
-
-def _engine_imports(path: Path) -> set[str]:
-    """The engine modules ``path`` imports, at any depth of the file (``from engine import X`` names
-    ``engine.X``: a module or a name of ``engine/__init__``, neither allowed in queries)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.split(".")[0] == "engine")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "engine":
-                found.update(f"engine.{a.name}" for a in node.names)
-            elif node.module.split(".")[0] == "engine":
-                found.add(node.module)
-    return found
-
-
-def _allowed_from_engine(module: str) -> bool:
-    return any(module == ok or module.startswith(ok + ".") for ok in QUERIES_MAY_IMPORT_FROM_ENGINE)
-
-
-def test_queries_imports_only_the_budget_model_from_engine():
-    used = {str(f.relative_to(REPO)): _engine_imports(f) for f in sorted((REPO / "queries").rglob("*.py"))}
-    bad = {k: sorted(m for m in v if not _allowed_from_engine(m)) for k, v in used.items()}
-    assert not {k: v for k, v in bad.items() if v}, f"queries/ imports engine beyond its budget model: {bad}"
-    assert any(used.values()), "queries/ imports nothing from engine: the check looks at the wrong files"
-
-
-def test_engine_import_check_catches_a_violation(tmp_path):
-    bad = tmp_path / "m.py"
-    bad.write_text("from engine.budgets import tree\nimport engine.core\nfrom engine import Simulator\n"
-                   "def f():\n    from engine.budget_window import WindowTally\n")
-    got = _engine_imports(bad)
-    assert got == {"engine.budgets", "engine.core", "engine.Simulator", "engine.budget_window"}
-    assert sorted(m for m in got if not _allowed_from_engine(m)) == ["engine.Simulator", "engine.core"]
-
-
 def test_layering_check_catches_a_violation(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("import duckdb\nfrom streamlit import x\n")
     assert _imports(bad) & FORBIDDEN["engine"] == {"duckdb", "streamlit"}
+
+
+def _module_imports(path: Path, package: str) -> set[str]:
+    """Full dotted names of every module ``path`` imports (relative imports resolved against ``package``)."""
+    mods = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            mods.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            if node.module:
+                mods.add(".".join(base + [node.module]))
+            else:  # ``from . import tree``: each name is a module of the package
+                mods.update(".".join(base + [a.name]) for a in node.names)
+    return mods
+
+
+def _engine_imports(package_dir: Path) -> dict[str, list[str]]:
+    out = {}
+    for f in sorted(package_dir.rglob("*.py")):
+        rel = f.relative_to(REPO).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        pkg = ".".join(parts if rel.name == "__init__" else parts[:-1])
+        out[str(f.relative_to(REPO))] = sorted(m for m in _module_imports(f, pkg) if m.split(".")[0] == "engine")
+    return out
+
+
+def test_queries_import_only_the_budget_model_from_the_engine():
+    """The budget model is the one room analytics and engine share: queries -> engine.budgets, nothing else."""
+    bad = {f: [m for m in mods if m != "engine.budgets" and not m.startswith("engine.budgets.")]
+           for f, mods in _engine_imports(REPO / "queries").items()}
+    bad = {f: m for f, m in bad.items() if m}
+    assert not bad, f"queries reaches into the engine past engine.budgets: {bad}"
+
+
+def test_the_budget_model_is_a_leaf():
+    """engine.budgets imports nothing from the rest of engine (only the stdlib and itself)."""
+    files = _engine_imports(REPO / "engine" / "budgets")
+    assert "engine/budgets/__init__.py" in files
+    bad = {f: [m for m in mods if m != "engine.budgets" and not m.startswith("engine.budgets.")]
+           for f, mods in files.items()}
+    bad = {f: m for f, m in bad.items() if m}
+    assert not bad, f"engine.budgets imports other engine modules: {bad}"
+    third_party = {f: sorted(_imports(Path(REPO / f)) - {"engine", "__future__"} - set(sys.stdlib_module_names))
+                   for f in files}
+    assert not {f: m for f, m in third_party.items() if m}, f"engine.budgets imports past the stdlib: {third_party}"
+
+
+def test_the_leaf_check_sees_a_back_arrow(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("from .. import config\nfrom ..core import Simulator\nfrom . import tree\nimport engine.pool\n")
+    assert _module_imports(bad, "engine.budgets") == {"engine.config", "engine.core", "engine.budgets.tree", "engine.pool"}

@@ -7,7 +7,7 @@ page issued (recorded during the script run, then re-run uncached on the same st
 dashboard's own overhead (Streamlit, Plotly, the browser) is visible as the difference and the ratio. Then the slider-to-result
 latency of a simulation (move a budget slider, press Simulate, wait for the comparison) beside a bare
 ``engine.simulate`` of the same two runs. Cold renders come from a server started with ``QUOTALOOP_WARM=0``; a
-second server with the start-up warm-up (``dashboard/data/warm.py``) gives the first visit after it finished.
+second server with the start-up warm-up (``dashboard/data/prewarm.py``) gives the first visit after it finished.
 
 Stores: the bundled sample store (built by ``quotaloop sample`` when missing), and the 10M-job store of the
 query benchmark when it exists (``QUOTALOOP_BENCH_CACHE``/jobs-10000000, built by bench_queries.py).
@@ -162,7 +162,7 @@ def _bare_engine(store, start, end) -> float:
     from the logged state there, as ``dashboard.data.sim`` runs it), no dashboard around it."""
     import engine
     from dashboard.whatif.budgets import has_guarantees
-    from engine.warm import window_filter
+    from engine.warm_start import window_filter
     from queries.store import schema
     from queries.store import Store
 
@@ -173,9 +173,9 @@ def _bare_engine(store, start, end) -> float:
     budgets_file = REPO / "sample_data" / "budgets.toml"
     tree = None
     if budgets_file.is_file() and Path(store).resolve() == SAMPLE.resolve():
-        from engine import budget_tree
+        from engine import budgets
 
-        tree = budget_tree.load(budgets_file)
+        tree = budgets.load(budgets_file)
     quota = "guarantee" if tree is not None and has_guarantees(tree) else "none"
     cfg = engine.SimConfig(policy="fairshare", backfill="easy", budgets=tree, quota=quota, warm_start=lo, window_end=end)
     t0 = time.perf_counter()
@@ -242,7 +242,7 @@ def test_dashboard_speed():
     sync_api = pytest.importorskip("playwright.sync_api")
     br.require_chromium()
     if not (SAMPLE / "_manifest.json").exists():
-        from dashboard.commands.serve import ensure_sample_store
+        from dashboard.cli.serve import ensure_sample_store
 
         ensure_sample_store(SAMPLE)
     with sync_api.sync_playwright() as p:

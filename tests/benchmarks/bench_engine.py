@@ -15,7 +15,7 @@
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
    ``bf_max_job_test`` cap for comparison.
 4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
-   (``engine.warm``), fair share + EASY, the engine alone and the whole shares scenario (``whatif.runner``)
+   (``engine.warm_start``), fair share + EASY, the engine alone and the whole shares scenario (``whatif.runner``)
    with and without the kept baseline, against the as-logged replay of the same window (baseline in the run).
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.
@@ -243,7 +243,7 @@ def gpu_scenario():
     if (store / "_manifest.json").exists():
         from queries.store import Store
 
-        from engine.budget_tree import load
+        from engine.budgets import load
 
         s = Store(store)
         nodes = s.read("nodes")
@@ -318,30 +318,32 @@ def naive_fairshare_run(jobs, cluster, cfg):
     """The engine with the plain fair-share order of the reference tests (one root descent per offered job, no
     scan hints, the blocked job's reservation computed afresh every time): the naive implementation of the same
     policy."""
-    import engine.passes as passes
-    import engine.policy as policy
+    import engine.backfill.easy as easy
     from engine.core import Simulator
+    from engine.policies.fairshare import FairShareQueue
     from test_engine_reference import reference_fairshare, reference_reservation
 
-    original, hints, resv = policy.TenantQueue._fairshare, passes.HINTS, Simulator.cached_reservation
-    policy.TenantQueue._fairshare, passes.HINTS = reference_fairshare, False
+    original, hints, resv = FairShareQueue.funded_order, easy.HINTS, Simulator.cached_reservation
+    FairShareQueue.funded_order, easy.HINTS = reference_fairshare, False
     Simulator.cached_reservation = reference_reservation
     try:
         return simulate(jobs, cluster, cfg)
     finally:
-        policy.TenantQueue._fairshare, passes.HINTS, Simulator.cached_reservation = original, hints, resv
+        FairShareQueue.funded_order, easy.HINTS, Simulator.cached_reservation = original, hints, resv
 
 
 GROUPS = {  # engine module -> what it does, for the time split
-    "policy": "queue order (fair share: usage keys, tree descent, skipping known failures)",
-    "passes": "passes: heads, EASY reservation, backfill scan", "pool": "placement (best fit, gangs, bounds)",
+    "fcfs": "queue order", "priority": "queue order", "drf": "queue order",
+    "buckets": "queue order (fair share: usage keys, tree descent, skipping known failures)",
+    "fairshare": "queue order (fair share: usage keys, tree descent, skipping known failures)",
+    "easy": "passes: heads, EASY reservation, backfill scan", "scan": "passes: heads, EASY reservation, backfill scan", "pool": "placement (best fit, gangs, bounds)",
     "qstats": "passes: nothing-fits check", "preempt": "preemption search",
     "tenants": "usage ledger windows, borrowing caps",
     "core": "event loop, job start/stop bookkeeping", "intervals": "event loop, job start/stop bookkeeping",
     "health": "event loop, job start/stop bookkeeping",
     "workload": "input -> arrays, metrics, output frames", "metrics": "input -> arrays, metrics, output frames",
     "result": "input -> arrays, metrics, output frames", "attainment": "input -> arrays, metrics, output frames",
-    "passes_profile": "passes: conservative / depth-K", "profile": "free-resource profile search (conservative)",
+    "depth_k": "passes: conservative / depth-K", "profile": "free-resource profile search (conservative)",
     "fastpath": "processor-count fast kernel", "replay": "as-logged replay", "cluster": "input -> arrays, metrics, "
     "output frames", "config": "input -> arrays, metrics, output frames",
 }
@@ -401,7 +403,7 @@ def test_warm_started_week_the_dashboard_default():
         pytest.skip("the sample store is not built")
     from dashboard.whatif import runner
     from dashboard.whatif.spec import ScenarioSpec
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     tree = load(REPO / "sample_data" / "budgets.toml")
     inp, load_cpu, _ = timed(runner.load_inputs, str(store), tree, window_s=7 * 86400.0)

@@ -256,6 +256,8 @@ BAD_FLAGS = [
     ("validate", ["--calibrate", "--grid", "soon"], "--grid: not a duration"),
     ("validate", ["--calibrate", "--depths", "0"], "--depths 0"),
     ("validate", ["--config-file", "{tmp}/a_file"], "not JSON"),
+    ("simulate", ["--cluster", "{oversold}"], "--cluster is the cluster name; give the layout file with --nodes-csv"),
+    ("validate", ["--cluster", "{oversold}"], "--cluster is the cluster name; give the layout file with --nodes-csv"),
 ]
 NEEDS_OUT = {"simulate", "scenario", "report", "validate"}
 
@@ -278,8 +280,8 @@ def test_bad_flag_value(command, extra, needle, good, tmp_path, capsys, monkeypa
 
 
 def test_the_oversold_check_is_the_budget_trees_own(good, tmp_path, capsys, monkeypatch):
-    """simulate, report and scenario refuse the same file with the same words: engine.budget_tree.validate."""
-    from engine.budget_tree import BudgetError, load, validate
+    """simulate, report and scenario refuse the same file with the same words: engine.budgets.validate."""
+    from engine.budgets import BudgetError, load, validate
 
     path = tmp_path / "oversold.toml"
     path.write_text(OVERSOLD)

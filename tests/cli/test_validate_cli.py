@@ -100,7 +100,7 @@ GOLDEN = {
 
 @pytest.mark.parametrize("backfill", ["easy", "conservative"])
 def test_cycle_zero_is_byte_identical_to_before(shared_data, tmp_path, backfill):
-    from engine.warm import window_filter
+    from engine.warm_start import window_filter
     from queries.ingest import swf
 
     jobs = swf.parse(str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz")).jobs

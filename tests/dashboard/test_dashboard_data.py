@@ -166,9 +166,9 @@ def test_options_and_token_change_on_write(store):
 
 # ------------------------------------------------------------------ scenarios (pure)
 def _tree():
-    from engine import budget_tree
+    from engine import budgets
 
-    return budget_tree.parse("""
+    return budgets.parse("""
 [min_runtime]
 training = "8h"
 debug = 0
@@ -202,7 +202,11 @@ def test_budget_overrides_copy_the_tree_and_only_differences_count():
     assert by_path["acme/research/nlp"]["share"] == 5.0 and by_path["acme/product"]["guaranteed_gpus"] == 8.0
     assert {n["path"]: n["share"] for n in whatif_budgets.budget_nodes(tree)}["acme/research/nlp"] == 1.0  # untouched
     assert whatif_budgets.overrides({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}) == {"b": 3.0}
-    assert whatif_budgets.baseline_min_runtime_h(tree, "training") == 8.0
+    assert whatif_budgets.baseline_min_runtime_s(tree, "training") == 8 * 3600.0
+    # eval: no [min_runtime] entry, no default = no contract (None, never preempted), not 0 (preemptible)
+    assert whatif_budgets.baseline_min_runtime_s(tree, "eval") is None
+    assert whatif_budgets.overrides({"eval": None, "debug": 0.0}, {"eval": None, "debug": None}) == {"debug": None}
+    assert whatif_budgets.overrides({"eval": None}, {"eval": 0}) == {"eval": 0}
     d = whatif_budgets.apply_budget_overrides({"x/a": 1.0}, {"x/a": 2.0}, {})
     assert d == {"x/a": {"share": 2.0}}
 
@@ -219,19 +223,21 @@ def test_equal_settings_make_equal_scenarios():
 
 def test_the_custom_mix_carries_every_part_into_the_engine_config():
     """The custom kind's min runtime (seconds), checkpoints, backfill and policy reach the scenario's engine
-    configuration; the baseline keeps the spec's fairshare / easy; the tree's guarantee sets quota."""
+    configuration; the baseline keeps the spec's fairshare / easy; the tree's guarantee sets quota. The min runtime
+    override is configuration (``min_runtime_by_class``, engine.min_runtime), never stamped into the jobs."""
     from dashboard.whatif import runner
     from dashboard.whatif.spec import ScenarioSpec
     from test_scenarios import inputs, job
 
-    spec = ScenarioSpec.make("custom", min_runtime_s={"debug": 1800.0}, checkpoint_interval_s=1800,
+    spec = ScenarioSpec.make("custom", min_runtime_s={"debug": 1800.0, "eval": None}, checkpoint_interval_s=1800,
                              scenario_backfill="conservative", scenario_policy="drf")
     inp = inputs([job("d", "acme/product", 1, 1, 1, cls="debug")], _tree(), start=0.0, end=4.0)
     base_jobs, base, jobs, cfg, _, _ = runner.configs(spec, inp)
     assert (base.policy, base.backfill, base.checkpoint_interval_s) == ("fairshare", "easy", None)
     assert (cfg.policy, cfg.backfill, cfg.checkpoint_interval_s) == ("drf", "conservative", 1800.0)
-    assert cfg.quota == "guarantee"  # the tree has a guarantee
-    assert jobs["min_runtime_s"].to_list() == [1800.0] and base_jobs["min_runtime_s"].to_list() == [None]
+    assert cfg.validated().quota == "guarantee"  # the tree has a guarantee
+    assert cfg.min_runtime_by_class == {"debug": 1800.0, "eval": None} and not base.min_runtime_by_class
+    assert jobs["min_runtime_s"].to_list() == [None] and base_jobs["min_runtime_s"].to_list() == [None]
 
 
 def test_occupancy_series_integrates_to_the_allocated_hours():
@@ -313,9 +319,9 @@ def test_a_parameter_spelled_at_its_default_shares_the_cached_run(store, monkeyp
     """``quota_backtest`` with ``period_s`` at its declared default (604800) and without it run the query once;
     the user ranking of the Overview, My jobs and Rankings (leaf teams by default) is one run too."""
     import queries
-    from dashboard.data import core
+    from dashboard.data import query_cache
 
-    core._run.clear()
+    query_cache._run.clear()
     calls = []
     real = queries.run
     monkeypatch.setattr(queries, "run", lambda name, **kw: calls.append(name) or real(name, **kw))

@@ -262,7 +262,7 @@ def test_fairshare_slider_and_simulate_change_the_comparison(make_app):
     assert all(m.delta in (None, "no change") for m in at.metric if m.label != "Jobs")
     slider = at.slider(key="share_lab/vision")
     slider.set_value(round(slider.value * 3, 1))
-    at.select_slider(key="mrt_training").set_value(4)
+    at.select_slider(key="mrt_training").set_value(4 * 3600)  # seconds; "4 h" is the label
     at.button(key="fs_simulate").click().run()
     no_errors(at)
     assert any(m.delta not in (None, "no change") for m in at.metric)
@@ -302,10 +302,6 @@ def test_simulated_layout_spans_the_replayed_window(make_app):
 
 
 def test_reports_page_builds_a_download(make_app):
-    from dashboard import data
-
-    if not data.report_available():
-        pytest.skip("dashboard/report.py not built yet")
     at = make_app()
     at.switch_page("views/reports.py").run()
     assert at.radio(key="rep_audience").options == ["Platform team", "Manager", "Researcher"]
@@ -385,10 +381,10 @@ def test_gaming_replay_is_bounded_on_a_big_window(make_app, monkeypatch):
 
 def test_a_missing_query_leaves_a_notice_and_the_rest_of_the_page(make_app, monkeypatch):
     """A query the store's build lacks (``data.NotAvailable``) costs only its own part of the page."""
-    from dashboard.data import core
+    from dashboard.data import query_cache
 
-    real = core.available
-    monkeypatch.setattr(core, "available", lambda name: name != "quota_backtest" and real(name))
+    real = query_cache.available
+    monkeypatch.setattr(query_cache, "available", lambda name: name != "quota_backtest" and real(name))
     at = make_app()
     at.switch_page("views/rankings.py").run()
     no_errors(at)

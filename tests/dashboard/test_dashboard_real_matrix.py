@@ -86,7 +86,7 @@ class Facts:
     def __init__(self, store: Path):
         import queries
         from dashboard import data
-        from dashboard.data.warm import default_window, window_filters
+        from dashboard.data.prewarm import default_window, window_filters
 
         self.store = store
         opts = data.options(store)  # the sidebar's own span, so the window is the one the pages open on

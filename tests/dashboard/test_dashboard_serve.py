@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dashboard_fixture as fx
-from dashboard.commands import serve
+from dashboard.cli import serve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,9 +52,7 @@ def test_missing_sample_store_is_built_with_the_sample_command(tmp_path, monkeyp
         fx.build(argv[argv.index("--store") + 1])  # what `quotaloop sample` leaves behind: a store
         return 0
 
-    import dashboard.cli
-
-    monkeypatch.setattr(dashboard.cli, "main", fake_main)
+    monkeypatch.setattr(serve, "main", fake_main)
     target = tmp_path / "sample"
     assert serve.ensure_sample_store(target) == target
     assert calls == [["sample", "--store", str(target)]]
@@ -126,7 +124,7 @@ def test_resolve_auth(auth, host, sample, oidc_ready, expected):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "cluster-head.example.org", "192.168.1.10"])
 def test_operator_mode_never_listens_beyond_this_machine(host):
-    from dashboard.errors import UserError
+    from dashboard.cli.errors import UserError
 
     with pytest.raises(UserError, match="reachable from other machines"):
         serve.resolve_auth("auto", host, False, False)

@@ -117,7 +117,7 @@ def test_right_size_scenario_shows_the_runs_numbers(app, store):
 def test_why_less_tabs_show_the_team_numbers(app, store):
     at = app
     at.segmented_control(key="fs_kind").set_value("min_runtime").run()
-    at.select_slider(key="mrt_training").set_value(2)
+    at.select_slider(key="mrt_training").set_value(2 * 3600)  # seconds; "2 h" is the label
     at.select_slider(key="fs_ckpt").set_value(1800)
     at.button(key="fs_simulate").click().run()
     no_errors(at)

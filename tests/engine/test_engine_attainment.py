@@ -18,7 +18,7 @@ import pytest
 import queries
 from engine import Cluster, NodeEvent, SimConfig, simulate
 from engine.attainment import default_tree
-from engine.budget_tree import load, parse
+from engine.budgets import load, parse
 from queries.analytics import budgets as qb
 from queries.store import schema
 from queries.store import Store

@@ -97,18 +97,18 @@ def test_simulate_cli_drain_flags(tmp_path, capsys):
     f = tmp_path / "drains.csv"
     f.write_text("node,start,end,reason\nn1,2026-11-02T01:00,2026-11-02T09:00,thermal\n")
     out = tmp_path / "sim"
-    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--cluster", str(layout), "--drain-file",
+    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--nodes-csv", str(layout), "--drain-file",
                  str(f), "--out", str(out)]) == 0
     jobs = pl.read_parquet(out / "jobs.parquet")
     assert sorted(jobs["job_id"].to_list()) == ["A", "A;0"]
     assert jobs.filter(pl.col("job_id") == "A")["start"].item() == h(9)
     out2 = tmp_path / "sim2"
-    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--cluster", str(layout), "--drain",
+    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--nodes-csv", str(layout), "--drain",
                  "n1@2026-11-02T01:00..2026-11-02T09:00", "--out", str(out2)]) == 0
     assert (out / "jobs.parquet").read_bytes() == (out2 / "jobs.parquet").read_bytes()
     m = json.loads((out2 / "metrics.json").read_text())
     assert m["node_events"]["drain"] == 1
-    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--cluster", str(layout), "--drain",
+    assert main(["simulate", "--workload", str(wl), "--format", "csv", "--nodes-csv", str(layout), "--drain",
                  "n9@2026-11-02T01:00", "--out", str(tmp_path / "x")]) != 0
     assert "unknown node 'n9'" in capsys.readouterr().err
 

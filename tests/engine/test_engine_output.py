@@ -238,7 +238,7 @@ def test_cli_simulate_store_with_budgets(tmp_path, capsys):
 @pytest.mark.parametrize("argv, msg", [
     (["--procs", "4", "--min-runtime", "8x"], "--min-runtime: not a duration"),
     ([], "no cluster layout"),
-    (["--procs", "4", "--nodes", "2", "--gpus-per-node", "8"], "give one of --cluster"),
+    (["--procs", "4", "--nodes", "2", "--gpus-per-node", "8"], "give one of --nodes-csv"),
     (["--procs", "4", "--walltime-margin", "1.5"], "walltime_margin"),
     (["--procs", "4", "--budgets", "MISSING"], "cannot read"),
 ])
@@ -262,7 +262,7 @@ def test_same_seed_same_bytes_across_cli_runs(tmp_path):
 
 
 def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
-    """--workload FILE --format swf|sacct|csv, --cluster nodes.csv | --nodes/--gpus-per-node/--cpus-per-node |
+    """--workload FILE --format swf|sacct|csv, --nodes-csv nodes.csv | --nodes/--gpus-per-node/--cpus-per-node |
     --procs, every policy/backfill flag, --out DIR and --json: each run's metrics.json records what was asked."""
     fixtures = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
     jobs_csv = tmp_path / "jobs.csv"
@@ -271,7 +271,7 @@ def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
     nodes_csv.write_text("node,partition,cpus,gpus,gpu_type,mem_bytes\n" +
                          "".join(f"n{i},gpu,64,8,,{512 * 2**30}\n" for i in range(4)))
     runs = {
-        "csv+cluster": ["--workload", str(jobs_csv), "--format", "csv", "--cluster", str(nodes_csv),
+        "csv+cluster": ["--workload", str(jobs_csv), "--format", "csv", "--nodes-csv", str(nodes_csv),
                         "--policy", "priority", "--backfill", "conservative", "--reservation-depth", "2",
                         "--backfill-order", "area", "--min-runtime", "1h", "--checkpoint-interval", "30m",
                         "--walltime-margin", "0.2", "--seed", "5"],
@@ -293,8 +293,10 @@ def test_cli_flags_exactly_as_the_issue_spells_them(tmp_path, capsys):
         p = m["params"]
         assert p["policy"] == argv[argv.index("--policy") + 1] and p["backfill"] == argv[argv.index("--backfill") + 1]
     p = json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["params"]
-    assert (p["reservation_depth"], p["backfill_order"], p["min_runtime_s"], p["checkpoint_interval_s"],
-            p["walltime_margin"], p["seed"]) == (2, "area", 3600, 1800, 0.2, 5)
+    # --min-runtime is the what-if override of every job (engine.min_runtime), not the lowest-ranked default
+    assert (p["reservation_depth"], p["backfill_order"], p["min_runtime_by_class"], p["min_runtime_s"],
+            p["checkpoint_interval_s"], p["walltime_margin"], p["seed"]) == (2, "area", {"default": 3600}, None,
+                                                                             1800, 0.2, 5)
     assert json.loads((tmp_path / "csv+cluster" / "metrics.json").read_text())["cluster"]["gpus"] == 32
     assert json.loads((tmp_path / "csv+nodes" / "metrics.json").read_text())["params"]["backfill_order"] == "smallest"
     m = json.loads((tmp_path / "swf+procs" / "metrics.json").read_text())

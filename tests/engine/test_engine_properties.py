@@ -12,8 +12,10 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.fastpath as fastpath
-import engine.passes as passes
+import engine.backfill.depth_k as depth_k
+import engine.backfill.easy as easy
+import engine.backfill.fastpath as fastpath
+from engine.backfill import BACKFILLS
 from engine import Cluster, SimConfig, simulate
 from engine.result import metrics_json
 
@@ -118,12 +120,19 @@ def test_profile_pass_at_depth_one_equals_easy(w, layout, margin):
     cluster = Cluster.procs(P, resource="gpus") if layout == "procs" else Cluster.uniform(3, P, 8)
     cfg = SimConfig(backfill="easy", walltime_margin=margin)
     easy = simulate(w, cluster, cfg)
-    original = passes.choose
-    passes.choose = lambda sim: passes.profile_pass
+    class ProfileAtDepthOne(type(BACKFILLS["easy"])):  # EASY's depth, the depth-K kernel
+        def pass_for(self, sim):
+            return depth_k.profile_pass
+
+        def whole_run(self, sim):
+            return None
+
+    original = BACKFILLS["easy"]
+    BACKFILLS["easy"] = ProfileAtDepthOne()
     try:
         prof = simulate(w, cluster, cfg)
     finally:
-        passes.choose = original
+        BACKFILLS["easy"] = original
     a, b = schedule(easy), schedule(prof)
     assert a.select("job_id", "start", "end", "reserved_start").equals(b.select("job_id", "start", "end", "reserved_start"))
     assert res_nodes(easy) == res_nodes(prof)
@@ -139,11 +148,11 @@ def test_fair_share_scan_hints_change_nothing(w, budgets, mrt, caps):
     cfg = SimConfig(policy="fairshare", budgets=budgets, min_runtime_s=mrt, preemption_threshold=0.0)
     cluster = Cluster.uniform(3, P, 8)
     a = simulate(w, cluster, cfg)
-    passes.HINTS = False
+    easy.HINTS = False
     try:
         b = simulate(w, cluster, cfg)
     finally:
-        passes.HINTS = True
+        easy.HINTS = True
     assert a.jobs.equals(b.jobs)
     assert a.timeline.equals(b.timeline)
 

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import engine
-from engine.budget_tree import BudgetError, parse
+from engine.budgets import BudgetError, parse
 from queries.store import schema
 
 from test_scenarios import h, job, nodes
@@ -104,7 +104,7 @@ def test_simulate_cli_qos_preempt(tmp_path, capsys):
     wl, layout = tmp_path / "jobs.csv", tmp_path / "nodes.csv"
     _jobs().write_csv(wl)
     nodes(1).write_csv(layout)
-    base = ["simulate", "--workload", str(wl), "--format", "csv", "--cluster", str(layout), "--policy", "priority"]
+    base = ["simulate", "--workload", str(wl), "--format", "csv", "--nodes-csv", str(layout), "--policy", "priority"]
     assert main(base + ["--qos-preempt", "high=low,normal", "--out", str(tmp_path / "a")]) == 0
     got = pl.read_parquet(tmp_path / "a" / "jobs.parquet")
     assert got.filter(pl.col("job_id") == "H")["start"].item() == h(2)

@@ -3,9 +3,9 @@
 Every speed-up of the engine keeps the schedule: these tests swap an optimised piece for a plain reference
 written here (per-job brute force, no caches, no incremental state) and require byte-identical jobs and
 timeline frames on random workloads over many seeds. Pieces covered:
-- the fair-share queue order (``policy.TenantQueue._fairshare``): the reference recomputes every tree node's
+- the fair-share queue order (``policies.fairshare.FairShareQueue.funded_order``): the reference recomputes every tree node's
   pending count and key for every job it offers, and descends from the root each time;
-- conservative / depth-K backfill on nodes (``passes_profile``): the reference rebuilds the free-resource profile
+- conservative / depth-K backfill on nodes (``backfill.depth_k``): the reference rebuilds the free-resource profile
   from scratch for every job of every pass and searches every candidate start time by brute force.
 """
 from __future__ import annotations
@@ -18,16 +18,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.policy as policy
+import engine.backfill.easy as easy
 from engine import Cluster, NodeEvent, SimConfig, simulate
-
-RUNNING = 2
+from engine.jobstate import RUNNING
+from engine.policies.fairshare import FairShareQueue
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ------------------------------------------------------------------------------------------ reference orders
 def reference_fairshare(self, now):
-    """The fair-share order by its definition (policy module docstring), one job at a time."""
+    """The fair-share order by its definition (``engine.policies.fairshare`` docstring), one job at a time."""
     sim = self.sim
     ten = sim.budgeting.at(now)
     n = len(ten.paths)
@@ -55,16 +55,16 @@ def reference_fairshare(self, now):
         j = pending[node].pop(0)
         chain = ten.depth_chain[node]
         if any(ten.held_g[i] + sim.req_g[j] > ten.cap[i] for i in ten.capped_chain[node]):
-            if sim.reason[j] != "quota":
-                sim.note(j, "quota")
+            if sim.waits.reason[j] != "quota":
+                sim.waits.note(j, "quota", now)
             continue
         if self.hint is not None:
             r = self.hint(j)
             if r is False:
                 return
             if r is not None:
-                if sim.reason[j] != r:
-                    sim.note(j, r)
+                if sim.waits.reason[j] != r:
+                    sim.waits.note(j, r, now)
                 continue
         yield j
         if sim.status[j] == RUNNING:
@@ -127,7 +127,7 @@ def test_fairshare_order_equals_reference_on_random_months(monkeypatch, seed):
                     checkpoint_interval_s=(None, 50.0)[seed % 2], quota=("none", "guarantee")[seed % 3 == 2],
                     backfill_order=("queue", "area")[seed % 4 == 3], preemption_threshold=(0.1, 0.0)[seed % 2],
                     node_events=((NodeEvent(900.0, "node002", "drain"),) if seed % 5 == 0 else ()))
-    fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "_fairshare", reference_fairshare, policy.TenantQueue)
+    fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "funded_order", reference_fairshare, FairShareQueue)
     skipped = fast.metrics["jobs_skipped_by_reason"]
     assert fast.metrics["jobs_simulated"] + skipped["over_cap"] == 160 and (skipped["over_cap"] > 0) == (seed % 3 == 1)
     assert_same(fast, ref)
@@ -154,12 +154,12 @@ def test_fairshare_order_equals_reference_small(w, b, backfill):
                     preemption_threshold=0.0)
     cluster = Cluster.uniform(2, 4, 8)
     fast = simulate(w, cluster, cfg)
-    original = policy.TenantQueue._fairshare
-    policy.TenantQueue._fairshare = reference_fairshare
+    original = FairShareQueue.funded_order
+    FairShareQueue.funded_order = reference_fairshare
     try:
         ref = simulate(w, cluster, cfg)
     finally:
-        policy.TenantQueue._fairshare = original
+        FairShareQueue.funded_order = original
     assert_same(fast, ref)
 
 
@@ -278,13 +278,13 @@ def test_borrowing_caps_are_never_exceeded(seed, policy_):
 
 @pytest.mark.parametrize("seed", range(16))
 def test_fair_share_hints_change_nothing_on_random_months(monkeypatch, seed):
-    # the order's skipping of jobs the pass already knows cannot start (policy._skip, passes.node_pass.hint)
-    # against the plain scan, on capped budgets where unallocated jobs (min runtime 0) meet the caps
-    import engine.passes as passes
+    # the order's skipping of jobs the pass already knows cannot start (the bucket queues' inlined skip,
+    # backfill.easy.node_pass's hint) against the plain scan, on capped budgets where unallocated jobs (min
+    # runtime 0) meet the caps
 
     w = random_gpu_workload(500 + seed, 200)
     cfg = SimConfig(policy="fairshare", backfill="easy", budgets=BUDGETS[1 + seed % 2], lookback_s=1500)
-    fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "HINTS", False, passes)
+    fast, ref = run_both(monkeypatch, w, GPU_CLUSTER, cfg, "HINTS", False, easy)
     assert_same(fast, ref)
 
 

@@ -1,7 +1,7 @@
 """Hand-made workloads with schedules computed by hand, per policy and backfill mode (engine.simulate).
 
 Times are numeric seconds (the engine accepts them as well as UTC datetimes). Each expected schedule is
-derived in the comment above it, from the rules in engine/passes.py and DOMAIN.md section 5.
+derived in the comment above it, from the rules in engine/backfill/ and DOMAIN.md section 5.
 """
 from __future__ import annotations
 

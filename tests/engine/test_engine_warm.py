@@ -151,7 +151,7 @@ def window():
     """The sample store's last 7 days (the Fair share page's default window), loaded for a warm start."""
     if not (SAMPLE / "_manifest.json").exists():
         pytest.skip("the sample store is not built (scripts/test builds it)")
-    from engine.warm import window_filter
+    from engine.warm_start import window_filter
     from queries.store import Store
 
     store = Store(SAMPLE)
@@ -173,7 +173,7 @@ def logged_occupancy(jobs: pl.DataFrame, start, end, capacity: float) -> float:
 def test_sample_week_warm_started_attainment_parity(window, tmp_path):
     # the engine's attainment over [T, E) equals the log path's over the written jobs.parquet (pinned rows, a
     # RUNNING job without an end, requeued attempts included)
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     jobs, nodes, start, end = window
     tree = load(REPO / "sample_data" / "budgets.toml")

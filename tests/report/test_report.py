@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 import queries
-from dashboard.report import build_report, file_stem, slug
-from dashboard.report_files import ReportError, make_window
+from dashboard.report.build import build_report, file_stem, slug
+from dashboard.report.files import ReportError, make_window
 from test_report_support import (BREAKOUT_NAME, EVIL_USER, FORMULA_NAME, XSS_NAME, built_reports, figures,
                                  report_store, subject, window_end)
 
@@ -314,7 +314,7 @@ def _budgets_toml(path: Path, accounts) -> Path:
 
 
 def test_budget_tree_drives_fair_share(store, tmp_path):
-    from engine.budget_tree import load
+    from engine.budgets import load
     from queries.analytics import budgets
 
     w = make_window(7 * 86400, window_end())

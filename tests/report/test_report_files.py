@@ -1,11 +1,11 @@
-"""Report windows and the all-or-nothing file staging (dashboard/report_files.py), on real files."""
+"""Report windows and the all-or-nothing file staging (dashboard/report/files.py), on real files."""
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
 
-from dashboard.report_files import ReportError, Staging, make_window, parse_duration, parse_end
+from dashboard.report.files import ReportError, Staging, make_window, parse_duration, parse_end
 
 
 @pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("2w", 14 * 86400), ("36h", 36 * 3600),

@@ -13,7 +13,7 @@ import pytest
 from dashboard.whatif import runner, transforms
 from dashboard.whatif.params import ScenarioError
 from dashboard.whatif.spec import ScenarioSpec
-from engine.budget_tree import parse
+from engine.budgets import parse
 from queries.store import schema
 from queries.store import Store
 
@@ -227,8 +227,11 @@ def test_stability_counts_reversals():
 def test_min_runtime_override_beats_the_log():
     df = schema.conform(pl.DataFrame([job("t", "lab/a", 1, 0, 1, min_rt=100.0), job("d", "lab/a", 1, 0, 1, cls="debug",
                                                                                    min_rt=100.0)]), "jobs")
-    out = transforms.set_min_runtimes(df, {"training": 8 * 3600.0})
-    assert out["min_runtime_s"].to_list() == [8 * 3600.0, 100.0]
+    # the override is configuration (engine.min_runtime), not a rewrite of the jobs' column
+    import engine
+
+    res = engine.simulate(df, nodes(), engine.SimConfig(min_runtime_by_class={"training": 8 * 3600.0}))
+    assert dict(zip(res.jobs["job_id"], res.jobs["min_runtime_s"])) == {"t": 8 * 3600.0, "d": 100.0}
 
 
 # ------------------------------------------------------------------------------------------ spec, reproducibility
@@ -327,7 +330,7 @@ def test_sample_window_quota_loop_changes_starts():
     sample = Path(__file__).resolve().parents[2] / "sample_data" / "store"
     if not (sample / "_manifest.json").exists():
         pytest.skip("the sample store is not built (scripts/test builds it)")
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     tree = load(sample.parent / "budgets.toml")
     inp = runner.load_inputs(str(sample), tree, window_s=7 * 86400.0)

@@ -9,7 +9,7 @@ import pytest
 
 import engine
 from dashboard.whatif import explain as ex
-from engine.budget_tree import parse
+from engine.budgets import parse
 from queries.analytics import budgets
 from queries.store import schema
 from queries.store import Store

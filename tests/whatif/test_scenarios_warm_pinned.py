@@ -15,7 +15,7 @@ import pytest
 
 from dashboard.whatif import runner
 from dashboard.whatif.spec import ScenarioSpec
-from engine import budget_tree as bt
+from engine import budgets as bt
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "store"

@@ -1,5 +1,5 @@
 """The one store -> engine-input loader (``dashboard.whatif.loader``): the ``replay_jobs`` query keeps exactly the
-rows of ``engine.warm.window_filter`` (an independent Polars computation), by hand on a tiny store and on the
+rows of ``engine.warm_start.window_filter`` (an independent Polars computation), by hand on a tiny store and on the
 whole sample store, and ``workload`` gives what the engine takes."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from dashboard.whatif import loader
-from engine.warm import window_filter
+from engine.warm_start import window_filter
 from queries.store import schema
 from queries.store import Store
 from test_scenarios import h, job, write_store

@@ -18,7 +18,7 @@ class Backfill:
     defaults = {"to": "conservative", "reservation_depth": None, "walltime_margin": 0.0}
 
     def check(self, p: dict) -> None:
-        from engine.config import BACKFILLS
+        from engine.backfill import BACKFILLS
 
         one_of("to", p["to"], BACKFILLS)
         d = p["reservation_depth"]

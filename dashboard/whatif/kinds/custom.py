@@ -2,9 +2,10 @@
 backfill changed together.
 
 Parameters: ``shares`` and ``guaranteed`` as the ``shares`` kind, ``min_runtime_s`` and
-``checkpoint_interval_s`` as the ``min_runtime`` kind (but ``min_runtime_s`` empty by default: only the classes
-the manager moved), ``scenario_policy`` and ``scenario_backfill`` (None = the baseline's). Each part is applied
-by the kind that owns it, so the custom mix of one part equals that kind (tests/whatif).
+``checkpoint_interval_s`` as the ``min_runtime`` kind (seconds, None = no contract; but ``min_runtime_s`` empty
+by default: only the classes the manager moved), ``scenario_policy`` and ``scenario_backfill`` (None = the
+baseline's). Each part is applied by the kind that owns it, so the custom mix of one part equals that kind
+(tests/whatif).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class Custom:
                 "scenario_policy": None, "scenario_backfill": None}
 
     def check(self, p: dict) -> None:
-        from engine.config import BACKFILLS, POLICIES
+        from engine.backfill import BACKFILLS
+        from engine.policies import POLICIES
 
         shares.KIND.check(p)
         min_runtime.KIND.check(p)
@@ -39,7 +41,7 @@ class Custom:
         parts += [f"backfill {v['scenario_backfill']}"] if v["scenario_backfill"] else []
         parts += ["shares " + ", ".join(shares.Shares.parts(v))] if v["shares"] or v["guaranteed"] else []
         if v["min_runtime_s"]:
-            parts.append("min runtime " + ", ".join(f"{c} {s / 3600:g} h" for c, s in v["min_runtime_s"].items()))
+            parts.append("min runtime " + min_runtime.MinRuntime.parts(v["min_runtime_s"]))
         ck = v["checkpoint_interval_s"]
         if ck:
             parts.append(f"checkpoint every {CHECKPOINTS.get(int(ck), f'{ck / 60:g} min')}")

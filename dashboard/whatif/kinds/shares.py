@@ -34,7 +34,7 @@ class Shares:
                 + [f"{p.rsplit('/', 1)[-1]} guaranteed {g:g} GPUs" for p, g in v["guaranteed"].items()])
 
     def apply(self, change: Change) -> None:
-        from engine import budget_tree as bt
+        from engine import budgets as bt
 
         from .. import transforms
         from ..budgets import apply_budget_overrides, has_guarantees

@@ -1,8 +1,10 @@
 -- Fair-share attainment per team over a window, from the logs: entitled = share x capacity GPUs x span hours,
 -- demanded = GPU-hours the team's jobs held or waited for inside the span (allocated GPUs x run time +
 -- requested GPUs x queued time), received = allocated GPUs x run time inside the span, and
--- attainment = received / min(entitled, demanded) (null when that is 0). Shares come from budget_shares when
--- registered, else equal per top-level account (see _fairshare.sql); 'unbudgeted' collects unmatched accounts.
+-- attainment = received / min(entitled, demanded) (null when that is 0: engine.budgets.attainment, the one
+-- formula; tests/queries/analytics/test_budgets_model.py checks this form against it). Shares come from
+-- budget_shares when registered, else equal per top-level account (see _fairshare.sql); 'unbudgeted' collects
+-- unmatched accounts.
 -- Static shares: what a team leaves idle is not redistributed here (queries/budgets.py water-fills the tree).
 -- occupancy = received / (capacity x span) is cluster-wide, repeated on every row; funded_gpu_hours is the
 -- received time of jobs with a share and a non-zero minimum runtime (0 = unallocated occupancy, DOMAIN.md 6).

@@ -1,10 +1,10 @@
 -- The job rows a replay of the window [start, end) needs (the simulator's workload, `dashboard.whatif.loader`):
 -- every column of the store's jobs, unconverted. With `warm_start` and a `start` (the engine's warm start,
--- `engine.warm`): the jobs that started before `start` and stopped after `start - lookback_s` (pinned: running
+-- `engine.warm_start`): the jobs that started before `start` and stopped after `start - lookback_s` (pinned: running
 -- at `start`, or history for the fair-share ledger), those pending at `start`, and those submitted in
 -- [start, end); a job's stop is its end, else start + elapsed_s. Cold (`warm_start` false): the jobs submitted
 -- in [start, end). Without `start`: every job submitted before `end` (null = all). The same rows as
--- `engine.warm.window_filter` (tests/whatif/test_loader.py), in the store's row order.
+-- `engine.warm_start.window_filter` (tests/whatif/test_whatif_loader.py), in the store's row order.
 -- param: cluster varchar null  only this cluster
 -- param: start timestamp null  window start (UTC, inclusive): the warm start, or the first submit of a cold one
 -- param: end timestamp null  window end (UTC, exclusive): only jobs submitted before it

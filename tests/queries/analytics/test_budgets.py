@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.budget_tree import (
+from engine.budgets import (
     JOB_CLASSES, UNBUDGETED, BudgetError, entitlements, parse, static_entitlements, validate, water_fill,
 )
 from queries.store import schema

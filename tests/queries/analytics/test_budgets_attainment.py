@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import queries
-from engine.budget_tree import UNBUDGETED, static_entitlements, validate
+from engine.budgets import UNBUDGETED, static_entitlements, validate
 from queries.analytics import budgets
 from queries.store import schema
 from queries.store import Store
@@ -198,7 +198,7 @@ def test_sample_budgets_file_parses():
     path = REPO / "sample_data" / "budgets.toml"
     if not path.exists():
         pytest.skip("sample_data/budgets.toml not written yet")
-    from engine.budget_tree import load
+    from engine.budgets import load
 
     tree = load(path)
     assert tree.versions and all(v.root.children for v in tree.versions)

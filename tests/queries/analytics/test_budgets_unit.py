@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import budget_tree as bt
+from engine import budgets as bt
 from queries.analytics import budgets as qb
 from queries.ingest import ingest
 from queries.store import Store

@@ -122,7 +122,7 @@ def test_without_a_recorded_snapshot_start_plus_elapsed_bounds_a_running_job(tmp
     got = queries.run("job_waste", store=flat, start=day, end=day + dt.timedelta(days=2), user="bob")
     assert got["in_window_s"].item() == 4 * 3600.0
     # the frame path of attainment (a simulation's jobs) agrees: 16 + 9 GPU-hours received
-    from engine.budget_tree import parse
+    from engine.budgets import parse
 
     tree = parse("[tree.lab]\nshare = 1\n")
     att = budgets.attainment_of(jobs, tree, day, day + dt.timedelta(days=2), capacity_gpus=8)

@@ -341,7 +341,7 @@ def test_ingest_command_keeps_freed_pages_only_before_polars_loads(repo):
     """``quotaloop ingest`` asks Polars' jemalloc to keep freed pages (set before Polars is imported); an explicit
     setting wins, and a process that already loaded Polars (which sets its own value) is left alone."""
     probe = ("import os, sys\n"
-             "from dashboard.commands import ingest\n"
+             "from dashboard.cli import ingest\n"
              "pre = sys.argv[1]\n"
              "if pre == 'polars': import polars\n"
              "if pre == 'explicit': os.environ['_RJEM_MALLOC_CONF'] = 'narenas:1'\n"

@@ -381,6 +381,6 @@ def test_cli_sample_writes_export_and_store(tmp_path, capsys):
 
 
 def test_cli_default_end_matches_the_generator():
-    from dashboard.commands import sample
+    from dashboard.cli import sample
 
     assert sample.DEFAULT_END == samplegen.DEFAULT_END

@@ -1,1 +1,0 @@
-"""One module per ``quotaloop`` sub-command; each defines ``register(subparsers)`` and ``run(args) -> int``."""

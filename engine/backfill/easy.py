@@ -1,0 +1,335 @@
+"""EASY backfill (reservation depth 1), and the no-backfill pass that is its depth-0 case, in both modes.
+
+The rule (``Easy``): start queue heads in order while they fit; the first job that does not fit (the blocked
+job) gets a reservation, the earliest time it fits once running jobs release their resources at their
+estimated ends (all ends at that instant count); a later job may start now if it fits the free resources and
+either ends, by its limit stretched by the walltime margin, no later than the reservation, or fits on what the
+reserved job leaves unused (EASY's "extra" resources). With ``reservation_depth`` K >= 2 the rule runs the
+depth-K kernel (``depth_k``). At depth 0 (``none``) a pass stops at the first blocked job.
+
+Kernels here, one meaning (tests check they agree with each other and with ``depth_k`` at depth 1, and
+``fastpath`` with them):
+- ``scalar_pass``: processor-count mode without borrowing caps, plain integers;
+- ``node_pass``/``_backfill``: node placement: the reservation and the extra resources are per node.
+
+``backfill_max_job_test`` (Slurm's bf_max_job_test; default None = all) stops each pass after that many
+backfill candidates (counted after the first blocked job, across the incremental passes continuing it; cut
+passes are counted in ``metrics["scheduler"]["backfill_cap_hits"]``); a capped scan takes none of the
+shortcuts below, so which jobs are tested does not depend on them.
+
+Invariants: a pass examines jobs in policy order (backfill candidates in ``backfill_order`` after the first
+blocked job), never starts a job that does not fit its placement, and leaves ``state`` (``PassState``) such
+that an incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a
+blocked job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before
+it is needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly
+as ``_backfill`` would (tested: hinted == plain).
+"""
+from __future__ import annotations
+
+from ..units import INF, UNLIMITED
+from .depth_k import profile_pass
+from .fastpath import fast_kernel
+from .scan import sort_backfill, tested, why
+
+HINTS = True  # tests switch it off: hinted and unhinted scans must agree exactly
+
+
+# ---------------------------------------------------------------------- processor-count mode
+def scalar_pass(sim, now, jobs, state):
+    pool = sim.pool
+    res = pool.free_c if pool.cluster.resource == "cpus" else pool.free_g
+    use_c = pool.cluster.resource == "cpus"
+    size = sim.req_c if use_c else sim.req_g
+    est = sim.limit_left
+    note = sim.waits.note
+    start = sim.start
+    started = []
+    if state.stopped:
+        return started
+    it = iter(jobs)
+    if state.blocked is None:
+        for j in it:
+            s = size[j]
+            if s <= res[0]:
+                start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+                started.append(j)
+                continue
+            note(j, "resources", now)
+            state.blocked = j
+            if sim.depth == 0:
+                state.stopped = True
+                return started
+            avail = res[0]
+            T = INF
+            run = sim.running_by_end
+            k, nr = 0, len(run)
+            while k < nr:
+                t = run[k][0]
+                while k < nr and run[k][0] == t:
+                    avail += size[run[k][2]]
+                    k += 1
+                if avail >= s:
+                    T = t
+                    break
+            state.T, state.extra = T, avail - s
+            if T < INF and sim.reserved[j] is None:
+                sim.reserved[j] = T
+            break
+        else:
+            return started
+    T, extra = state.T, state.extra
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    free = res[0]
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    for j in tested(sim, state, sort_backfill(sim, it)):
+        if free <= 0 and exact:
+            break
+        s = size[j]
+        if s > free:
+            note(j, "resources", now)
+            continue
+        if now + est[j] * inv <= T:
+            start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+            free -= s
+        elif s <= extra:
+            start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
+            started.append(j)
+            free -= s
+            extra -= s
+        else:
+            note(j, "reservation", now)
+    state.extra = extra
+    return started
+
+
+# ---------------------------------------------------------------------- node placement, EASY
+def _reservation(sim, j):
+    """(T, limit) for the blocked job j: earliest fit as running jobs release at their estimated ends."""
+    pool = sim.pool
+    _, nodes, gang_order, _ = sim.group[j]
+    gang = sim.gang[j]
+    g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    elig = sim.eligible(j)
+    avail = pool.avail
+    run = sim.running_by_end
+    alloc = sim.alloc
+    cap_g, cap_c, cap_m = pool.cap_g, pool.cap_c, pool.cap_m
+    if gang:  # a gang fits exactly when the idle eligible nodes' capacities add up to it: keep the sums
+        ig = ic = im = 0
+        for n in elig:
+            if avail[n] and fg[n] == cap_g[n] and fc[n] == cap_c[n] and fm[n] == cap_m[n]:
+                ig, ic, im = ig + cap_g[n], ic + cap_c[n], im + min(cap_m[n], UNLIMITED)
+    k, nr = 0, len(run)
+    while k < nr:
+        t = run[k][0]
+        touched = set()
+        while k < nr and run[k][0] == t:
+            for n, a, b, d in alloc[run[k][2]]:
+                if avail[n]:
+                    fg[n] += a
+                    fc[n] += b
+                    fm[n] += d
+                    if n in elig:
+                        touched.add(n)
+            k += 1
+        if not touched:
+            continue
+        if gang:
+            became = [n for n in touched if cap_g[n] == fg[n] and cap_c[n] == fc[n] and cap_m[n] == fm[n]]
+            if not became:
+                continue
+            for n in became:
+                ig, ic, im = ig + cap_g[n], ic + cap_c[n], im + min(cap_m[n], UNLIMITED)
+            if ig < g or ic < c or im < m:
+                continue
+            pl = pool.place(gang_order, True, g, c, m, free=(fg, fc, fm))
+        else:
+            pl = pool.place(sorted(touched), False, g, c, m, free=(fg, fc, fm))
+        if pl is not None:
+            return t, {n: (fg[n] - a, fc[n] - b, fm[n] - d) for n, a, b, d in pl}
+    return INF, None
+
+
+def node_pass(sim, now, jobs, state):
+    pool = sim.pool
+    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
+    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
+    started = []
+    if state.stopped:
+        return started
+    capped = sim._caps
+    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
+    it = iter(jobs)
+    if state.blocked is None:
+        for j in it:
+            if capped and needs_cap[j] and sim.over_cap(j):
+                note(j, "quota", now)
+                continue
+            grp = group[j]
+            pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None)
+            if pl is not None:
+                sim.start(j, now, pl)
+                started.append(j)
+                continue
+            note(j, why(sim, j), now)
+            state.blocked = j
+            if sim.depth == 0:
+                state.stopped = True
+                return started
+            if sim.reserved[j] is None:  # its first reservation is part of the output
+                state.T, state.limit = sim.cached_reservation(j, _reservation)
+                if state.T < INF:
+                    sim.reserved[j] = state.T
+            else:
+                state.T = None  # computed when first needed (``reservation_time``)
+            break
+        else:
+            return started
+    T = state.T
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    failed = state.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
+    n_shapes = len(sim.shape_count)
+    bounds, over_cap = pool.bounds, sim.over_cap
+    procs = pool.cluster.procs_mode
+    nothing_fits = sim.qstats.nothing_fits
+    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+    if exact and nothing_fits(pool):
+        return started
+
+    def hint(j):
+        """What examining j would certainly give without placing it: a failure reason, False to stop the scan,
+        or None (examine it). Lets a lazy queue order skip such jobs without handing them over."""
+        if state.n_failed_short >= n_shapes:
+            return False
+        sh = shape[j]
+        f = failed.get(sh)
+        if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
+            if f != "long":
+                return f
+            if now + est[j] * inv > state.T:  # a "long" entry means a job was examined: T is known
+                return "reservation"
+        if capped and needs_cap[j] and over_cap(j):
+            return "quota"
+        g, c, m = req_g[j], req_c[j], req_m[j]
+        b = bounds(group[j])
+        if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
+            r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
+            failed[sh] = r
+            state.n_failed_short += 1
+            return r
+        return None
+
+    hint.state, hint.failed, hint.shape, hint.n_shapes = state, failed, shape, n_shapes  # read by the order's inlined skip
+    hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+    if hinted:
+        sim.queue.hint = hint
+    try:
+        _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped)
+    finally:
+        if hinted:
+            sim.queue.hint = None
+    return started
+
+
+def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped):
+    pool = sim.pool
+    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
+    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
+    reason, bounds, place, place_in, over_cap = sim.waits.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
+    nothing_fits = sim.qstats.nothing_fits
+    exact = sim.cfg.backfill_max_job_test is None
+    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
+    for j in tested(sim, state, sort_backfill(sim, it)):
+        if exact and state.n_failed_short >= n_shapes:
+            break
+        if T is None:
+            T = reservation_time(sim, state)
+        sh = shape[j]
+        short = now + est[j] * inv <= T
+        f = failed.get(sh)
+        if f is not None and (f != "long" or not short):
+            r = "reservation" if f == "long" else f
+            if reason[j] != r:
+                note(j, r, now)
+            continue
+        if capped and needs_cap[j] and over_cap(j):
+            note(j, "quota", now)
+            continue
+        grp = group[j]
+        g, c, m, gang = req_g[j], req_c[j], req_m[j], gangs[j]
+        b = bounds(grp)  # constant-time rejection: most candidates of a busy pass fail here
+        if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
+            pl = fits_now = None
+        else:
+            if short or not state.limit:
+                pl = place_in(grp, gang, g, c, m)
+            else:  # EASY's extra resources cap what it may use on the reserved job's nodes
+                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=state.limit)
+            fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
+        if pl is not None:
+            sim.start(j, now, pl)
+            started.append(j)
+            if not short and state.limit:
+                for n, a, bb, d in pl:
+                    if n in state.limit:
+                        x = state.limit[n]
+                        state.limit[n] = (x[0] - a, x[1] - bb, x[2] - d)
+            if exact and nothing_fits(pool):
+                break
+            continue
+        if fits_now is None:
+            r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
+            failed[sh] = r
+            state.n_failed_short += 1
+        else:
+            failed[sh] = "long"
+            r = "reservation"
+        if reason[j] != r:
+            note(j, r, now)
+
+
+def reservation_time(sim, state) -> float:
+    """The blocked job's reservation T (node passes compute it lazily: many passes examine no other job).
+
+    Nothing started since the job blocked (a start needs T first), so the free resources and running jobs are
+    those it blocked on and the value is the one an eager computation would have given."""
+    if state.T is None:
+        state.T, state.limit = sim.cached_reservation(state.blocked, _reservation)
+    return state.T
+
+
+def _place(pool, grp, gang, g, c, m, limit):
+    """``Pool.place`` behind a constant-time rejection by the group's bounds (most requests in a busy pass)."""
+    b = pool.bounds(grp)
+    if gang:
+        if g > b[3] or c > b[4] or m > b[5]:
+            return None
+    elif g > b[0] or c > b[1] or m > b[2]:
+        return None
+    if not limit:
+        return pool.place_in(grp, gang, g, c, m)
+    return pool.place(grp[2] if gang else grp[1], gang, g, c, m, limit=limit)
+
+
+def kernel(sim):
+    """The depth-0/1 pass for ``sim``: the plain-integer one in processor-count mode without borrowing caps."""
+    if sim.pool.cluster.procs_mode and not sim.budgeting_caps():
+        return scalar_pass
+    return node_pass
+
+
+class Easy:
+    """``backfill="easy"``: one reservation per pass, or K with ``reservation_depth``."""
+    name = "easy"
+    takes_depth = True
+
+    def depth(self, reservation_depth: int | None) -> int:
+        return 1 if reservation_depth is None else reservation_depth
+
+    def pass_for(self, sim):
+        return profile_pass if sim.depth >= 2 else kernel(sim)
+
+    def whole_run(self, sim):
+        return fast_kernel(sim)

@@ -1,0 +1,162 @@
+"""Fast kernel for the common replay: processor-count mode, FCFS, no backfill or EASY in queue order, and
+every other feature idle (no preemption, no node events, no budget caps). The rules offer it as their
+``whole_run`` (``fast_kernel``) where it applies.
+
+It is the same algorithm as ``core.Simulator.run`` + ``easy.scalar_pass`` with the generic machinery
+inlined: submissions come from the sorted job arrays instead of the heap (they are in (time, index) order
+already, and at a timestamp ends are applied before submissions exactly as the heap's priorities do), job
+ends sit in a heap of (end, seq, job), and a pass after submissions alone examines only the new jobs.
+
+Invariant (tested on random workloads): for every job, start, end, start_seq, reservation and wait reason are
+identical to the generic path's.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+
+from ..units import INF
+
+ENABLED = True  # tests switch it off to compare against the generic path
+
+
+def applies(sim) -> bool:
+    cfg = sim.cfg
+    return (ENABLED and sim.pool.cluster.procs_mode and sim.policy.supports_fastpath and sim.depth <= 1
+            and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
+            and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None
+            and not cfg.sched_interval_s)
+
+
+def fast_kernel(sim):
+    """``run`` when it applies to ``sim``, else None (the generic event loop runs)."""
+    return run if applies(sim) else None
+
+
+def run(sim) -> None:
+    n = sim.n
+    waits = sim.waits
+    pool = sim.pool
+    use_c = pool.cluster.resource == "cpus"
+    size = sim.req_c if use_c else sim.req_g
+    free = (pool.cap_c if use_c else pool.cap_g)[0]
+    submit, est, rem = sim.submit, sim.limit_left, sim.rem
+    start, end, seq_of, reason, reserved = sim.first_start, sim.end_time, sim.start_seq, waits.reason, sim.reserved
+    depth = sim.depth
+    default_reason = waits.default
+    since, note, close = waits.since, waits.note, waits.close
+    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    insort, bisect_left = bisect.insort, bisect.bisect_left
+    ends: list = []       # (actual end, seq, job)
+    running: list = []    # (estimated end, seq, job), sorted
+    queue: dict = {}
+    seq = n
+    i = 0
+    # pass state (see state.PassState): blocked head, its reservation time T and extra processors
+    blocked = False
+    stopped = False
+    T = INF
+    extra = 0
+    passes = full_passes = 0
+    while i < n or ends:
+        t = submit[i] if i < n else INF
+        full = False
+        if ends and ends[0][0] <= t:
+            t = ends[0][0]
+            while ends and ends[0][0] == t:
+                _, s, j = heappop(ends)
+                free += size[j]
+                end[j] = t
+                k = bisect_left(running, (start[j] + est[j], s, j))
+                del running[k]
+                full = True
+        first_new = i
+        sim.now = t
+        while i < n and submit[i] == t:
+            queue[i] = None
+            reason[i] = default_reason
+            since[i] = t
+            i += 1
+        if not queue:
+            continue
+        passes += 1
+        if full:
+            full_passes += 1
+            blocked = stopped = False
+            it = iter(queue)
+        else:
+            it = iter(range(first_new, i))
+        if stopped:
+            continue
+        started = []
+        if not blocked:
+            for j in it:
+                s = size[j]
+                if s <= free:
+                    free -= s
+                    seq += 1
+                    start[j] = t
+                    seq_of[j] = seq
+                    if t != submit[j]:
+                        close(j, t)
+                    heappush(ends, (t + (rem[j] if rem[j] < est[j] else est[j]), seq, j))
+                    insort(running, (t + est[j], seq, j))
+                    started.append(j)
+                    continue
+                if reason[j] != "resources":
+                    note(j, "resources", t)
+                if depth == 0:
+                    stopped = True
+                    break
+                blocked = True
+                avail = free
+                T = INF
+                k, nr = 0, len(running)
+                while k < nr:
+                    e = running[k][0]
+                    while k < nr and running[k][0] == e:
+                        avail += size[running[k][2]]
+                        k += 1
+                    if avail >= s:
+                        T = e
+                        break
+                extra = avail - s
+                if T < INF and reserved[j] is None:
+                    reserved[j] = T
+                break
+        if blocked and not stopped:
+            for j in it:
+                if free <= 0:
+                    break
+                s = size[j]
+                if s > free:
+                    if reason[j] != "resources":
+                        note(j, "resources", t)
+                    continue
+                if t + est[j] * inv <= T:
+                    pass
+                elif s <= extra:
+                    extra -= s
+                else:
+                    if reason[j] != "reservation":
+                        note(j, "reservation", t)
+                    continue
+                free -= s
+                seq += 1
+                start[j] = t
+                seq_of[j] = seq
+                if t != submit[j]:
+                    close(j, t)
+                heappush(ends, (t + (rem[j] if rem[j] < est[j] else est[j]), seq, j))
+                insort(running, (t + est[j], seq, j))
+                started.append(j)
+        for j in started:
+            del queue[j]
+    sim.seq_counter = seq
+    sim.counters["passes"] += passes
+    sim.counters["full_passes"] += full_passes
+    # the intervals, in the order the generic path records them (by end, then start sequence), as arrays
+    start_s, end_s = sim.intervals.set_single_attempts(start, end, seq_of, size, use_c)
+    sim.__dict__.setdefault("_arrays", {}).update(first_start=start_s, end_time=end_s)
+    sim.run_s = end_s - start_s

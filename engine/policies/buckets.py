@@ -1,0 +1,115 @@
+"""The machinery the bucket policies (``fairshare``, ``drf``) share: per-account FIFOs of funded jobs, the
+unallocated-occupancy jobs after them, and each budget version's static maps (``_Plan``).
+
+Invariants:
+- job index order is (submit, job id) order; each account's FIFO is in index order (a requeued job goes back to
+  its original place);
+- jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order, and a pass's
+  ``hint`` lets the order skip those whose answer the pass already knows, noting the same wait reason it would;
+- ``_Plan.pending`` counts, per tree node, the funded jobs pending under it (kept by ``add``/``remove``).
+"""
+from __future__ import annotations
+
+from .fcfs import FCFSQueue
+
+
+class BucketQueue:
+    """Per-account FIFOs of funded jobs, merged by a subclass's ``funded_order(now)``, then the unallocated
+    jobs in FCFS order (skipped with the pass's ``hint``)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.funded: dict[int, dict[int, None]] = {}   # account -> FIFO of funded jobs
+        self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
+        self.members: set[int] = set()
+        self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
+        self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
+
+    def __len__(self):
+        return len(self.members)
+
+    def __contains__(self, j):
+        return j in self.members
+
+    def jobs(self):
+        return self.members
+
+    def add(self, j):
+        self.members.add(j)
+        if self.sim.min_rt[j] == 0:
+            self.free.add(j)
+            return
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, 1)
+        q = self.funded.setdefault(a, {})
+        if q and j < next(reversed(q)):
+            items = sorted([*q, j])
+            q.clear()
+            q.update(dict.fromkeys(items))
+        else:
+            q[j] = None
+
+    def remove(self, j):
+        self.members.discard(j)
+        if j in self.free:
+            self.free.remove(j)
+            return
+        a = self.sim.acct[j]
+        for plan in self._plans.values():
+            plan.count(a, -1)
+        del self.funded[a][j]
+
+    def order(self, now):
+        yield from self.funded_order(now)
+        waits = self.sim.waits
+        reason, note = waits.reason, waits.note
+        seen = failed = shape = state = None
+        n_shapes = 0
+        for j in self.free.order(now):
+            hint = self.hint
+            if hint is not None:
+                if hint is not seen:
+                    seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                # hint(j) with its commonest answer inlined: a shape that already failed outright this pass
+                if state.n_failed_short >= n_shapes:
+                    return
+                r = failed.get(shape[j])
+                if r is None or r == "long":
+                    r = hint(j)
+                    if r is False:
+                        return
+                if r is not None:
+                    if reason[j] != r:
+                        note(j, r, now)
+                    continue
+            yield j
+
+    def funded_order(self, now):
+        """The funded jobs in the policy's merge order (lazy: a pass may stop consuming it at any point)."""
+        raise NotImplementedError
+
+    def _plan(self, ten) -> "_Plan":
+        plan = self._plans.get(id(ten))
+        if plan is None:
+            plan = self._plans[id(ten)] = _Plan(ten, self.sim.accounts, self.funded)
+        return plan
+
+
+class _Plan:
+    """One budget version seen from the queue: each account's chain of tree nodes, the accounts of each bucket,
+    and the number of funded jobs pending under every node (kept by ``add``/``remove``)."""
+
+    def __init__(self, ten, accounts, funded):
+        self.acct_chain = [ten.depth_chain[ten.bucket[name]] for name in accounts]
+        self.bucket_accts: dict[int, list] = {}
+        for a, name in enumerate(accounts):
+            self.bucket_accts.setdefault(ten.bucket[name], []).append(a)
+        self.pending = [0] * len(ten.paths)
+        for a, q in funded.items():
+            self.count(a, len(q))
+
+    def count(self, a, k) -> None:
+        pending = self.pending
+        for i in self.acct_chain[a]:
+            pending[i] += k
