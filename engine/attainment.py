@@ -1,7 +1,7 @@
-"""Budget attainment of a run, by the definition of ``queries.budgets`` (the log path), on the run's own jobs.
+"""Budget attainment of a run, by the definition of ``queries.analytics.budgets`` (the log path), on the run's own jobs.
 
 The engine computes it from the simulated jobs frame (the ``jobs.parquet`` it writes, in the store schema), so
-``queries.budgets.attainment`` over that file gives the same numbers (tested). Per window [start, end), cut at
+``queries.analytics.budgets.attainment`` over that file gives the same numbers (tested). Per window [start, end), cut at
 the budget tree's effective dates, and per account:
 - received = run resources x running time inside the window (run resources = ``alloc_*``, else ``req_*``; a
   RUNNING job without an end runs until its logged start + elapsed, the last instant the log knows of it, or
@@ -137,7 +137,7 @@ def of_run(jobs: pl.DataFrame, tree, capacity: float, resource: str, lookback_s:
            history: bool = False, window_us: tuple | None = None) -> dict:
     """``metrics["attainment"]``: over ``window_us`` (µs since the epoch; the run's measured window when it has
     a warm start or a window end), else the run's span [first submit, last submit / start / end] (and, with
-    ``history``, per lookback-long window ending every day, as ``queries.budgets.attainment_history`` does)."""
+    ``history``, per lookback-long window ending every day, as ``queries.analytics.budgets.attainment_history`` does)."""
     spans = Spans(jobs, resource)
     if tree is None:
         tree = default_tree(spans.accounts)

@@ -119,7 +119,7 @@ def row_ids(ids: pl.Series, job, att, final) -> pl.Series:
     return pl.select(pl.when(pl.Series(final)).then(base).otherwise(tagged).alias("job_id"))["job_id"]
 
 
-# Exports whose max_rss_bytes is one task's (one node's) peak, not the whole job's: queries/sql/_jobs.sql reads
+# Exports whose max_rss_bytes is one task's (one node's) peak, not the whole job's: queries/analytics/sql/_jobs.sql reads
 # them so by the row's source, which the output replaces with 'sim' (keep the two lists equal).
 PER_TASK_RSS_SOURCES = ("sacct", "sacct-json")
 

@@ -5,7 +5,7 @@ File format (TOML; every key optional unless marked)::
     cluster = "h100"               # the cluster the budget funds (informational)
     cluster_gpus = 1024            # capacity used to check guarantees (``validate`` may be given it instead)
     unit = "gpu"                   # "gpu" (GPU-hours) or "cpu" (core-hours, a cluster without GPUs); omitted =
-                                   # inferred (queries.budgets.budget_unit): a node list with cores and no
+                                   # inferred (queries.analytics.budgets.budget_unit): a node list with cores and no
                                    # GPUs -> "cpu". Guarantees and max_gpus stay GPUs (the simulator's quota)
 
     [min_runtime]                  # per job class default min runtime: seconds or "8h", "30m", "1h30m", "2d"
@@ -138,7 +138,7 @@ class BudgetTree:
     cluster: str | None = None
     source: str = ""
     qos_preempts: tuple[tuple[str, tuple[str, ...]], ...] = ()   # [qos]: (QoS, QoS it may preempt), sorted
-    unit: str | None = None  # "gpu" | "cpu"; None = inferred from the cluster (queries.budgets.budget_unit)
+    unit: str | None = None  # "gpu" | "cpu"; None = inferred from the cluster (queries.analytics.budgets.budget_unit)
 
     def at(self, when: dt.datetime | None = None) -> BudgetNode:
         """The root in force at ``when`` (UTC); ``None`` = the latest version."""

@@ -1,5 +1,5 @@
 """Entitled, demanded and received resource-hours per budget-tree row over a window: the one tally behind
-attainment from logs (``queries.budgets``) and from a simulated run (``engine.attainment``).
+attainment from logs (``queries.analytics.budgets``) and from a simulated run (``engine.attainment``).
 
 A window is added segment by segment (the tree is constant inside a segment, ``BudgetTree.segments``), each
 with its capacity in resource-hours and the (account, demanded hours, received hours) of the accounts active
@@ -62,7 +62,7 @@ class WindowTally:
 def attainment(received: float, demanded: float, entitled: float) -> float | None:
     """received / min(entitled, demanded): the share of what a team could use of its entitlement that it got.
 
-    The one definition, for the log path (``queries.budgets``) and a simulated run (``engine.attainment``) alike;
+    The one definition, for the log path (``queries.analytics.budgets``) and a simulated run (``engine.attainment``) alike;
     pass the static entitlement for ``attainment_static``. None when the divisor is 0 (no demand, or an
     unfunded bucket with nothing left over): not a number a mean may average."""
     den = min(entitled, demanded)

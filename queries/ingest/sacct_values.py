@@ -142,7 +142,7 @@ def settle_folds(df: pl.DataFrame, tz: str | None) -> pl.DataFrame:
         el, ds, de = elapsed[r], d_start.get(r, 0), d_end.get(r, 0)
         pairs = [(s0, e0), (s0, e0 + de), (s0 + ds, e0), (s0 + ds, e0 + de)]
 
-        def score(pair: tuple[int, int]) -> float:
+        def score(pair: tuple[int, int], el=el) -> float:  # bound now: ruff B023, though used at once
             run_s = (pair[1] - pair[0]) / 1e6
             return abs(run_s - el) if el is not None and el == el else float(run_s < 0)
 

@@ -3,7 +3,7 @@
 -- instant its cluster's log knows: store_snapshot, else start + elapsed, else $end; never into the future);
 -- waiting = requested GPUs x queued time clipped to the window (queued = submit until start; until end for a
 -- job that never started; while PENDING until the snapshot, else $end); demanded = received + waiting.
--- queries/budgets.py maps accounts onto the budget tree and does the water-filling.
+-- queries/analytics/budgets.py maps accounts onto the budget tree and does the water-filling.
 -- resource = 'cpu' (a budget in core-hours: a cluster without GPUs) counts allocated / requested CPU cores
 -- instead of GPUs; the *_gpu_s columns then hold core-seconds.
 -- param: start timestamp null  window start (UTC, inclusive); null = first submit in the store

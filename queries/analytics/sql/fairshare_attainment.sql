@@ -5,7 +5,7 @@
 -- formula; tests/queries/analytics/test_budgets_model.py checks this form against it). Shares come from
 -- budget_shares when registered, else equal per top-level account (see _fairshare.sql); 'unbudgeted' collects
 -- unmatched accounts.
--- Static shares: what a team leaves idle is not redistributed here (queries/budgets.py water-fills the tree).
+-- Static shares: what a team leaves idle is not redistributed here (queries/analytics/budgets.py water-fills the tree).
 -- occupancy = received / (capacity x span) is cluster-wide, repeated on every row; funded_gpu_hours is the
 -- received time of jobs with a share and a non-zero minimum runtime (0 = unallocated occupancy, DOMAIN.md 6).
 -- resource = 'cpu' counts CPU cores and core-hours instead of GPUs (a cluster without GPUs): the *_gpu_hours
