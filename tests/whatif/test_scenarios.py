@@ -234,6 +234,23 @@ def test_min_runtime_override_beats_the_log():
     assert dict(zip(res.jobs["job_id"], res.jobs["min_runtime_s"])) == {"t": 8 * 3600.0, "d": 100.0}
 
 
+def test_min_runtime_kind_passes_none_and_default_as_configuration():
+    """The min-runtime kind's override reaches the engine as ``min_runtime_by_class`` (engine.min_runtime):
+    None = no contract, "default" = every class not named; the jobs' logged column is never rewritten."""
+    rows = [job("t", "lab/a", 1, 0, 1, min_rt=100.0), job("d", "lab/a", 1, 0, 1, cls="debug", min_rt=100.0)]
+    spec = ScenarioSpec.make("min_runtime", min_runtime_s={"training": None, "default": 1800.0})
+    assert spec.describe().startswith("min runtime default 0.5 h, training none; no checkpoints")
+    base_jobs, base, jobs, cfg, _, _ = runner.configs(spec, inputs(rows, end=4.0))
+    assert cfg.min_runtime_by_class == {"default": 1800.0, "training": None} and not base.min_runtime_by_class
+    assert jobs["min_runtime_s"].to_list() == base_jobs["min_runtime_s"].to_list() == [100.0, 100.0]
+    res = runner.run(spec, inputs(rows, end=4.0))
+    got = dict(zip(res.scenario.jobs["job_id"], res.scenario.jobs["min_runtime_s"]))
+    assert got == {"t": None, "d": 1800.0}  # training: no contract (written as null); debug: the default
+    assert ScenarioSpec.make("min_runtime", min_runtime_s={}).describe().startswith("min runtime unchanged")
+    custom = ScenarioSpec.make("custom", min_runtime_s={"training": None})
+    assert custom.describe().startswith("min runtime training none")
+
+
 # ------------------------------------------------------------------------------------------ spec, reproducibility
 @pytest.mark.parametrize("kind,kw,needle", [
     ("nope", {}, "unknown scenario"), ("shares", {"share": {}}, "unknown parameter"),
