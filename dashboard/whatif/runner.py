@@ -49,7 +49,6 @@ from .frames import fmt_duration
 from .kind import Change
 from .spec import ScenarioSpec
 
-UTC = dt.timezone.utc
 # (metric key, label, +1 higher is better / -1 lower is better / 0 neutral)
 METRICS = [
     ("occupancy", "Occupancy", 1), ("utilisation", "Useful utilisation", 1),

@@ -20,8 +20,8 @@ import math
 import polars as pl
 
 from engine import budgets as bt
+from queries.store.units import GIB
 
-GIB = float(1 << 30)
 USAGE_COLUMNS = ("used_cpus", "used_mem_gb", "used_gpus")
 
 
