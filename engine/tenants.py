@@ -19,6 +19,7 @@ import datetime as dt
 import math
 
 from . import budgets as bt
+from .config import ConfigError
 
 
 def to_tree(budgets):
@@ -28,7 +29,6 @@ def to_tree(budgets):
     if isinstance(budgets, bt.BudgetNode):
         return bt.BudgetTree((bt.BudgetVersion(None, budgets),))
     if not isinstance(budgets, dict):
-        from .config import ConfigError
 
         raise ConfigError(f"budgets: expected a BudgetTree or a dict path -> share, got {type(budgets).__name__}")
     return bt.BudgetTree((bt.BudgetVersion(None, _root_from_dict(budgets)),))
@@ -60,7 +60,6 @@ def gpu_cap(budgets):
 
 
 def _root_from_dict(spec: dict) -> bt.BudgetNode:
-    from .config import ConfigError
 
     attrs: dict[str, dict] = {}
     for path, v in spec.items():

@@ -20,9 +20,11 @@ Invariants (checked here for every file, whatever the parser):
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import re
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +145,6 @@ def detect_format(path: str | Path) -> str:
     except OSError as exc:
         raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from exc
     if path.name.endswith(".gz"):
-        import gzip
-        import zlib
 
         try:
             with gzip.open(path, "rb") as gz:
