@@ -13,7 +13,7 @@ Public API re-exported here: the named-query interface, ``run``, ``names``, ``lo
 reports read analytics. They resolve on first use (PEP 562) rather than at import: importing any room (the CLI
 reads ``queries.ingest.formats`` when it builds its parser) must not load Polars (see ``queries.ingest``).
 """
-from importlib import import_module
+from .lazy import exports
 
 _EXPORTS = {
     "QueryError": "analytics.loader", "bind": "analytics.loader", "load": "analytics.loader",
@@ -22,10 +22,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _EXPORTS)

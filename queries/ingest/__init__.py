@@ -7,16 +7,10 @@ CLI reads ``formats`` when it builds its parser, and loading the pipeline there 
 every ``quotaloop`` start about 0.4 s (0.2 s -> 0.65 s for ``build_parser``, measured) and comes before
 ``quotaloop ingest`` sets Polars' allocator, which must precede Polars' first import.
 """
-from importlib import import_module
+from ..lazy import exports
 
 _EXPORTS = {name: "pipeline" for name in
             ("FileSummary", "IngestError", "Parsed", "detect_format", "ingest", "last_instants", "parse_file")}
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _EXPORTS)
