@@ -27,6 +27,10 @@ def _imports(path: Path) -> set[str]:
 FORBIDDEN = {
     "engine": {"streamlit", "duckdb", "queries", "dashboard"},
     "queries": {"streamlit", "dashboard"},
+    # the dashboard's three non-UI products: usable without a browser, so without Streamlit
+    "dashboard/cli": {"streamlit"},
+    "dashboard/report": {"streamlit"},
+    "dashboard/whatif": {"streamlit"},
 }
 
 
