@@ -22,6 +22,15 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def sample_store() -> Path:
+    """The bundled sample store (``scripts/test`` builds it); skips with a visible reason when it is not built."""
+    store = REPO / "sample_data" / "store"
+    if not (store / "_manifest.json").is_file():
+        pytest.skip(f"the sample store is not built: run `quotaloop sample --store {store}` (scripts/test does)")
+    return store
+
+
+@pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
 

@@ -14,7 +14,6 @@ from queries.store import Store
 
 TINY = Path(__file__).resolve().parents[2] / "fixtures" / "swf" / "tiny.swf"
 SAMPLE_BUDGETS = Path(__file__).resolve().parents[3] / "sample_data" / "budgets.toml"
-REPO_SAMPLE = Path(__file__).resolve().parents[3] / "sample_data" / "store"
 T0 = dt.datetime(2001, 9, 9, 1, 46, 40, tzinfo=dt.timezone.utc)  # UnixStartTime 1000000000 = submit 0
 TREE = "[tree.swf.group1]\nshare = 1\n[tree.swf.group2]\nshare = 1\n"
 
@@ -34,13 +33,13 @@ def test_unit_is_parsed_and_checked():
         bt.parse('unit = "tpu"\n' + TREE)
 
 
-def test_the_unit_is_inferred_from_the_cluster(tiny):
+def test_the_unit_is_inferred_from_the_cluster(tiny, sample_store):
     tree = bt.parse(TREE)
     assert qb.budget_unit(tree, store=tiny) == "cpu"             # 4 nodes x 2 cores, no GPUs
     assert qb.budget_unit(tree, capacity_gpus=0.0) == "cpu"       # a known layout without GPUs
     assert qb.budget_unit(tree, capacity_gpus=8.0) == "gpu"
     assert qb.budget_unit(bt.parse('unit = "gpu"\n' + TREE), store=tiny) == "gpu"  # said explicitly: kept
-    assert qb.budget_unit(bt.load(SAMPLE_BUDGETS), store=REPO_SAMPLE) == "gpu"
+    assert qb.budget_unit(bt.load(SAMPLE_BUDGETS), store=sample_store) == "gpu"
 
 
 def test_attainment_in_core_hours_by_hand(tiny):
@@ -70,11 +69,11 @@ def test_a_gpu_budget_on_a_cluster_without_gpus_says_how_to_fix_it(tiny):
                          T0 + dt.timedelta(seconds=120), capacity_gpus=0.0)
 
 
-def test_a_gpu_cluster_is_unchanged():
+def test_a_gpu_cluster_is_unchanged(sample_store):
     """The sample store (GPUs): budget_usage's default and resource='gpu' agree, and the unit stays GPU-hours."""
     start, end = dt.datetime(2026, 11, 20, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc)
-    default = qb.usage(REPO_SAMPLE, start, end)
-    assert default.equals(qb.usage(REPO_SAMPLE, start, end, resource="gpu"))
-    assert not default.equals(qb.usage(REPO_SAMPLE, start, end, resource="cpu"))
-    a = qb.attainment(REPO_SAMPLE, bt.load(SAMPLE_BUDGETS), start, end)
+    default = qb.usage(sample_store, start, end)
+    assert default.equals(qb.usage(sample_store, start, end, resource="gpu"))
+    assert not default.equals(qb.usage(sample_store, start, end, resource="cpu"))
+    a = qb.attainment(sample_store, bt.load(SAMPLE_BUDGETS), start, end)
     assert a.unit == "gpu" and a.unit_label == "GPU-hours"
