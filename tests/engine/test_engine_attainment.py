@@ -180,10 +180,8 @@ def test_attainment_history_windows(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the sample store
 @pytest.fixture(scope="module")
-def sample():
-    if not (SAMPLE / "_manifest.json").exists():
-        pytest.skip("the sample store is not built (scripts/test builds it)")
-    s = Store(SAMPLE)
+def sample(sample_store):
+    s = Store(sample_store)
     return s.read("jobs"), s.read("nodes"), load(REPO / "sample_data" / "budgets.toml")
 
 

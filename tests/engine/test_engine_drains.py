@@ -142,15 +142,10 @@ def test_drains_scenario_by_hand():
         runner.run(ScenarioSpec.make("drains", drains=["n1@2026-10-01"]), inputs(rows))
 
 
-def test_scenario_cli_drains_on_the_sample(tmp_path, capsys):
-    from pathlib import Path
-
+def test_scenario_cli_drains_on_the_sample(tmp_path, capsys, sample_store, repo):
     from dashboard.cli import main
 
-    repo = Path(__file__).resolve().parents[2]
-    store = repo / "sample_data" / "store"
-    if not (store / "_manifest.json").exists():
-        pytest.skip("sample store not built")
+    store = sample_store
     f = tmp_path / "drains.csv"
     f.write_text("node,start,end,reason\nh100-[001-004],2026-11-28T00:00,2026-11-28T12:00,firmware\n")
     out = tmp_path / "scn"

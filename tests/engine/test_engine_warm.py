@@ -14,7 +14,6 @@ from queries.analytics import budgets as qb
 from queries.store import schema
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "sample_data" / "store"
 T = dt.datetime(2026, 11, 10, tzinfo=dt.timezone.utc)
 
 
@@ -147,14 +146,12 @@ def test_numeric_workload_warm_start_and_replay_share_the_window():
 
 # ------------------------------------------------------------------------------------------ the sample store
 @pytest.fixture(scope="module")
-def window():
+def window(sample_store):
     """The sample store's last 7 days (the Fair share page's default window), loaded for a warm start."""
-    if not (SAMPLE / "_manifest.json").exists():
-        pytest.skip("the sample store is not built (scripts/test builds it)")
     from engine.warm_start import window_filter
     from queries.store import Store
 
-    store = Store(SAMPLE)
+    store = Store(sample_store)
     jobs, nodes = store.read("jobs"), store.read("nodes")
     end = jobs["submit"].max() + dt.timedelta(microseconds=1)
     start = end - dt.timedelta(days=7)

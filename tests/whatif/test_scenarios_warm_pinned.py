@@ -18,7 +18,6 @@ from dashboard.whatif.spec import ScenarioSpec
 from engine import budgets as bt
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "sample_data" / "store"
 BUDGETS = REPO / "sample_data" / "budgets.toml"
 AS_LOGGED = ["job_id", "start", "end", "state", "req_cpus", "req_gpus", "req_mem_bytes", "alloc_cpus", "alloc_gpus",
              "alloc_mem_bytes", "min_runtime_s", "node_list", "nodes"]
@@ -35,11 +34,9 @@ KINDS = [
 
 
 @pytest.fixture(scope="module")
-def window():
-    if not (SAMPLE / "_manifest.json").exists():
-        pytest.skip(f"sample store not built: {SAMPLE}")
+def window(sample_store):
     tree = bt.load(BUDGETS)
-    inputs = runner.load_inputs(SAMPLE, tree, window_s=2 * 86400.0, budgets_source=str(BUDGETS))
+    inputs = runner.load_inputs(sample_store, tree, window_s=2 * 86400.0, budgets_source=str(BUDGETS))
     base = runner.baseline(ScenarioSpec.make("shares"), inputs)
     return inputs, base
 

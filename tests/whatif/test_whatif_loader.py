@@ -4,7 +4,6 @@ whole sample store, and ``workload`` gives what the engine takes."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +14,6 @@ from queries.store import schema
 from queries.store import Store
 from test_scenarios import h, job, write_store
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data" / "store"
 
 
 def test_replay_jobs_by_hand(tmp_path):
@@ -39,14 +37,12 @@ def test_replay_jobs_by_hand(tmp_path):
 
 
 @pytest.mark.parametrize("warm", [True, False])
-def test_replay_jobs_equals_the_engine_window_on_the_sample(warm):
-    if not (SAMPLE / "_manifest.json").exists():
-        pytest.skip(f"sample store not built: {SAMPLE}")
-    jobs = Store(SAMPLE).read("jobs")
+def test_replay_jobs_equals_the_engine_window_on_the_sample(warm, sample_store):
+    jobs = Store(sample_store).read("jobs")
     end = jobs["submit"].max() + dt.timedelta(microseconds=1)
     start = end - dt.timedelta(days=5)
     keep = window_filter(start, end, 3 * 86400.0) if warm else (pl.col("submit") >= start) & (pl.col("submit") < end)
     want = schema.conform(jobs.filter(keep).sort("submit", "job_id"), "jobs")
-    got, nodes = loader.load(SAMPLE, cluster="acme", start=start, end=end, warm_start=warm, lookback_s=3 * 86400.0)
+    got, nodes = loader.load(sample_store, cluster="acme", start=start, end=end, warm_start=warm, lookback_s=3 * 86400.0)
     assert got.height > 1000 and got.equals(want) and got.schema == want.schema
-    assert nodes.height == Store(SAMPLE).read("nodes").filter(pl.col("cluster") == "acme").height > 0
+    assert nodes.height == Store(sample_store).read("nodes").filter(pl.col("cluster") == "acme").height > 0
