@@ -157,21 +157,7 @@ def test_profile_pass_at_depth_one_equals_easy(w, layout, margin):
     # processor-count mode with a margin diverges (the strict xfail above pins it); the rest must agree
     assume(not (layout == "procs" and margin > 0))
     cluster = Cluster.procs(P, resource="gpus") if layout == "procs" else Cluster.uniform(3, P, 8)
-    cfg = SimConfig(backfill="easy", walltime_margin=margin)
-    easy = simulate(w, cluster, cfg)
-    class ProfileAtDepthOne(type(BACKFILLS["easy"])):  # EASY's depth, the depth-K kernel
-        def pass_for(self, sim):
-            return depth_k.profile_pass
-
-        def whole_run(self, sim):
-            return None
-
-    original = BACKFILLS["easy"]
-    BACKFILLS["easy"] = ProfileAtDepthOne()
-    try:
-        prof = simulate(w, cluster, cfg)
-    finally:
-        BACKFILLS["easy"] = original
+    easy, prof = _easy_vs_profile(w, cluster, SimConfig(backfill="easy", walltime_margin=margin))
     a, b = schedule(easy), schedule(prof)
     assert a.select("job_id", "start", "end", "reserved_start").equals(b.select("job_id", "start", "end", "reserved_start"))
     assert res_nodes(easy) == res_nodes(prof)
