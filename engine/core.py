@@ -40,8 +40,9 @@ import math
 
 import numpy as np
 
-from . import health, min_runtime, preempt, reasons, replay, tenants, warm_start
+from . import health, min_runtime, preempt, reasons, replay, warm_start
 from .backfill import BACKFILLS, PassState
+from .caps import CapLedger
 from .config import ConfigError
 from .events import P_END, P_SUBMIT, P_TICK
 from .intervals import Intervals
@@ -55,24 +56,31 @@ from .units import INF, UNLIMITED
 
 
 class Simulator:
-    """One run's state, in groups (the seams' objects own theirs):
+    """One run's state, in groups. This class is the only writer of its attributes (checked by
+    ``tests/architecture/test_engine_state.py``); each seam's object owns and writes its own group:
 
     - the inputs: ``wl`` (``workload.Workload``), ``pool`` (free resources per node and group, ``pool.Pool``),
       ``cfg``, the chosen ``policy`` and ``backfill`` rule (registries ``policies``/``backfill``), ``depth``;
     - the queue: ``queue`` (the policy's), ``pstate`` (the last pass's ``backfill.state.PassState``), the
       request-shape tallies ``shape``/``shape_count``/``qstats``/``whole_waiting``;
     - per job, by index: ``status`` (``jobstate``), ``rem``/``limit_left`` (run time and limit left), ``alloc``,
-      ``att_start``/``first_start``/``end_time``/``start_seq``/``attempt``, ``reserved``, ``preemptions``/
-      ``failures``, ``run_s``; wait reasons in ``waits`` (``reasons.WaitReasons``);
+      ``att_start``/``first_start``/``end_time``/``start_seq``/``attempt``, ``reserved`` (the first reservation),
+      ``preemptions``/``failures``, ``run_s``;
     - the running set: ``running_by_end`` (estimated end, seq, job), ``version`` (bumps on every change);
-    - usage tallies: ``held``/``gheld`` per account, ``ledger`` (window usage), ``charge`` (bucket policies);
-    - preemption: ``preemptible``/``preemptible_in``, ``min_rt``; health events: ``health``.
+    - usage tallies: ``held`` per account, ``ledger`` (window usage, ``tenants.Ledger``), ``charge`` (bucket
+      policies);
+    - owned by the seams: ``caps`` (``caps.CapLedger``: borrowing caps), ``preempting`` (``preempt.PreemptState``:
+      victims, burst, guaranteed tallies, memos), ``health`` (``health.Health``: node events), ``waits``
+      (``reasons.WaitReasons``: wait reasons per attempt), ``intervals`` (the attempts' log);
+    - ``counters``: the run's tallies (passes, preemption rounds, backfill cap hits), the one group any kernel
+      may bump.
 
-    Writers outside this class: the pass kernels (``backfill``) start jobs through ``start`` and write only
-    ``reserved``, ``counters`` and the reasons; ``preempt`` requeues and starts through ``requeue``/``start``,
-    resets ``pstate`` and keeps its search caches; ``health`` requeues through ``requeue`` and bumps ``version``;
-    ``replay`` and ``warm_start`` set pinned jobs' per-job fields and the clock before the first event;
-    ``backfill.fastpath`` runs the whole loop itself and writes the per-job outputs it produces.
+    Writers from outside go through methods: the pass kernels (``backfill``) start jobs with ``start`` and record
+    a reservation with ``note_reservation``; ``preempt`` requeues with ``requeue``, starts with ``start`` and
+    re-plans with ``replan``; ``health`` requeues and calls ``set_node_available``; ``replay`` and ``warm_start``
+    pin logged jobs with ``pin_start``/``pin_done``/``pin_running``/``charge_as_logged`` before the first event;
+    a whole-run kernel (``backfill.fastpath``) fills the per-job lists it was handed in place (an inlined twin of
+    ``start``/``finish``, tested equal) and reports the rest with ``adopt_whole_run``.
     """
 
     def __init__(self, wl, pool: Pool, cfg):
@@ -105,8 +113,6 @@ class Simulator:
         self.start_seq = [None] * n
         self.reserved = [None] * n
         self.reserved_att: dict = {}      # job -> attempt whose wait made its reservation (default: the last)
-        self.burst_att: set = set()       # (job, attempt) of requeued attempts that ran as burst
-        self.burst = [False] * n
         self.preemptions = [0] * n
         self.failures = [0] * n
         self.run_s = [0.0] * n
@@ -114,20 +120,12 @@ class Simulator:
         self.intervals = Intervals()
         self.running_by_end: list[tuple] = []
         self.held = [[0, 0, 0] for _ in wl.accounts]  # account -> running (g, c, m)
-        self.gheld = [0] * len(wl.accounts)             # account -> running guaranteed milli-GPUs
         self.ledger = Ledger(len(wl.accounts), cfg.lookback_s)
         self.track_usage = policy.tracks_usage
         self.queue = policy.make_queue(self)
         self.depth = cfg.depth
         self.waits = reasons.WaitReasons(n, "priority" if self.depth == 0 else "resources", self.attempt)
-        self.preemptible: set[int] = set()
-        self.preemptible_in: dict = {}    # placement group -> preemptible jobs holding resources on its nodes
-        self.preempt_added = 0            # counts additions to ``preemptible`` (memo key of fruitless searches)
-        self.preempt_on = cfg.preemption and any(m < INF for m in self.min_rt)
-        # QoS preemption (Slurm preempt/qos): per job, the QoS names it may preempt (None: none), and its QoS
-        pairs = cfg.qos_preempts or dict(getattr(self.budgeting.tree, "qos_preempts", ()) or ())
-        self.qos = wl.qos if pairs else None
-        self.qos_victims = [pairs.get(q) or None for q in self.qos] if pairs else None
+        self.preempting = preempt.PreemptState(self)
         self.version = 0                  # bumps on every change of running jobs or node availability
         self.seq_counter = 0
         self.now = 0.0
@@ -138,19 +136,11 @@ class Simulator:
         self.frag_g_seconds = 0.0
         self.whole_waiting = 0
         self.counters = {"passes": 0, "full_passes": 0, "preemption_rounds": 0, "backfill_cap_hits": 0}
+        self.warm_stats, self.warm_moved = None, set()  # a warm start's counts, and pinned jobs it had to move
         self._elig: dict = {}
-        self._served_cache = (None, None)
-        self._victims_failed = None       # (job, version, preemptible count) of the last fruitless search
         self._resv_key, self._resv = None, None
         self._head_order = None
-        self._room_v, self._room_t, self._room = None, None, {}
-        self._caps = any(c is not None for v in self.budgeting.versions for c in v.cap)
-        # the fair-share order already leaves funded jobs a borrowing cap holds back out (and hands each job over
-        # before anything else starts): a pass re-checks the cap only for the others
-        lazy_fs = policy.order_skips_capped and cfg.backfill_order == "queue"
-        self.cap_check = [not (lazy_fs and mr != 0) for mr in self.min_rt] if self._caps else None
-        self.cap_all = [True] * n if self._caps else None
-        self._cap_slots: dict = {}  # an incremental pass's new jobs come from no order
+        self.caps = CapLedger(self.budgeting, wl, self.min_rt, policy, cfg)
         self.ordered = True   # whether the running pass's jobs come from the queue order (``schedule``)
         self.health = health.Health(self)
         self.pass_fn = self.backfill.pass_for(self)
@@ -185,7 +175,9 @@ class Simulator:
         self.heap = heap
         heapq.heapify(heap)
         if T is not None:
-            warm_start.setup(self)
+            self.now = T
+            self.warm_stats, self.warm_moved = warm_start.setup(self)
+            self.version += 1
         self.health.schedule_events()
         frag_end = INF if wl.end_s is None else wl.end_s  # fragmentation is measured inside the window
         pop = heapq.heappop
@@ -281,7 +273,7 @@ class Simulator:
         self.ordered = True
         for j in started:
             self.dequeue(j)
-        if self.preempt_on and len(self.queue):
+        if self.preempting.on and len(self.queue):
             preempt.rounds(self, now)
 
     # ------------------------------------------------------------------ queue bookkeeping
@@ -328,11 +320,11 @@ class Simulator:
         h[0] += g
         h[1] += c
         h[2] += m
-        if self._caps:
-            self._hold_caps(j, g)
+        if self.caps.on:
+            self.caps.hold(j, g)
         if self.track_usage and self.charge[j]:
             self.ledger.change(a, now, self.charge[j])  # charge is only built for fairshare / drf
-        if self.preempt_on:
+        if self.preempting.on:
             preempt.on_start(self, j, now, dur)
         self.version += 1
 
@@ -345,16 +337,10 @@ class Simulator:
         h[0] -= self.req_g[j]
         h[1] -= self.req_c[j]
         h[2] -= self.req_m[j]
-        if self._caps:
-            self._hold_caps(j, -self.req_g[j])
+        if self.caps.on:
+            self.caps.hold(j, -self.req_g[j])
         if self.track_usage and self.charge[j]:
             self.ledger.change(a, now, -self.charge[j])
-        if j in self.preemptible:
-            self.preemptible.discard(j)
-            groups = self.pool._node_groups
-            for n, *_ in self.alloc[j]:
-                for k in groups[n]:
-                    self.preemptible_in[k].discard(j)
         preempt.on_stop(self, j)
         self.intervals.add(j, self.attempt[j], self.att_start[j], now, self.alloc[j], how, useful, self.start_seq[j])
         self.run_s[j] += now - self.att_start[j]
@@ -379,14 +365,82 @@ class Simulator:
             self.failures[j] += 1
         else:
             self.preemptions[j] += 1
-        if self.burst[j]:
-            self.burst_att.add((j, self.attempt[j]))
+        preempt.on_requeue(self, j)
         if self.reserved[j] is not None and j not in self.reserved_att:
             self.reserved_att[j] = self.attempt[j]  # the first reservation belongs to this attempt's wait
         self.attempt[j] += 1
         released, self.alloc[j] = self.alloc[j], ()
         self.enqueue(j)
         self.health.after_release(released, now)
+
+    def note_reservation(self, j, t) -> None:
+        """j's first reservation is part of the output (``reserved``); later ones are not recorded."""
+        if self.reserved[j] is None:
+            self.reserved[j] = t
+
+    def set_node_available(self, n, up: bool) -> None:
+        """Node n comes back (``up``) or stops taking work (``health``: a failure or drain)."""
+        self.pool.set_avail(n, up)
+        self.version += 1
+
+    def replan(self, now) -> None:
+        """A full pass at ``now`` from a fresh pass state (after a preemption changed the running set)."""
+        self.pstate = PassState()
+        for j in self.pass_fn(self, now, self.queue.order(now), self.pstate):
+            self.dequeue(j)
+
+    # ------------------------------------------------------------------ logged history (replay, warm start)
+    def pin_start(self, j, start_s) -> None:
+        """j started at ``start_s`` in the log: its first start and its place in the start sequence."""
+        self.seq_counter += 1
+        self.start_seq[j] = self.seq_counter
+        self.first_start[j] = self.att_start[j] = start_s
+
+    def pin_done(self, j, alloc, end_s, run_s) -> None:
+        """j (pinned by ``pin_start``) ran ``run_s`` on ``alloc`` and ended at ``end_s``, as logged."""
+        self.alloc[j] = alloc
+        self.end_time[j] = end_s
+        self.run_s[j] = run_s
+        self.status[j] = DONE
+
+    def pin_running(self, j, start_s, end_s, run_s, alloc) -> None:
+        """j (pinned by ``pin_start``) runs [start_s, end_s) on ``alloc``, allocated at the warm start ``now``;
+        it ends by an ordinary end event (``finish``)."""
+        T = self.now
+        self.pool.allocate(alloc)
+        self.status[j] = RUNNING
+        self.alloc[j] = alloc
+        limit = self.limit[j]
+        if limit is None or limit != limit or limit <= 0:
+            limit = run_s
+        # the scheduler's estimate of its end: logged start + limit, or "any moment now" if that has passed
+        self.limit_left[j] = max(start_s + limit, T) - start_s
+        self.rem[j] = run_s
+        heapq.heappush(self.heap, (end_s, P_END, self.start_seq[j], (j, 0)))
+        bisect.insort(self.running_by_end, (start_s + self.limit_left[j], self.start_seq[j], j))
+        h = self.held[self.acct[j]]
+        h[0] += self.req_g[j]
+        h[1] += self.req_c[j]
+        h[2] += self.req_m[j]
+        if self.caps.on:
+            self.caps.hold(j, self.req_g[j])
+        preempt.on_pin(self, j, T)
+
+    def charge_as_logged(self, j, g, c) -> None:
+        """A pinned job is charged by what it held in the log (milli-GPUs g, milli-CPUs c); unfunded work stays free."""
+        if self.charge is not None:
+            res = self.pool.cluster.charge_resource
+            self.charge[j] = 0.0 if self.min_rt[j] == 0 else (g if res == "gpus" else c) / 1000.0
+
+    def adopt_whole_run(self, now, seq, passes, full_passes, start_s, end_s) -> None:
+        """A whole-run kernel (``backfill.fastpath``) finished at ``now``: its tallies, and the start / end times
+        it produced as arrays (it wrote the per-job lists in place)."""
+        self.now = now
+        self.seq_counter = seq
+        self.counters["passes"] += passes
+        self.counters["full_passes"] += full_passes
+        self.__dict__.setdefault("_arrays", {}).update(first_start=start_s, end_time=end_s)
+        self.run_s = end_s - start_s
 
     def array(self, name, dtype=float):
         """numpy copy of a per-job list attribute, made once (metrics and result share them)."""
@@ -395,14 +449,6 @@ class Simulator:
         if a is None:
             a = cache[name] = np.asarray(getattr(self, name), dtype=dtype)
         return a
-
-    def preempt_add(self, j) -> None:
-        self.preemptible.add(j)
-        self.preempt_added += 1
-        groups = self.pool._node_groups
-        for n, *_ in self.alloc[j]:
-            for k in groups[n]:
-                self.preemptible_in.setdefault(k, set()).add(j)
 
     # ------------------------------------------------------------------ queries used by passes
     def eligible(self, j) -> frozenset:
@@ -423,13 +469,6 @@ class Simulator:
             self._resv_key, self._resv = key, compute(self, j)
         T, limit = self._resv
         return T, (dict(limit) if limit else limit)
-
-    def budgeting_caps(self) -> bool:
-        return self._caps
-
-    # borrowing caps (``tenants``): functions of the simulator, bound as methods
-    _hold_caps = tenants.hold_caps
-    over_cap = tenants.over_cap
 
     def held_by_bucket(self, ten) -> dict:
         out: dict[int, list] = {}

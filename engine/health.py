@@ -74,9 +74,8 @@ class Health:
         if prio == P_REPAIR:
             n = payload
             self.state[n] = UP
-            sim.pool.set_avail(n, True)
+            sim.set_node_available(n, True)
             self.down_intervals.append((n, self._down_at.pop(n), t))
-            sim.version += 1
             return True
         kind, n, *until = payload
         if self.state[n] != UP:
@@ -85,8 +84,7 @@ class Health:
         if until:
             self.until[n] = until[0]
         self.counts[kind] += 1
-        sim.pool.set_avail(n, False)
-        sim.version += 1
+        sim.set_node_available(n, False)
         on_node = [j for _, _, j in list(sim.running_by_end) if any(x[0] == n for x in sim.alloc[j])]
         if kind == "fail":
             self._go_down(n, t)
@@ -98,7 +96,7 @@ class Health:
             mrt = sim.min_rt[j]
             if mrt < INF and t - sim.att_start[j] >= mrt:
                 sim.requeue(j, t, "drain")
-            elif mrt < INF and not sim.preempt_on:
+            elif mrt < INF and not sim.preempting.on:
                 sim.push(sim.att_start[j] + mrt, P_MINRT, (j, sim.attempt[j]))
         if sim.pool.idle(n) and self.state[n] == DRAINING:
             self._go_down(n, t)

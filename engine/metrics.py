@@ -147,7 +147,7 @@ def compute(sim, wl) -> dict:
         "scheduler": dict(sim.counters),
     }
     if wl.warm_s is not None:
-        out["warm_start"] = getattr(sim, "warm_stats", None) or {"jobs_pinned": int(pinned.sum())}
+        out["warm_start"] = sim.warm_stats or {"jobs_pinned": int(pinned.sum())}
     gpu_cap_s = sum(pool.cap_g) / 1000.0 * span
     out["fragmentation_gpu_hours"] = sim.frag_g_seconds / 1000.0 / 3600.0
     out["fragmentation_share"] = (sim.frag_g_seconds / 1000.0 / gpu_cap_s) if gpu_cap_s > 0 else None

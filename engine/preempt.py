@@ -36,28 +36,92 @@ from __future__ import annotations
 import math
 
 from .backfill.easy import reservation_time
-from .backfill.state import PassState
 from .events import P_MINRT
 from .jobstate import QUEUED, RUNNING
 from .units import INF
 
 
+class PreemptState:
+    """What preemption keeps across rounds; this module is its only writer (through ``sim.preempting``).
+
+    - ``on``: some job has a contract and ``SimConfig.preemption`` allows preempting (else no round runs);
+    - ``victims``: running jobs past their min runtime (the candidates), ``victims_in``: the same per placement
+      group of the nodes they hold, ``added``: additions so far (a memo key of fruitless searches);
+    - ``burst`` per job (running beyond its tenant's guarantee, with ``quota="guarantee"``), ``burst_att``:
+      (job, attempt) of requeued attempts that ran as burst (an output), ``gheld`` per account: guaranteed
+      milli-GPUs running;
+    - ``qos``/``qos_victims``: per job its QoS and the QoS names it may preempt (None when no pair is set);
+    - the memos ``failed_key`` (the last fruitless search) and ``served`` (the served ratios at an instant).
+    """
+
+    def __init__(self, sim):
+        cfg, n = sim.cfg, sim.n
+        self.on = cfg.preemption and any(m < INF for m in sim.min_rt)
+        self.victims: set[int] = set()
+        self.victims_in: dict = {}
+        self.added = 0
+        self.burst = [False] * n
+        self.burst_att: set = set()
+        self.gheld = [0] * len(sim.accounts)
+        # QoS preemption (Slurm preempt/qos)
+        pairs = cfg.qos_preempts or dict(getattr(sim.budgeting.tree, "qos_preempts", ()) or ())
+        self.qos = sim.wl.qos if pairs else None
+        self.qos_victims = [pairs.get(q) or None for q in self.qos] if pairs else None
+        self.failed_key = None
+        self.served = (None, None)
+
+
 def on_start(sim, j, now, dur) -> None:
+    pre = sim.preempting
     if sim.cfg.quota == "guarantee":
-        sim.burst[j] = not _within_guarantee(sim, j, now)
-        if not sim.burst[j]:
-            sim.gheld[sim.acct[j]] += sim.req_g[j]
+        _classify(sim, pre, j, now)
     mrt = sim.min_rt[j]
     if mrt == 0:
-        sim.preempt_add(j)
+        add_victim(sim, j)
     elif mrt < dur:
         sim.push(now + mrt, P_MINRT, (j, sim.attempt[j]))
 
 
+def on_pin(sim, j, now) -> None:
+    """A warm start pinned j running at ``now``: it holds guaranteed capacity or runs as burst, as if started."""
+    if sim.cfg.quota == "guarantee":
+        _classify(sim, sim.preempting, j, now)
+
+
+def _classify(sim, pre, j, now) -> None:
+    pre.burst[j] = burst = not _within_guarantee(sim, j, now)
+    if not burst:
+        pre.gheld[sim.acct[j]] += sim.req_g[j]
+
+
+def add_victim(sim, j) -> None:
+    pre = sim.preempting
+    pre.victims.add(j)
+    pre.added += 1
+    groups = sim.pool._node_groups
+    for n, *_ in sim.alloc[j]:
+        for k in groups[n]:
+            pre.victims_in.setdefault(k, set()).add(j)
+
+
 def on_stop(sim, j) -> None:
-    if sim.cfg.quota == "guarantee" and not sim.burst[j]:
-        sim.gheld[sim.acct[j]] -= sim.req_g[j]
+    pre = sim.preempting
+    if j in pre.victims:
+        pre.victims.discard(j)
+        groups = sim.pool._node_groups
+        for n, *_ in sim.alloc[j]:
+            for k in groups[n]:
+                pre.victims_in[k].discard(j)
+    if sim.cfg.quota == "guarantee" and not pre.burst[j]:
+        pre.gheld[sim.acct[j]] -= sim.req_g[j]
         _promote(sim, j)
+
+
+def on_requeue(sim, j) -> None:
+    """j's attempt ends by a requeue: an attempt that ran as burst is remembered as such (an output)."""
+    pre = sim.preempting
+    if pre.burst[j]:
+        pre.burst_att.add((j, sim.attempt[j]))
 
 
 def _promote(sim, j) -> None:
@@ -66,12 +130,13 @@ def _promote(sim, j) -> None:
     g_node = _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[j]]])
     if g_node is None:
         return
+    pre = sim.preempting
     burst = sorted((sim.start_seq[v], v) for _, _, v in sim.running_by_end
-                   if sim.burst[v] and v != j and _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[v]]]) == g_node)
+                   if pre.burst[v] and v != j and _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[v]]]) == g_node)
     for _, v in burst:
         if _within_guarantee(sim, v, sim.now):
-            sim.burst[v] = False
-            sim.gheld[sim.acct[v]] += sim.req_g[v]
+            pre.burst[v] = False
+            pre.gheld[sim.acct[v]] += sim.req_g[v]
 
 
 def on_minrt(sim, j, att, now) -> bool:
@@ -81,7 +146,7 @@ def on_minrt(sim, j, att, now) -> bool:
     if sim.health.on_draining_node(j):
         sim.requeue(j, now, "drain")
         return True
-    sim.preempt_add(j)
+    add_victim(sim, j)
     return False  # nothing to re-plan: the preemption round after the (incremental) pass sees the new victim
 
 
@@ -97,18 +162,20 @@ def _within_guarantee(sim, j, now) -> bool:
     g_node = _guarantee_node(ten, ten.bucket[sim.accounts[sim.acct[j]]])
     if g_node is None:
         return False
-    used = sum(sim.gheld[a] for a in range(len(sim.accounts))
+    gheld = sim.preempting.gheld
+    used = sum(gheld[a] for a in range(len(sim.accounts))
                if g_node in ten.depth_chain[ten.bucket[sim.accounts[a]]])
     return used + sim.req_g[j] <= ten.guarantee[g_node]
 
 
 def _served(sim, ten, now) -> dict:
     """bucket -> served ratio (1 = exactly its entitled fraction); cached per instant and running set."""
+    pre = sim.preempting
     key = (now, sim.version, id(ten))
-    if sim._served_cache[0] == key:
-        return sim._served_cache[1]
+    if pre.served[0] == key:
+        return pre.served[1]
     out = _served_now(sim, ten, now)
-    sim._served_cache = (key, out)
+    pre.served = (key, out)
     return out
 
 
@@ -150,17 +217,18 @@ def _victims(sim, J, now):
     elig = sim.eligible(J)
     min_rt, alloc, bucket, accounts, acct = sim.min_rt, sim.alloc, ten.bucket, sim.accounts, sim.acct
     vs, svs, by_share = [], {}, set()
-    near = sim.preemptible_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
-    by_qos = sim.qos_victims[J] if sim.qos_victims is not None else None
+    pre = sim.preempting
+    near = pre.victims_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
+    by_qos = pre.qos_victims[J] if pre.qos_victims is not None else None
     for v in near:
         if min_rt[v] == 0:
             vs.append(v)
-        elif by_qos and sim.qos[v] in by_qos:
+        elif by_qos and pre.qos[v] in by_qos:
             vs.append(v)
         elif fair_ok or reclaim:
             bv = bucket[accounts[acct[v]]]
             sv = served.get(bv, 0.0)
-            burst = reclaim and sim.burst[v] and _guarantee_node(ten, bv) != gJ
+            burst = reclaim and pre.burst[v] and _guarantee_node(ten, bv) != gJ
             if (fair_ok and sv > 1.0 + th) or burst:
                 vs.append(v)
                 svs[v] = sv
@@ -194,7 +262,7 @@ def _victims(sim, J, now):
         unfunded = min_rt[v] == 0
         elapsed = now - sim.att_start[v]
         lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
-        cands.append((not unfunded, not sim.burst[v], -svs.get(v, 0.0), lost, -sim.att_start[v], v))
+        cands.append((not unfunded, not pre.burst[v], -svs.get(v, 0.0), lost, -sim.att_start[v], v))
     cands.sort()
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     chosen = []
@@ -277,21 +345,22 @@ def _final_share_ok(sim, ten, J, need, by_share) -> bool:
 
 def rounds(sim, now) -> None:
     """Preempt for the first blocked job while that works, re-running a full pass after each success."""
+    pre = sim.preempting
     for _ in range(len(sim.queue) + 1):
         pass_state = sim.pstate
         J = pass_state.blocked if pass_state is not None else None
-        if J is None or sim.status[J] != QUEUED or sim.min_rt[J] == 0 or not sim.preemptible:
+        if J is None or sim.status[J] != QUEUED or sim.min_rt[J] == 0 or not pre.victims:
             return
-        if sim._caps and sim.over_cap(J):
+        if sim.caps.on and sim.caps.over(J, now):
             return
         # a search fails again until J's nodes change or a job becomes preemptible (guarantees: any change)
-        key = (J, sim.pool.gepoch[sim.group[J][0]], sim.preempt_added,
+        key = (J, sim.pool.gepoch[sim.group[J][0]], pre.added,
                sim.version if sim.cfg.quota == "guarantee" else 0)
-        if sim._victims_failed == key:  # nothing changed since the last fruitless search
+        if pre.failed_key == key:  # nothing changed since the last fruitless search
             return
         found = _victims(sim, J, now)
         if found is None:
-            sim._victims_failed = key
+            pre.failed_key = key
             return
         victims, placement = found
         sim.counters["preemption_rounds"] += 1
@@ -299,6 +368,4 @@ def rounds(sim, now) -> None:
             sim.requeue(v, now, "preempt")
         sim.start(J, now, placement)
         sim.dequeue(J)
-        sim.pstate = PassState()
-        for j in sim.pass_fn(sim, now, sim.queue.order(now), sim.pstate):
-            sim.dequeue(j)
+        sim.replan(now)

@@ -19,7 +19,6 @@ import re
 
 import polars as pl
 
-from .jobstate import DONE
 from .pool import mib_up, milli
 
 _GROUP = re.compile(r"^(.*?)\[([^\]]*)\](.*)$")
@@ -115,13 +114,8 @@ def run(sim) -> None:
     ends = []
     for s, j, run_s, alloc, _ in logged_runs(sim):
         e = s + run_s
-        sim.seq_counter += 1
-        sim.start_seq[j] = sim.seq_counter
-        sim.first_start[j] = sim.att_start[j] = s
-        sim.alloc[j] = alloc
-        sim.end_time[j] = e
-        sim.run_s[j] = run_s
-        sim.status[j] = DONE
+        sim.pin_start(j, s)
+        sim.pin_done(j, alloc, e, run_s)
         ends.append((e, sim.start_seq[j], j))
     for e, _, j in sorted(ends):
         sim.intervals.add(j, 0, sim.first_start[j], e, sim.alloc[j], "end", seq=sim.start_seq[j])

@@ -231,8 +231,8 @@ def build(sim, wl, metrics) -> SimResult:
         if t is not None:
             reserved[first[j] + sim.reserved_att.get(j, attempts[j])] = t
     burst = np.zeros(rows, dtype=bool)
-    burst[first + attempts] = sim.array("burst", bool) if rows else burst[:0]
-    for j, a in getattr(sim, "burst_att", ()):
+    burst[first + attempts] = np.asarray(sim.preempting.burst, dtype=bool) if rows else burst[:0]
+    for j, a in sim.preempting.burst_att:
         burst[first[j] + a] = True
     bucket_name = [ten.paths[ten.bucket[a]] or a for a in wl.accounts]
     wait = start - submit
@@ -264,7 +264,7 @@ def _logged_rows(sim, wl, job, att, final):
         return np.ones(len(job), dtype=bool)
     if wl.warm_s is None:
         return None
-    moved = getattr(sim, "warm_moved", set())
+    moved = sim.warm_moved
     pinned = np.asarray(wl.pinned, dtype=bool)[job] & (att == 0) & final
     if moved:
         pinned &= ~np.isin(job, list(moved))

@@ -240,35 +240,3 @@ class Ledger:
         t0, c0, r0 = h[k]
         before = c0 + r0 * (lo - t0) if t0 > float("-inf") else 0.0
         return self.total(a, t) - before
-
-
-def hold_caps(self, j, g) -> None:
-    """``Simulator._hold_caps``: add g milli-GPUs to every capped node on j's account path, in every version."""
-    slots = self._cap_slots.get(self.acct[j])
-    if slots is None:  # (held list, node) of every capped node on the account's path, in every version
-        name = self.accounts[self.acct[j]]
-        slots = self._cap_slots[self.acct[j]] = [(ten.held_g, i) for ten in self.budgeting.versions
-                                                 for i in ten.capped_chain[ten.bucket[name]]]
-    for held, i in slots:
-        held[i] += g
-
-
-def over_cap(self, j) -> bool:
-    """``Simulator.over_cap``: would starting j take a budget node past its ``max_gpus`` borrowing cap?
-
-    Per account, the room left under the tightest cap on its path (integer milli-GPUs: held + g > cap <=>
-    g > floor(cap) - held) is cached until the running set or the instant changes."""
-    if self._room_v != self.version or self._room_t != self.now:
-        self._room_v, self._room_t, self._room = self.version, self.now, {}
-    a = self.acct[j]
-    room = self._room.get(a)
-    if room is None:
-        ten = self.budgeting.at(self.now)
-        room = math.inf
-        held = ten.held_g
-        for i in ten.capped_chain[ten.bucket[self.accounts[a]]]:
-            r = ten.cap_floor[i] - held[i]
-            if r < room:
-                room = r
-        self._room[a] = room
-    return self.req_g[j] > room

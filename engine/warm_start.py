@@ -22,44 +22,36 @@ one attempt (0) unless a node failure or drain requeues it, which makes it an or
 """
 from __future__ import annotations
 
-import bisect
 import datetime as dt
-import heapq
 
 import polars as pl
 
 from . import replay
-from .events import P_END
-from .jobstate import DONE, RUNNING
-from .preempt import _within_guarantee
 
 
-def setup(sim) -> None:
-    """Pin the jobs that started before T (``wl.pinned``): history, or running on the pool from T."""
+def setup(sim) -> tuple[dict, set]:
+    """Pin the jobs that started before T = ``sim.now`` (``wl.pinned``): history, or running on the pool from T.
+
+    Returns the counts (``metrics["warm_start"]``) and the running pinned jobs placed by the engine instead of on
+    their logged nodes. Every per-job write goes through the simulator's ``pin_*`` methods."""
     wl, pool = sim.wl, sim.pool
-    T = wl.warm_s
-    sim.now = T
-    res = pool.cluster.charge_resource
+    T = sim.now
     procs = pool.cluster.procs_mode
     stats = {"jobs_pinned": 0, "jobs_running": 0, "jobs_history": 0, "replaced": 0, "not_placed": 0,
              "jobs_pending": sum(1 for j in range(sim.n) if not wl.pinned[j] and sim.submit[j] < T)}
-    sim.warm_stats = stats
-    sim.warm_moved = set()  # running pinned jobs placed by the engine instead of on their logged nodes
+    moved = set()
     ledger = []      # (t, j, +1 start / -1 end): the usage the ledger must have seen by T
     history = []     # (end, seq, j)
     for s, j, run_s, alloc, (g, c, _m) in replay.logged_runs(sim, [j for j in range(sim.n) if wl.pinned[j]]):
         stats["jobs_pinned"] += 1
         e = s + run_s
-        if sim.charge is not None:  # charged by what it held (unfunded work stays free)
-            sim.charge[j] = 0.0 if sim.min_rt[j] == 0 else (g if res == "gpus" else c) / 1000.0
-        sim.seq_counter += 1
-        sim.start_seq[j] = sim.seq_counter
-        sim.first_start[j] = sim.att_start[j] = s
+        sim.charge_as_logged(j, g, c)
+        sim.pin_start(j, s)
         if procs:  # one pool of the sizing resource
             alloc = ((0, g, 0, 0),) if pool.cluster.resource == "gpus" else ((0, 0, c, 0),)
         if e <= T:
             stats["jobs_history"] += 1
-            _done(sim, j, alloc, e, run_s)
+            sim.pin_done(j, alloc, e, run_s)
             history.append((e, sim.start_seq[j], j))
             ledger += [(s, j, 1), (e, j, -1)]
             continue
@@ -70,27 +62,20 @@ def setup(sim) -> None:
                 if _valid(grp, pool) else None
             stats["replaced" if placed else "not_placed"] += 1
             if not placed:
-                _done(sim, j, (), e, run_s)
+                sim.pin_done(j, (), e, run_s)
                 ledger += [(s, j, 1), (T, j, -1)]
                 continue
             alloc = placed
-            sim.warm_moved.add(j)
+            moved.add(j)
         ledger.append((s, j, 1))
-        _pin(sim, j, s, e, run_s, alloc)
+        sim.pin_running(j, s, e, run_s, alloc)
     for e, _, j in sorted(history):
         sim.intervals.add(j, 0, sim.first_start[j], e, sim.alloc[j], "end", seq=sim.start_seq[j])
     if sim.track_usage:
         for t, j, sign in sorted(ledger):
             if sim.charge[j]:
                 sim.ledger.change(sim.acct[j], t, sign * sim.charge[j])
-    sim.version += 1
-
-
-def _done(sim, j, alloc, e, run_s) -> None:
-    sim.alloc[j] = alloc
-    sim.end_time[j] = e
-    sim.run_s[j] = run_s
-    sim.status[j] = DONE
+    return stats, moved
 
 
 def _valid(grp, pool) -> bool:
@@ -108,32 +93,6 @@ def _fits(pool, alloc) -> bool:
         x[2] += m
     return all(pool.avail[n] and pool.free_g[n] >= g and pool.free_c[n] >= c and pool.free_m[n] >= m
                for n, (g, c, m) in need.items())
-
-
-def _pin(sim, j, s, e, run_s, alloc) -> None:
-    """Job j runs [s, e) on ``alloc``: allocated at T, ends by an ordinary end event (``Simulator.finish``)."""
-    T = sim.now
-    sim.pool.allocate(alloc)
-    sim.status[j] = RUNNING
-    sim.alloc[j] = alloc
-    limit = sim.limit[j]
-    if limit is None or limit != limit or limit <= 0:
-        limit = run_s
-    # the scheduler's estimate of its end: logged start + limit, or "any moment now" if that has passed
-    sim.limit_left[j] = max(s + limit, T) - s
-    sim.rem[j] = run_s
-    heapq.heappush(sim.heap, (e, P_END, sim.start_seq[j], (j, 0)))
-    bisect.insort(sim.running_by_end, (s + sim.limit_left[j], sim.start_seq[j], j))
-    h = sim.held[sim.acct[j]]
-    h[0] += sim.req_g[j]
-    h[1] += sim.req_c[j]
-    h[2] += sim.req_m[j]
-    if sim.budgeting_caps():
-        sim._hold_caps(j, sim.req_g[j])
-    if sim.cfg.quota == "guarantee":
-        sim.burst[j] = not _within_guarantee(sim, j, T)
-        if not sim.burst[j]:
-            sim.gheld[sim.acct[j]] += sim.req_g[j]
 
 
 def window_filter(start, end, lookback_s: float = 7 * 86400.0):

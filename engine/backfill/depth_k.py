@@ -33,7 +33,7 @@ def profile_pass(sim, now, jobs, state):
     prof = state.profile
     est, note = sim.limit_left, sim.waits.note
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
-    capped = sim.budgeting_caps()
+    capped = sim.caps.on
     started = []
     jobs = iter(jobs)
     if state.blocked is None:
@@ -69,7 +69,7 @@ def profile_pass(sim, now, jobs, state):
                 sim.counters["backfill_cap_hits"] += 1
                 break
             state.tested += 1
-        if capped and sim.over_cap(j):
+        if capped and sim.caps.over(j, now):
             note(j, "quota", now)
             continue
         grp = sim.group[j]
@@ -99,8 +99,7 @@ def profile_pass(sim, now, jobs, state):
         state.nres += 1
         if t < INF:
             prof.reserve(pl, t, t + est[j])
-            if sim.reserved[j] is None:
-                sim.reserved[j] = t
+            sim.note_reservation(j, t)
     return started
 
 

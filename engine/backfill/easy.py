@@ -72,8 +72,8 @@ def scalar_pass(sim, now, jobs, state):
                     T = t
                     break
             state.T, state.extra = T, avail - s
-            if T < INF and sim.reserved[j] is None:
-                sim.reserved[j] = T
+            if T < INF:
+                sim.note_reservation(j, T)
             break
         else:
             return started
@@ -159,12 +159,12 @@ def node_pass(sim, now, jobs, state):
     started = []
     if state.stopped:
         return started
-    capped = sim._caps
-    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
+    capped = sim.caps.on
+    needs_cap = sim.caps.needs(sim.ordered)
     it = iter(jobs)
     if state.blocked is None:
         for j in it:
-            if capped and needs_cap[j] and sim.over_cap(j):
+            if capped and needs_cap[j] and sim.caps.over(j, now):
                 note(j, "quota", now)
                 continue
             grp = group[j]
@@ -181,7 +181,7 @@ def node_pass(sim, now, jobs, state):
             if sim.reserved[j] is None:  # its first reservation is part of the output
                 state.T, state.limit = sim.cached_reservation(j, _reservation)
                 if state.T < INF:
-                    sim.reserved[j] = state.T
+                    sim.note_reservation(j, state.T)
             else:
                 state.T = None  # computed when first needed (``reservation_time``)
             break
@@ -191,7 +191,7 @@ def node_pass(sim, now, jobs, state):
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     failed = state.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
     n_shapes = len(sim.shape_count)
-    bounds, over_cap = pool.bounds, sim.over_cap
+    bounds, over_cap = pool.bounds, sim.caps.over
     procs = pool.cluster.procs_mode
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
@@ -210,7 +210,7 @@ def node_pass(sim, now, jobs, state):
                 return f
             if now + est[j] * inv > state.T:  # a "long" entry means a job was examined: T is known
                 return "reservation"
-        if capped and needs_cap[j] and over_cap(j):
+        if capped and needs_cap[j] and over_cap(j, now):
             return "quota"
         g, c, m = req_g[j], req_c[j], req_m[j]
         b = bounds(group[j])
@@ -237,10 +237,10 @@ def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, cap
     pool = sim.pool
     est, note, shape = sim.limit_left, sim.waits.note, sim.shape
     req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
-    reason, bounds, place, place_in, over_cap = sim.waits.reason, pool.bounds, pool.place, pool.place_in, sim.over_cap
+    reason, bounds, place, place_in, over_cap = sim.waits.reason, pool.bounds, pool.place, pool.place_in, sim.caps.over
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None
-    needs_cap = sim.cap_check if sim.ordered else sim.cap_all
+    needs_cap = sim.caps.needs(sim.ordered)
     for j in tested(sim, state, sort_backfill(sim, it)):
         if exact and state.n_failed_short >= n_shapes:
             break
@@ -254,7 +254,7 @@ def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, cap
             if reason[j] != r:
                 note(j, r, now)
             continue
-        if capped and needs_cap[j] and over_cap(j):
+        if capped and needs_cap[j] and over_cap(j, now):
             note(j, "quota", now)
             continue
         grp = group[j]
@@ -315,7 +315,7 @@ def _place(pool, grp, gang, g, c, m, limit):
 
 def kernel(sim):
     """The depth-0/1 pass for ``sim``: the plain-integer one in processor-count mode without borrowing caps."""
-    if sim.pool.cluster.procs_mode and not sim.budgeting_caps():
+    if sim.pool.cluster.procs_mode and not sim.caps.on:
         return scalar_pass
     return node_pass
 

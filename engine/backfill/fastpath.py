@@ -23,8 +23,8 @@ ENABLED = True  # tests switch it off to compare against the generic path
 def applies(sim) -> bool:
     cfg = sim.cfg
     return (ENABLED and sim.pool.cluster.procs_mode and sim.policy.supports_fastpath and sim.depth <= 1
-            and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempt_on
-            and not sim.health.events and not sim.budgeting_caps() and sim.wl.warm_s is None
+            and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempting.on
+            and not sim.health.events and not sim.caps.on and sim.wl.warm_s is None
             and not cfg.sched_interval_s)
 
 
@@ -59,6 +59,7 @@ def run(sim) -> None:
     T = INF
     extra = 0
     passes = full_passes = 0
+    t = sim.now  # the clock the run ends at (no event: where it began)
     while i < n or ends:
         t = submit[i] if i < n else INF
         full = False
@@ -72,7 +73,6 @@ def run(sim) -> None:
                 del running[k]
                 full = True
         first_new = i
-        sim.now = t
         while i < n and submit[i] == t:
             queue[i] = None
             reason[i] = default_reason
@@ -153,10 +153,6 @@ def run(sim) -> None:
                 started.append(j)
         for j in started:
             del queue[j]
-    sim.seq_counter = seq
-    sim.counters["passes"] += passes
-    sim.counters["full_passes"] += full_passes
     # the intervals, in the order the generic path records them (by end, then start sequence), as arrays
     start_s, end_s = sim.intervals.set_single_attempts(start, end, seq_of, size, use_c)
-    sim.__dict__.setdefault("_arrays", {}).update(first_start=start_s, end_time=end_s)
-    sim.run_s = end_s - start_s
+    sim.adopt_whole_run(t, seq, passes, full_passes, start_s, end_s)
