@@ -32,7 +32,7 @@ class CapLedger:
         self._check_all = [True] * wl.n if self.on else None
         self._slots: dict = {}  # account -> (held list, node) of every capped node on its path, in every version
         self._epoch = 0         # bumps on every hold: the rooms memoised below are stale
-        self._room_key, self._room = None, {}
+        self._room_epoch, self._room_now, self._room = None, None, {}
 
     def needs(self, ordered: bool) -> list | None:
         """Per job: does a pass over jobs from the queue order (``ordered``) or from no order need the check?"""
@@ -52,9 +52,8 @@ class CapLedger:
 
     def over(self, j, now) -> bool:
         """Would starting j at ``now`` take a budget node past its ``max_gpus`` borrowing cap?"""
-        key = (self._epoch, now)
-        if self._room_key != key:
-            self._room_key, self._room = key, {}
+        if self._room_epoch != self._epoch or self._room_now != now:
+            self._room_epoch, self._room_now, self._room = self._epoch, now, {}
         a = self.acct[j]
         room = self._room.get(a)
         if room is None:
