@@ -123,14 +123,10 @@ def compute(spans: Spans, tree, capacity: float, w0: float, w1: float) -> dict:
 
 
 def summary(teams: dict, threshold: float = 0.95) -> dict:
-    rows = sorted((t["attainment"], k) for k, t in teams.items() if t["kind"] == "node" and t["attainment"] is not None)
-    if not rows:
-        return {"teams_count": 0, "mean": None, "worst": None, "worst_node": None, "teams_at_95pct": 0,
-                "over_entitled": 0}
-    vals = [a for a, _ in rows]
-    return {"teams_count": len(rows), "mean": float(np.mean([min(a, 1.0) for a in vals])), "worst": rows[0][0],
-            "worst_node": rows[0][1], "teams_at_95pct": sum(1 for a in vals if a >= threshold),
-            "over_entitled": sum(1 for a in vals if a > 1.0 + 1e-9)}
+    """``budgets.summary`` of the teams, under the key names ``metrics["attainment"]`` has always used."""
+    s = bt.summary(((k, t["kind"], t["attainment"]) for k, t in teams.items()), threshold)
+    return {"teams_count": s["teams"], "mean": s["mean"], "worst": s["worst"], "worst_node": s["worst_node"],
+            "teams_at_95pct": s["at_least"], "over_entitled": s["over_entitled"]}
 
 
 def of_run(jobs: pl.DataFrame, tree, capacity: float, resource: str, lookback_s: float,

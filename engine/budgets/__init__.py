@@ -3,7 +3,8 @@ tree, account -> node mapping, hierarchical water-filling, the window tally and 
 
 Rooms: ``tree`` (the model: nodes, versions, account mapping, water-filling, validation; its docstring is the
 file format reference), ``parse`` (TOML text -> ``BudgetTree``, errors naming key and line), ``window``
-(entitled / demanded / received hours per tree row over a window, and ``attainment``, the one formula).
+(entitled / demanded / received hours per tree row over a window, ``attainment``, the one formula, and its
+``summary``).
 
 Invariants: a leaf package. It imports only the standard library and itself (no other ``engine`` module, no
 DuckDB, Polars or ``queries``), so both ``engine`` and ``queries`` import it without a back-arrow; ``queries``
@@ -17,10 +18,10 @@ from .tree import (
     DIRECT, JOB_CLASSES, UNBUDGETED, UNITS, BudgetError, BudgetNode, BudgetTree, BudgetVersion, ancestors, bucket,
     entitlements, frontier, resolve, static_entitlements, static_shares, validate, water_fill,
 )
-from .window import WindowTally, attainment
+from .window import WindowTally, attainment, summary
 
 __all__ = [
     "DIRECT", "JOB_CLASSES", "UNBUDGETED", "UNITS", "BudgetError", "BudgetNode", "BudgetTree", "BudgetVersion",
     "WindowTally", "ancestors", "attainment", "bucket", "entitlements", "frontier", "load", "parse", "resolve",
-    "static_entitlements", "static_shares", "validate", "water_fill",
+    "static_entitlements", "static_shares", "summary", "validate", "water_fill",
 ]

@@ -13,6 +13,7 @@ demand nor receipt, which is not a team; ``unbudgeted`` sorts last.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from . import tree as bt
@@ -67,3 +68,18 @@ def attainment(received: float, demanded: float, entitled: float) -> float | Non
     unfunded bucket with nothing left over): not a number a mean may average."""
     den = min(entitled, demanded)
     return received / den if den > 1e-12 else None
+
+
+def summary(rows: Iterable[tuple[str, str, float | None]], threshold: float = 0.95) -> dict:
+    """The distribution of attainment over a window's rows ``(key, kind, attainment)``: the one summary behind
+    the log path and a simulated run (each names the keys its callers read).
+
+    Over "node" rows that have an attainment: ``teams``, ``mean`` of attainment capped at 1 (a team receiving more
+    than its share is counted in ``over_entitled``, not used to hide another's shortfall; an exact sum),
+    ``worst`` (uncapped min; ties: the smallest key) and ``worst_node``, ``at_least`` (attainment >= threshold)."""
+    vals = sorted((a, key) for key, kind, a in rows if kind == "node" and a is not None)
+    if not vals:
+        return {"teams": 0, "mean": None, "worst": None, "worst_node": None, "at_least": 0, "over_entitled": 0}
+    return {"teams": len(vals), "mean": math.fsum(min(a, 1.0) for a, _ in vals) / len(vals), "worst": vals[0][0],
+            "worst_node": vals[0][1], "at_least": sum(1 for a, _ in vals if a >= threshold),
+            "over_entitled": sum(1 for a, _ in vals if a > 1.0 + 1e-9)}

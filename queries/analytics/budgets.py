@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from engine.budgets import BudgetTree, WindowTally, bucket, resolve, static_shares
+from engine.budgets import summary as budget_summary
 
 from ..store import DEFAULT_STORE, Store, connect
 from ..store.units import parse_ts
@@ -182,19 +183,10 @@ def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_
 
 
 def summarize(table: pl.DataFrame, threshold: float = 0.95) -> dict:
-    """Distribution of attainment over budgeted rows (``kind == "node"``) that have one."""
-    teams = table.filter((pl.col("kind") == "node") & pl.col("attainment").is_not_null())
-    if teams.height == 0:
-        return {"teams": 0, "mean": None, "worst": None, "worst_node": None, "at_least_95": 0, "over_entitled": 0}
-    worst = teams.sort(["attainment", "node"]).row(0, named=True)
-    return {
-        "teams": teams.height,
-        "mean": teams["attainment"].clip(upper_bound=1.0).mean(),
-        "worst": worst["attainment"],
-        "worst_node": worst["node"],
-        "at_least_95": int((teams["attainment"] >= threshold).sum()),
-        "over_entitled": int((teams["attainment"] > 1.0 + 1e-9).sum()),
-    }
+    """``engine.budgets.summary`` of an attainment table, under the key names the pages and reports read."""
+    s = budget_summary(table.select("node", "kind", "attainment").iter_rows(), threshold)
+    return {"teams": s["teams"], "mean": s["mean"], "worst": s["worst"], "worst_node": s["worst_node"],
+            "at_least_95": s["at_least"], "over_entitled": s["over_entitled"]}
 
 
 def attainment_history(store, tree: BudgetTree, start, end, *, window_hours: float = 168.0, step_hours: float = 24.0,

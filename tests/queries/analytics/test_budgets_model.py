@@ -2,10 +2,13 @@
 the static SQL form (``fairshare_attainment``) give what it gives. Hand-computed cases."""
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 import queries
 from engine import budgets as bt
+from engine.attainment import summary as run_summary
+from queries.analytics.budgets import summarize
 
 from test_queries_fixture import store  # noqa: F401 - store is a fixture
 
@@ -39,3 +42,19 @@ def test_the_static_sql_form_agrees(store):
     for r in rows:
         want = bt.attainment(r["received_gpu_hours"], r["demanded_gpu_hours"], r["entitled_gpu_hours"])
         assert r["attainment"] == want, r["team"]
+
+
+def test_attainment_summary_is_one_formula_under_two_names():
+    # nodes a 0.5, b 1.4 (capped at 1 in the mean, over-entitled), c None (no demand: left out), d 0.96;
+    # a "direct" row is not a team. mean = (0.5 + 1 + 0.96) / 3 = 0.82; worst a; at >= 0.95: b, d.
+    rows = [("a", "node", 0.5), ("b", "node", 1.4), ("c", "node", None), ("d", "node", 0.96), ("x", "direct", 0.1)]
+    s = bt.summary(rows)
+    assert s == {"teams": 3, "mean": pytest.approx(0.82), "worst": 0.5, "worst_node": "a", "at_least": 2,
+                 "over_entitled": 1}
+    teams = {k: {"kind": kind, "attainment": a} for k, kind, a in rows}
+    table = pl.DataFrame(rows, schema=["node", "kind", "attainment"], orient="row")
+    assert run_summary(teams) == {"teams_count": 3, "mean": s["mean"], "worst": 0.5, "worst_node": "a",
+                                  "teams_at_95pct": 2, "over_entitled": 1}
+    assert summarize(table) == {"teams": 3, "mean": s["mean"], "worst": 0.5, "worst_node": "a", "at_least_95": 2,
+                                "over_entitled": 1}
+    assert bt.summary([])["teams"] == 0 and bt.summary([])["mean"] is None
