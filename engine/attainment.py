@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from . import budgets as bt
+from .tenants import to_tree
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 HISTORY_STEP_S = 86400.0
@@ -37,8 +38,6 @@ HISTORY_STEP_S = 86400.0
 
 def default_tree(accounts) -> bt.BudgetTree:
     """Every account a node of share 1 (``a/b`` nests b under a): the tree used when a run has no budgets."""
-    from .tenants import to_tree
-
     return to_tree({a: 1.0 for a in sorted({a for a in accounts if a})})
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -171,8 +172,6 @@ def attainment_of(jobs: pl.DataFrame, tree: BudgetTree, start, end, *, capacity_
                   unit: str | None = None) -> Attainment:
     """``attainment`` of a jobs frame in the store's schema (a simulation's ``jobs``, a filtered log) instead of
     a store: the same SQL and tree math, so a replay and the log it replays are measured identically."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="quotaloop-att-") as empty:  # no store: only ``jobs`` is registered
         con = connect(empty, extra={"jobs": jobs})
         try:

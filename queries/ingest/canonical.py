@@ -25,6 +25,7 @@ import io
 import json
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from ..store import name_problem_expr, schema
@@ -123,8 +124,6 @@ def _choose_table(path: Path, columns: list[str], only: str | None = None) -> st
 def _to_timestamp(s: pl.Series) -> pl.Series:
     """Strings -> UTC microseconds: a number is Unix seconds, anything else goes through DuckDB's TIMESTAMPTZ
     cast (ISO 8601 with or without offset; naive means UTC). Unparseable -> null."""
-    import duckdb
-
     s = s.str.strip_chars()
     num = s.cast(pl.Float64, strict=False)
     con = duckdb.connect()

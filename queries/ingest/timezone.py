@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import polars as pl
+
 UTC = "UTC"
 UTC_NAMES = frozenset({UTC, "Etc/UTC", "Etc/UCT", "UCT", "GMT", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0",
                        "GMT0", "Zulu", "Etc/Zulu", "Universal", "Etc/Universal", "Greenwich", "Etc/Greenwich"})
@@ -28,8 +30,6 @@ UNKNOWN_NOTE = "this machine's zone is not an IANA name, UTC assumed; pass --tim
 
 def _valid(name: str) -> bool:
     """True when ``zoneinfo`` and Polars (which carries its own tz database) both know ``name``."""
-    import polars as pl
-
     try:
         ZoneInfo(name)
         pl.Series([dt.datetime(2000, 1, 1)]).dt.replace_time_zone(name)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ingest import ingest
 from ..store.units import DAY
 from . import assemble, schedule, workload
 from .org import build_layout, build_org
@@ -189,8 +190,6 @@ def build_store(store: str | Path, export_dir: str | Path | None = None, **param
     Returns ``(paths, summaries)``: the generated files and ``queries.ingest.ingest``'s per-file summaries.
     The three files are ingested in one transaction, so a failure leaves the store as it was.
     """
-    from ..ingest import ingest
-
     paths = generate(export_dir if export_dir is not None else default_export_dir(store), **params)
     summaries = ingest([paths["sacct"], paths["samples"], paths["nodes"]], store,
                        cluster=params.get("cluster", "acme"), timezone="UTC")  # the export's clock is UTC

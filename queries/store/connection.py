@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from . import schema
@@ -34,8 +35,6 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
     ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
     """
-    import duckdb
-
     st = Store(store or DEFAULT_STORE)
     con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
     con.execute("set timezone = 'UTC'")
@@ -60,8 +59,6 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
 def _with_all_columns(rel, table: str):
     """``rel`` with the schema's columns its files lack added as typed nulls: a store written before a column
     was added (jobstats' ``gpus_idle``, a sample's ``source``) still answers every query."""
-    import duckdb
-
     have = {c.lower() for c in rel.columns}
     missing = [(k, v[0]) for k, v in schema.TABLES[table].items() if k.lower() not in have]
     if not missing:
