@@ -63,10 +63,7 @@ def replay_and_compare(cfg, t0_s, t1_s):
     """One replay: ``_STATE``'s jobs of [cfg.warm_start, cfg.window_end) simulated under ``cfg``, compared with
     the log over [t0_s, t1_s)."""
     jobs = window_jobs(_STATE["jobs"], cfg.warm_start, cfg.window_end, cfg.lookback_s)
-    res = simulate(jobs, _STATE["cluster"], cfg)
-    m = res.metrics
-    return fidelity.compare(jobs, res.jobs, size_col=f"req_{m['resource']}", capacity=m["capacity"],
-                            window_start=t0_s, window_end=t1_s)
+    return fidelity.compare_run(jobs, simulate(jobs, _STATE["cluster"], cfg), window_start=t0_s, window_end=t1_s)
 
 
 def _map(fn, items, jobs, cluster, workers: int):

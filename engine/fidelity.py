@@ -241,6 +241,18 @@ def _attainment(log: dict | None, sim: dict | None) -> dict | None:
     return {"teams": teams, "mean_abs_err": _f(float(np.mean(errs))) if errs else None}
 
 
+def compare_run(logged: pl.DataFrame, result, *, window_start: float | None = None,
+                window_end: float | None = None, attainment_log: dict | None = None,
+                attainment_sim: dict | None = None) -> dict:
+    """``compare`` of a whole run (an ``engine.SimResult``: its ``jobs`` and ``metrics``) against the log it replayed:
+    the sizing resource and capacity come from the run's metrics. What ``validate``, calibration and the scenario's
+    baseline fidelity (``dashboard.whatif.fidelity``) all call."""
+    m = result.metrics
+    return compare(logged, result.jobs, size_col=f"req_{m['resource']}", capacity=m["capacity"],
+                   window_start=window_start, window_end=window_end, attainment_log=attainment_log,
+                   attainment_sim=attainment_sim)
+
+
 # ---------------------------------------------------------------------------- summaries
 def loss(report: dict) -> float:
     """What calibration minimises (lower is better): |mean rel err| + |p90 rel err| + |zero-wait share gap|

@@ -127,7 +127,6 @@ def run(args) -> int:
     window = calibrate.window_jobs(jobs, warm, end, cfg.lookback_s)
     res = simulate(window, cluster, cfg)
     m = res.metrics
-    size_col = f"req_{m['resource']}"
     att_log = att_sim = None
     if budgets is not None:
         w1 = end.timestamp() if end is not None else None
@@ -139,8 +138,8 @@ def run(args) -> int:
         att_log = attainment.of_run(window, budgets, m["capacity"], m["resource"], cfg.lookback_s,
                                     window_us=win_us)["teams"]
         att_sim = m["attainment"]["teams"]
-    report = fidelity.compare(window, res.jobs, size_col=size_col, capacity=m["capacity"], window_start=t0_s,
-                              window_end=t1_s, attainment_log=att_log, attainment_sim=att_sim)
+    report = fidelity.compare_run(window, res, window_start=t0_s, window_end=t1_s, attainment_log=att_log,
+                                  attainment_sim=att_sim)
     doc = {"window": {"start": warm.isoformat(), "end": None if end is None else end.isoformat()},
            "modeled": {k: v for k, v in cfg.params().items() if k not in ("warm_start", "window_end")},
            "resource": m["resource"], "capacity": m["capacity"], **report,
