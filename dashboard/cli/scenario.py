@@ -2,6 +2,7 @@
 
     quotaloop scenario NAME --store DIR [--budgets budgets.toml] [--cluster NAME] [--window 7d]
         [--end latest|YYYY-MM-DD|ISO] [--cold-start] [--policy fairshare] [--backfill easy] [--seed N]
+        [--config-file calibration.json] [--sched-interval DURATION [--sched-cycle all|backfill]]
         [kind options] --out DIR [--json]
 
 NAME: ``shares`` (--share PATH=X, --guarantee PATH=GPUS), ``backfill`` (--to none|easy|conservative,
@@ -27,6 +28,13 @@ then hold their logged nodes until their logged end, jobs pending then keep thei
 the fair-share lookback before it feed the usage ledger, and every metric covers the window. ``--cold-start``
 replays only the jobs submitted in the window on an empty cluster (barely contended: a weak baseline).
 Without ``--budgets`` each account gets share 1.
+``--config-file`` applies the knobs ``quotaloop validate --calibrate`` saved (its ``calibration.json``, read by the
+same loader as ``simulate --config-file``) to the baseline, and so to the scenario, which the kind then changes;
+``--sched-interval`` / ``--sched-cycle`` given explicitly win over the file. (``--reservation-depth`` is the
+``backfill`` kind's scenario depth here, never the baseline's: a calibrated depth applies to the baseline.)
+Fidelity: the baseline replay is compared with the log over the window (``engine.fidelity``, as ``validate``):
+the output says how closely it reproduces the logged waits and which deltas are inside that error
+(``dashboard.whatif.fidelity``; ``fidelity.csv`` and ``scenario.json``'s ``fidelity``).
 Guarantees above the cluster's GPUs (oversold quota) stop the command; tree nodes without an account in the
 window and accounts outside the tree (counted as ``unbudgeted``) are warnings on stderr.
 """
@@ -61,6 +69,12 @@ def register(sub):
     p.add_argument("--policy", default="fairshare", choices=sorted(POLICIES))
     p.add_argument("--backfill", default="easy", choices=sorted(BACKFILLS), help="baseline backfill")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate` "
+                                                         "(applied to the baseline and the scenario)")
+    p.add_argument("--sched-interval", metavar="DURATION",
+                   help="scheduler cycle of both runs: a pass every DURATION (wins over --config-file)")
+    p.add_argument("--sched-cycle", choices=["all", "backfill"],
+                   help="with --sched-interval: all passes wait for the cycle or only backfilling")
     g = p.add_argument_group("shares")
     g.add_argument("--share", action="append", default=[], metavar="PATH=X", help="new share of a budget node")
     g.add_argument("--guarantee", action="append", default=[], metavar="PATH=GPUS", help="new guaranteed GPUs")
@@ -154,6 +168,17 @@ def params(args) -> dict:
     return p
 
 
+def sim_knobs(args) -> dict:
+    """The calibrated knobs of both runs: ``--config-file`` through ``simulate``'s loader, explicit cycle flags
+    winning. ``--reservation-depth`` is left out: here it is the ``backfill`` kind's scenario depth."""
+    import argparse
+
+    from .simulate import calibrated_knobs
+
+    return calibrated_knobs(argparse.Namespace(config_file=args.config_file, sched_interval=args.sched_interval,
+                                               sched_cycle=args.sched_cycle, reservation_depth=None))
+
+
 def _end(text):
     from engine.config import ConfigError, instant
 
@@ -177,7 +202,7 @@ def run(args) -> int:
     Store(args.store).check()  # StoreError: missing, not a directory, corrupt manifest, truncated partition
     try:
         spec = ScenarioSpec.make(registry.cli_names()[args.name], policy=args.policy, backfill=args.backfill,
-                                 seed=args.seed, **params(args))
+                                 seed=args.seed, sim_knobs=sim_knobs(args), **params(args))
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
     if args.budgets:
@@ -218,10 +243,13 @@ def run(args) -> int:
     for note in result.notes:
         print(f"note: {note}")
     width = max(len(r["label"]) for r in result.comparison.iter_rows(named=True)) if result.comparison.height else 10
-    print(f"{'metric':<{width}}  {'baseline':>14}  {'scenario':>14}")
+    status = dict(zip(*result.judged().select("metric", "status"))) if result.fidelity else {}
+    print(f"{'metric':<{width}}  {'baseline':>14}  {'scenario':>14}  delta vs the baseline's error")
     for r in result.comparison.iter_rows(named=True):
         print(f"{r['label']:<{width}}  {runner.fmt_value(r['baseline'], r['metric']):>14}  "
-              f"{runner.fmt_value(r['scenario'], r['metric']):>14}")
+              f"{runner.fmt_value(r['scenario'], r['metric']):>14}  {status.get(r['metric'], '')}".rstrip())
+    for line in result.fidelity_words():
+        print(f"fidelity: {line}")
     s = result.summary()
     print("gains: " + (", ".join(s["teams"]["gains"]) or "nobody") + "; loses: " +
           (", ".join(s["teams"]["loses"]) or "nobody"))

@@ -21,6 +21,8 @@ measures them the same way:
   1 GPU-hour; for ``rightsize``, whose jobs ask (and so receive) fewer GPU-hours for the same work, attainment
   moved by more than 0.5 percentage points.
 - ``extra``: kind-specific tables (the quota loop's multipliers and their stability).
+- ``fidelity``: the baseline replay against the log of its window (``dashboard.whatif.fidelity``: no extra replay,
+  the baseline *is* the modeled replay); ``judged()`` marks each comparison row inside / beyond that error.
 
 Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
 files from ``ScenarioResult.write``; the baseline of every kind is the unchanged replay (same policy, backfill,
@@ -43,6 +45,7 @@ from engine.metrics import clean
 from queries.analytics.budgets import attainment_of, budget_unit
 from queries.store import Store
 
+from . import fidelity as baseline_fidelity
 from . import loader, registry, transforms
 from .budgets import has_guarantees
 from .frames import fmt_duration
@@ -177,6 +180,20 @@ class ScenarioResult:
     extra: dict = field(default_factory=dict)
     notes: tuple = ()
     trees: tuple = ()          # (baseline budget tree, scenario budget tree): what each run's attainment uses
+    fidelity: dict | None = None  # the baseline's fidelity against the log (``fidelity.of_baseline``)
+
+    def judged(self) -> pl.DataFrame:
+        """The comparison rows marked inside / beyond the baseline's error (``fidelity.judge``)."""
+        return baseline_fidelity.judge(self.comparison, self.fidelity)
+
+    def fidelity_words(self) -> list[str]:
+        """The headline and the conclusions inside / beyond the error, as the CLI and the page print them."""
+        if self.fidelity is None:
+            return []
+        out = [baseline_fidelity.headline(self.fidelity)]
+        if self.fidelity.get("available"):
+            out.append(baseline_fidelity.conclusion_words(self.judged(), fmt_change))
+        return out
 
     def params(self) -> dict:
         return {"scenario": self.spec.to_dict(), "inputs": self.inputs, "notes": list(self.notes)}
@@ -189,16 +206,23 @@ class ScenarioResult:
                         "loses": self.teams.filter(pl.col("verdict") == "loses")["node"].to_list()}
         if "stability" in self.extra:
             out["loop_stable"] = not bool(self.extra["stability"]["oscillating"].any())
+        if self.fidelity is not None:
+            out["fidelity"] = baseline_fidelity.summary(self.fidelity)
+            judged = self.judged()
+            out["fidelity"]["conclusions"] = {r["metric"]: r["status"] for r in judged.iter_rows(named=True)}
         return out
 
     def write(self, out_dir) -> Path:
         """out/baseline/ and out/scenario/ (jobs.parquet, timeline.parquet, metrics.json: flat stores every
-        query runs on), comparison.csv, teams.csv, one CSV per extra table, scenario.json (parameters + summary)."""
+        query runs on), comparison.csv, teams.csv, one CSV per extra table, fidelity.csv (each comparison row's delta against the
+        baseline's error), scenario.json (parameters + summary, with the fidelity)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         self.baseline.write(out / "baseline")
         self.scenario.write(out / "scenario")
         tables = {"comparison": self.comparison, "teams": self.teams, **self.extra}
+        if self.fidelity is not None:
+            tables["fidelity"] = self.judged()
         for name, df in tables.items():
             _atomic(out / f"{name}.csv", df.write_csv(float_precision=9, datetime_format="%Y-%m-%dT%H:%M:%S%.fZ"))
         _atomic(out / "scenario.json", json_text(self.summary()))
@@ -220,7 +244,7 @@ def baseline_config(spec: ScenarioSpec, inputs: Inputs):
     jobs = transforms.with_usage(inputs.jobs)
     quota = "guarantee" if has_guarantees(inputs.tree) else "none"
     return jobs, engine.SimConfig(policy=spec.policy, backfill=spec.backfill, budgets=inputs.tree, quota=quota,
-                                  seed=spec.seed, **inputs.sim_window())
+                                  seed=spec.seed, **inputs.sim_window(), **dict(spec.sim_knobs))
 
 
 def baseline(spec: ScenarioSpec, inputs: Inputs) -> engine.SimResult:
@@ -240,10 +264,12 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
     return jobs, base, scen_jobs, change.cfg, change.extra, change.notes
 
 
-def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None) -> ScenarioResult:
+def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None,
+        fidelity: dict | None = None) -> ScenarioResult:
     """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps. ``baseline``:
-    the result of ``baseline(spec, inputs)`` when the caller kept it (a slider re-runs only the scenario); a
-    scenario whose jobs and configuration equal the baseline's is not simulated twice."""
+    the result of ``baseline(spec, inputs)`` when the caller kept it (a slider re-runs only the scenario), and
+    ``fidelity`` its ``fidelity_of(spec, inputs, baseline)`` likewise; a scenario whose jobs and configuration
+    equal the baseline's is not simulated twice."""
     say = progress or (lambda f, t: None)
     if not inputs.counts()["jobs"] and not inputs.counts().get("jobs_pending_at_start"):
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
@@ -262,9 +288,16 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
     ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
     comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end, unit=ba.unit)
     teams = team_table(base, scen, ba.table, sa.table, inputs, by=verdict_basis(spec.kind))
+    if fidelity is None:
+        fidelity = baseline_fidelity.of_baseline(inputs, base, base_cfg)
     say(1.0, "Done")
     return ScenarioResult(spec, inputs.describe(), base, scen, comparison, teams, extra, tuple(notes),
-                          (base_cfg.budgets, scen_cfg.budgets))
+                          (base_cfg.budgets, scen_cfg.budgets), fidelity)
+
+
+def fidelity_of(spec: ScenarioSpec, inputs: Inputs, base: engine.SimResult) -> dict:
+    """The fidelity of ``baseline(spec, inputs)`` (a caller caching the baseline caches this beside it)."""
+    return baseline_fidelity.of_baseline(inputs, base, baseline_config(spec, inputs)[1])
 
 
 def _attainment(res, cfg, inputs):
@@ -443,3 +476,10 @@ def fmt_value(x, metric: str) -> str:
     if kind == "dur":
         return fmt_duration(x)
     return f"{x:,.0f}" if kind == "int" else f"{x:,.1f}"
+
+
+def fmt_change(x, metric: str) -> str:
+    """A delta or an error band for text: shares in percentage points, the rest as ``fmt_value``."""
+    if metric_kind(metric) == "pct" and x is not None and not (isinstance(x, float) and math.isnan(x)):
+        return f"{100 * x:.1f} pts"
+    return fmt_value(x, metric)

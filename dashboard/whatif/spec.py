@@ -9,6 +9,10 @@ alone (with the same store window). Units: seconds, GPUs and fractions inside; a
 With a warm start, every kind leaves the jobs that started before the window start as logged (requests,
 allocation, min runtime: ``transforms.as_logged_before``); only the jobs the window simulates change.
 
+``sim_knobs``: calibrated engine knobs (``engine.calibrate.KNOBS``: the scheduler cycle, its scope, the reservation
+depth; ``quotaloop scenario --config-file``) applied to the baseline's configuration, and so to the scenario's,
+which the kind then changes; empty = the engine's defaults.
+
 Invariants: ``ScenarioSpec`` is frozen and hashable with a canonical form (dicts become sorted tuples,
 ``params.canon``), so equal settings are equal however they were produced and hit the same cached run;
 ``make`` fills every parameter from the kind's defaults and rejects unknown kinds and parameters with one line.
@@ -31,10 +35,11 @@ class ScenarioSpec:
     policy: str = "fairshare"
     backfill: str = "easy"
     seed: int = 0
+    sim_knobs: tuple = ()
 
     @classmethod
     def make(cls, kind: str, *, policy: str = "fairshare", backfill: str = "easy", seed: int = 0,
-             **params) -> "ScenarioSpec":
+             sim_knobs: dict | None = None, **params) -> "ScenarioSpec":
         if kind not in registry.KINDS:
             raise ScenarioError(f"unknown scenario {kind!r}; known: {', '.join(registry.KINDS)}")
         k = registry.KINDS[kind]
@@ -48,7 +53,7 @@ class ScenarioSpec:
             raise ScenarioError(f"seed: must be an integer >= 0, got {seed!r}")
         full = {**k.defaults, **params}
         k.check(full)
-        return cls(kind, canon(full), policy, backfill, seed)
+        return cls(kind, canon(full), policy, backfill, seed, _knobs(sim_knobs or {}))
 
     @property
     def values(self) -> dict:
@@ -60,9 +65,24 @@ class ScenarioSpec:
 
     def to_dict(self) -> dict:
         """Everything that produced a result (with the window and the budget file it ran on)."""
-        return {"kind": self.kind, "policy": self.policy, "backfill": self.backfill, "seed": self.seed,
-                "params": self.values}
+        out = {"kind": self.kind, "policy": self.policy, "backfill": self.backfill, "seed": self.seed,
+               "params": self.values}
+        if self.sim_knobs:  # without calibrated knobs the parameters stay as they always were
+            out["config"] = dict(self.sim_knobs)
+        return out
 
     def describe(self) -> str:
         what = registry.KINDS[self.kind].describe(self.values, self)
-        return f"{what} · baseline {self.policy}/{self.backfill} · seed {self.seed}"
+        knobs = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in self.sim_knobs)
+        return f"{what} · baseline {self.policy}/{self.backfill}" + (f" calibrated{knobs}" if knobs else "") + \
+            f" · seed {self.seed}"
+
+
+def _knobs(knobs: dict) -> tuple:
+    """Calibrated knobs as a sorted tuple (hashable: equal settings hit the same cached run); unknown ones rejected."""
+    from engine.calibrate import KNOBS
+
+    unknown = sorted(set(knobs) - set(KNOBS))
+    if unknown:
+        raise ScenarioError(f"sim_knobs: {', '.join(unknown)} not a calibrated knob (known: {', '.join(KNOBS)})")
+    return tuple(sorted(knobs.items()))
