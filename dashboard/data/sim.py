@@ -2,7 +2,8 @@
 ``data/reports.py``).
 
 Every replay is a ``ScenarioSpec`` run by ``whatif.runner`` on the rows of ``whatif.loader`` (the
-``replay_jobs`` query): one scenario model, one loader. The caches here only key and keep the runs.
+``replay_jobs`` query): one scenario model, one loader. The caches here only key and keep the runs, and beside
+each window's baseline its fidelity against the log (``whatif.fidelity``, computed once per baseline).
 """
 from __future__ import annotations
 
@@ -192,9 +193,19 @@ def _named_baseline(store: str, token: str, start, end, cluster, policy: str, ba
     return runner.baseline(spec, _named_inputs(store, token, start, end, cluster))
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _named_fidelity(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
+                    budgets_key: str, _baseline):
+    """The baseline's fidelity against the log of its window (``whatif.fidelity``), kept beside the baseline: no
+    replay, one comparison per window and baseline."""
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
+    return runner.fidelity_of(spec, _named_inputs(store, token, start, end, cluster), _baseline)
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _baseline):
-    return runner.run(spec, _named_inputs(store, token, start, end, cluster), baseline=_baseline)
+def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _baseline, _fidelity=None):
+    return runner.run(spec, _named_inputs(store, token, start, end, cluster), baseline=_baseline,
+                      fidelity=_fidelity)
 
 
 def run_scenario(flt: Filters, spec, progress=None):
@@ -214,8 +225,9 @@ def run_scenario(flt: Filters, spec, progress=None):
     try:
         say(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
         base = _named_baseline(*key, spec.policy, spec.backfill, spec.seed, budgets_key)
+        fidelity = _named_fidelity(*key, spec.policy, spec.backfill, spec.seed, budgets_key, base)
         say(0.5, f"Replaying the scenario ({spec.label.lower()}) and comparing ...")
-        result = _run_named(*key, spec, budgets_key, base)
+        result = _run_named(*key, spec, budgets_key, base, fidelity)
     except Exception as exc:  # an engine or scenario error must read as a message, never a traceback
         raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
     say(1.0, "Done")

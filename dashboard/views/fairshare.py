@@ -1,5 +1,6 @@
 """Fair share & budgets (managers): pick a scenario kind, replay the same history, compare with the baseline, and
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
+import polars as pl
 import streamlit as st
 
 from engine.budgets import JOB_CLASSES
@@ -199,15 +200,27 @@ st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()
 for note in result.notes:
     st.caption(f":material/info: {note}")
 cmp, t = result.comparison, result.teams
+judged = result.judged()
+status = dict(zip(judged["metric"], judged["status"]))
+fid_words = result.fidelity_words()
+if fid_words:
+    (st.info if (result.fidelity or {}).get("available") else st.warning)(
+        "**How far to trust this:** " + fid_words[0], icon=":material/verified:")
+    if len(fid_words) > 1:
+        st.caption(fid_words[1])
 rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
     for col, r in zip(cols, chunk):
         delta = ui.fmt_delta(r["delta"], r["kind"])
         badge = shaping.delta_badge(r["delta"], r["better"], delta)
-        col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]), delta,
-                   delta_color=badge["color"], delta_arrow=badge["arrow"],
-                   help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}. " + ui.BETTER_HELP[r["better"]],
+        inside = status.get(r["metric"]) == "inside error"
+        col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]),
+                   f"{delta} · inside error" if inside else delta,
+                   delta_color="off" if inside else badge["color"], delta_arrow=badge["arrow"],
+                   help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}. " + ui.BETTER_HELP[r["better"]]
+                   + (" The change is smaller than the baseline's own error against the log for this figure: "
+                      "inside the simulator's error." if inside else ""),
                    border=True)
 
 att = t.select(t["node"].alias("team"), t["attainment_baseline"].alias("baseline"),
@@ -276,6 +289,18 @@ if team:
             c1, c2 = st.columns([3, 2])
             c1.dataframe(e.table, hide_index=True, key=f"fs_why_{which}")
             c2.dataframe(e.waits, hide_index=True, key=f"fs_waits_{which}")
+
+if result.fidelity is not None and result.fidelity.get("available"):
+    with st.expander("How far to trust the comparison: the baseline against the log"):
+        st.markdown(result.fidelity["verdict"].capitalize())
+        st.dataframe(judged.with_columns(
+            judged.select(pl.struct("delta", "metric").map_elements(
+                lambda x: runner.fmt_change(x["delta"], x["metric"]), return_dtype=pl.String)).to_series()
+            .alias("delta"),
+            judged.select(pl.struct("error", "metric").map_elements(
+                lambda x: runner.fmt_change(x["error"], x["metric"]), return_dtype=pl.String)).to_series()
+            .alias("error")).drop("metric"), hide_index=True, key="fs_fidelity")
+        ui.download(judged, "scenario_fidelity.csv", key="dl_fidelity")
 
 with st.expander("Every metric, baseline vs scenario"):
     st.dataframe(shaping.comparison_view(cmp, runner.metric_kind, ui.fmt_kind, ui.fmt_delta), hide_index=True,
