@@ -41,6 +41,9 @@ def register(sub):
     p.add_argument("--partition", help="only jobs of this partition")
     p.add_argument("--state", help="only jobs in this normalised state (COMPLETED, FAILED, CANCELLED, ...)")
     p.add_argument("--job-class", dest="job_class", help="only jobs of this class (training, debug, ...)")
+    p.add_argument("--no-validation", dest="validation", action="store_false",
+                   help="leave out the validation section (the platform and manager reports replay the window once "
+                        "in the simulator to say how far to trust a what-if)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--format", default="html,csv,parquet",
                    help="comma-separated: html, csv, parquet, png, svg (default html,csv,parquet)")
@@ -53,7 +56,8 @@ def run(args) -> int:
     try:
         paths = build_report(args.store, parse_duration(args.window), end=args.end, audience=args.audience,
                              team=args.team, user=args.user, formats=parse_formats(args.format), out_dir=args.out,
-                             team_level=args.team_level, budgets=args.budgets, filters=filters_of(args))
+                             team_level=args.team_level, budgets=args.budgets, filters=filters_of(args),
+                             validation=args.validation)
     except ReportError as exc:
         raise UserError(str(exc)) from None
     except Exception as exc:  # unattended runs need one line, not a traceback

@@ -117,10 +117,12 @@ def _check_budgets(tree, store, cluster: str | None) -> None:
 
 
 def collect(store, window: Window, audience: str = "platform", team: str | None = None, user: str | None = None,
-            team_level: int = 3, filters: dict | None = None, budgets=None) -> Report:
+            team_level: int = 3, filters: dict | None = None, budgets=None, validation: bool = True) -> Report:
     """Run the queries of one report and return its model (no files written).
 
-    ``budgets``: a budgets.toml path; fair share then uses its water-filled entitlements (queries.analytics.budgets)."""
+    ``budgets``: a budgets.toml path; fair share then uses its water-filled entitlements (queries.analytics.budgets).
+    ``validation``: the platform and manager reports end with the what-if baseline's fidelity against the log of
+    the window (``sections.validation``: one simulator replay); False leaves it out."""
     _check_scope(audience, team, user)
     try:
         Store(store).check()
@@ -147,6 +149,8 @@ def collect(store, window: Window, audience: str = "platform", team: str | None 
             parts = [first, gap, sections.rankings(q, scope), sections.quota(q, scope),
                      sections.fairshare(q, scope, tree)]
         parts.append(sections.waits(q, scope))
+        if validation and audience != "user":  # a user report holds only that user's jobs: no cluster replay
+            parts.append(sections.validation(q, scope, tree))
     except ReportError:
         raise
     except (queries.QueryError, ValueError) as exc:  # ValueError: e.g. the budget tree vs this store
@@ -186,13 +190,15 @@ def _parquet_bytes(frame: pl.DataFrame) -> bytes:
 
 def build_report(store, window_s: float, end=None, audience: str = "platform", team: str | None = None,
                  user: str | None = None, formats=DEFAULT_FORMATS, out_dir: str | os.PathLike = ".", *,
-                 team_level: int = 3, filters: dict | None = None, budgets=None) -> list[Path]:
+                 team_level: int = 3, filters: dict | None = None, budgets=None,
+                 validation: bool = True) -> list[Path]:
     """Write the report of the window of ``window_s`` seconds (whole UTC days) ending on day ``end``.
 
     ``end``: a date, ``YYYY-MM-DD``, ``today`` / None (today, UTC) or ``latest`` (the newest job's day).
     ``team``: the manager report's team; for the platform and user audiences an optional account subtree filter.
     ``filters``: optional cluster / partition / state / job_class, as the dashboard's sidebar sets them.
     ``budgets``: optional budgets.toml; without it fair share assumes equal shares per account level.
+    ``validation``: False leaves out the validation section (and its replay).
     Returns the written paths (HTML first). Raises ``ReportError`` (one line) on any failure.
     """
     formats = parse_formats(formats)
@@ -205,7 +211,7 @@ def build_report(store, window_s: float, end=None, audience: str = "platform", t
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise ReportError(f"cannot read store {store}: {str(exc).splitlines()[0]}") from exc
     window = make_window(window_s, last_day)
-    report = collect(store, window, audience, team, user, team_level, filters, budgets)
+    report = collect(store, window, audience, team, user, team_level, filters, budgets, validation)
     stem = file_stem(window, audience, team, user)
     try:
         files = _render_files(report, stem, formats)
@@ -226,7 +232,7 @@ def build_report(store, window_s: float, end=None, audience: str = "platform", t
 
 def command_line(store, window_s: float, end=None, audience: str = "platform", team: str | None = None,
                  user: str | None = None, formats=DEFAULT_FORMATS, out: str = "reports/", *,
-                 filters: dict | None = None, budgets=None) -> list[str]:
+                 filters: dict | None = None, budgets=None, validation: bool = True) -> list[str]:
     """The ``quotaloop report`` argv that writes what ``build_report`` with the same arguments writes (the
     dashboard's Reports page shows it, so a report built there can be scheduled as is)."""
     days = max(1, int(-(-float(window_s) // DAY_S)))
@@ -240,6 +246,7 @@ def command_line(store, window_s: float, end=None, audience: str = "platform", t
         if (filters or {}).get(key):
             argv += [f"--{key.replace('_', '-')}", str(filters[key])]
     argv += ["--budgets", str(budgets)] if budgets else []
+    argv += [] if validation else ["--no-validation"]
     return argv + ["--format", ",".join(parse_formats(formats)), "--out", str(out)]
 
 

@@ -416,6 +416,53 @@ def waits(q: Runner, scope: Scope) -> Section:
     return section
 
 
+# ------------------------------------------------------------------ validation (issue 18)
+VALIDATION_COLUMNS = [("scope", "scope", "text"), ("n", "jobs", "int"), ("mean_log_s", "mean wait logged", "dur"),
+                      ("mean_sim_s", "simulated", "dur"), ("mean_rel_err", "error", "pct"),
+                      ("p90_log_s", "p90 logged", "dur"), ("p90_sim_s", "simulated", "dur"),
+                      ("p90_rel_err", "error", "pct"), ("spearman", "Spearman", "num2"),
+                      ("zero_wait_share_log", "started at once logged", "pct"),
+                      ("zero_wait_share_sim", "simulated", "pct")]
+
+
+def validation(q: Runner, scope: Scope, tree=None) -> Section:
+    """How far to trust a what-if over this window: the what-if baseline (``dashboard.whatif.runner``'s, the Fair
+    share page's fairshare / easy) replayed warm-started over the window and compared with the log
+    (``engine.fidelity`` through ``whatif.fidelity``; one replay). Cluster-wide whatever the team or partition:
+    the simulator replays the whole cluster. The figures are ``engine.fidelity``'s, not a named query's."""
+    from dashboard.cli.validate import rows
+    from dashboard.whatif import runner
+
+    try:
+        fid = runner.window_fidelity(q.store, tree, scope.window.start, scope.window.end,
+                                     cluster=scope.filters.get("cluster"))
+    except Exception as exc:  # noqa: BLE001 - a failed replay leaves the rest of the report standing, and says so
+        fid = {"available": False, "reason": f"the replay failed: {type(exc).__name__}: {str(exc)[:200]}"}
+    intro = ("The simulator's baseline (the what-if baseline, fair-share queue with EASY backfilling) replayed over "
+             "this window from the logged state at its start and compared with what the cluster logged, job by job: "
+             "a what-if's delta smaller than these errors is inside the simulator's error. Cluster-wide: team, "
+             "partition, state and class filters do not apply to a replay.")
+    section = Section("validation", "How far to trust a what-if: the simulator against the log", intro)
+    if not fid.get("available"):
+        section.empty = f"Not validated: {fid.get('reason', 'unknown')}."
+        return section
+    rep = fid["report"]
+    o, occ = rep["overall"], rep["occupancy"]
+    section.kpis = [Kpi("jobs compared", rep["jobs_compared"], "int", f"cluster {fid.get('cluster') or '(one)'}"),
+                    Kpi("mean wait error", o["mean_rel_err"], "pct", "simulated vs logged"),
+                    Kpi("p90 wait error", o["p90_rel_err"], "pct", "simulated vs logged"),
+                    Kpi("Spearman of waits", o["spearman"], "num2", "rank agreement, 1 = same order"),
+                    Kpi("occupancy simulated", occ.get("mean_sim"), "pct", f"logged {_pct(occ.get('mean_log'))}")]
+    att = rep.get("attainment")
+    if att and att.get("mean_abs_err") is not None:
+        section.kpis.append(Kpi("attainment error", att["mean_abs_err"], "pct", "mean |error| per team, points"))
+    frame = pl.DataFrame(rows(rep), infer_schema_length=None)
+    section.tables = [Table("validation", "Waits logged vs simulated, per job class and size", frame,
+                            [c for c in VALIDATION_COLUMNS if c[0] in frame.columns], max_rows=40)]
+    section.notes = [fid["headline"], "Verdict: " + fid["verdict"]]
+    return section
+
+
 # ------------------------------------------------------------------ the user's own jobs
 def own_jobs(q: Runner, scope: Scope) -> Section:
     low = q("user_low_efficiency_jobs")

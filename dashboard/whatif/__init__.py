@@ -11,5 +11,6 @@ never imports Streamlit. Rooms:
 - ``loader``: the one store -> engine-input loader (the ``replay_jobs`` query, then ``workload``).
 - ``runner``: baseline and scenario runs through ``engine.simulate``, measured alike, written out;
   ``transforms``: what the kinds change in a workload or a budget tree; ``budgets``: the tree as the forms see
-  it; ``frames``: comparison frames; ``explain``: one team's shortfall cause by cause.
+  it; ``frames``: comparison frames; ``explain``: one team's shortfall cause by cause; ``fidelity``: the
+  baseline's fidelity against the log and which deltas are inside that error.
 """

@@ -295,6 +295,36 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
                           (base_cfg.budgets, scen_cfg.budgets), fidelity)
 
 
+def window_fidelity(store, tree: bt.BudgetTree | None, start: dt.datetime, end: dt.datetime, *,
+                    cluster: str | None = None, spec: ScenarioSpec | None = None) -> dict:
+    """The fidelity of the what-if baseline (``spec``'s, default the Fair share page's: fairshare / easy) over
+    [start, end) of ``cluster``, warm-started: one replay. ``tree`` None: share 1 per account of the window, as
+    ``quotaloop scenario`` without ``--budgets``. A store that cannot be replayed (several clusters and none
+    chosen, no node list, no job in the window) gives ``available: False`` with the reason, as a log without
+    start times does."""
+    from engine.tenants import to_tree
+
+    from .budgets import default_budgets
+
+    spec = spec or ScenarioSpec.make("shares")
+    window = {"start": start.isoformat(), "end": end.isoformat()}
+    unavailable = {"available": False, "window": window, "days": (end - start).total_seconds() / 86400.0,
+                   "warm_start": True}
+    try:
+        if tree is None:
+            accounts = loader.replay_jobs(store, cluster=cluster, start=start, end=end)["account"]
+            tree = to_tree(default_budgets(sorted(accounts.drop_nulls().unique().to_list())))
+        inputs = load_inputs(store, tree, window_s=(end - start).total_seconds(), end=end, cluster=cluster)
+    except ValueError as exc:
+        return {**unavailable, "reason": str(exc)}
+    if inputs.nodes.is_empty():
+        return {**unavailable, "reason": "the store has no node list for this cluster, and the simulator needs one"}
+    if not inputs.counts()["jobs"]:
+        return {**unavailable, "reason": "no job was submitted in this window: nothing to check the baseline against"}
+    return fidelity_of(spec, inputs, baseline(spec, inputs)) | {"cluster": inputs.cluster,
+                                                                "baseline": f"{spec.policy}/{spec.backfill}"}
+
+
 def fidelity_of(spec: ScenarioSpec, inputs: Inputs, base: engine.SimResult) -> dict:
     """The fidelity of ``baseline(spec, inputs)`` (a caller caching the baseline caches this beside it)."""
     return baseline_fidelity.of_baseline(inputs, base, baseline_config(spec, inputs)[1])
