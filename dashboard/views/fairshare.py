@@ -207,7 +207,8 @@ if fid_words:
     (st.info if (result.fidelity or {}).get("available") else st.warning)(
         "**How far to trust this:** " + fid_words[0], icon=":material/verified:")
     if len(fid_words) > 1:
-        st.caption(fid_words[1])
+        st.caption(fid_words[1] + (" A grey **≈** on a card: that change is inside the simulator's error."
+                                   if "inside error" in status.values() else ""))
 rows = [dict(r, kind=runner.metric_kind(r["metric"]), key=r["metric"]) for r in cmp.iter_rows(named=True)]
 for chunk in (rows[:6], rows[6:12]):
     cols = st.columns(6)
@@ -216,7 +217,7 @@ for chunk in (rows[:6], rows[6:12]):
         badge = shaping.delta_badge(r["delta"], r["better"], delta)
         inside = status.get(r["metric"]) == "inside error"
         col.metric(r["label"], ui.fmt_kind(r["scenario"], r["kind"]),
-                   f"{delta} · inside error" if inside else delta,
+                   f"≈ {delta}" if inside else delta,
                    delta_color="off" if inside else badge["color"], delta_arrow=badge["arrow"],
                    help=f"Baseline: {ui.fmt_kind(r['baseline'], r['kind'])}. " + ui.BETTER_HELP[r["better"]]
                    + (" The change is smaller than the baseline's own error against the log for this figure: "
