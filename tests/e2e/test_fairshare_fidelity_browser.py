@@ -19,7 +19,8 @@ pytestmark = pytest.mark.browser
 sync_api = pytest.importorskip("playwright.sync_api")
 
 HEADLINE = re.compile(r"How far to trust this: On the last (\d+ (days|weeks|day)|\d+ hours) the modeled baseline "
-                      r"reproduces logged p90 waits within \d+ %.*Spearman (-?\d\.\d\d|n/a) over [\d,]+ jobs")
+                      r"(reproduces logged p90 waits within|misses logged p90 waits by) \d+ %.*"
+                      r"Spearman (-?\d\.\d\d|n/a) over [\d,]+ jobs")
 
 
 @pytest.fixture(scope="module")
