@@ -438,7 +438,8 @@ def validation(q: Runner, scope: Scope, tree=None) -> Section:
                                      cluster=scope.filters.get("cluster"))
     except Exception as exc:  # noqa: BLE001 - a failed replay leaves the rest of the report standing, and says so
         fid = {"available": False, "reason": f"the replay failed: {type(exc).__name__}: {str(exc)[:200]}"}
-    intro = ("The simulator's baseline (the what-if baseline, fair-share queue with EASY backfilling) replayed over "
+    policy = fid.get("baseline", "fairshare/easy").replace("/", " queue, backfill ")
+    intro = (f"The simulator's baseline (the what-if baseline: {policy}) replayed over "
              "this window from the logged state at its start and compared with what the cluster logged, job by job: "
              "a what-if's delta smaller than these errors is inside the simulator's error. Cluster-wide: team, "
              "partition, state and class filters do not apply to a replay.")
