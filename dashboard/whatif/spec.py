@@ -9,8 +9,8 @@ alone (with the same store window). Units: seconds, GPUs and fractions inside; a
 With a warm start, every kind leaves the jobs that started before the window start as logged (requests,
 allocation, min runtime: ``transforms.as_logged_before``); only the jobs the window simulates change.
 
-``sim_knobs``: calibrated engine knobs (``engine.calibrate.KNOBS``: the scheduler cycle, its scope, the reservation
-depth; ``quotaloop scenario --config-file``) applied to the baseline's configuration, and so to the scenario's,
+``sim_knobs``: calibrated engine settings (what ``engine.calibrate.read_config_file`` returns: the scheduler cycle,
+its scope, the reservation depth, ...; ``quotaloop scenario --config-file``) applied to the baseline's configuration, and so to the scenario's,
 which the kind then changes; empty = the engine's defaults.
 
 Invariants: ``ScenarioSpec`` is frozen and hashable with a canonical form (dicts become sorted tuples,
@@ -78,11 +78,24 @@ class ScenarioSpec:
             f" · seed {self.seed}"
 
 
-def _knobs(knobs: dict) -> tuple:
-    """Calibrated knobs as a sorted tuple (hashable: equal settings hit the same cached run); unknown ones rejected."""
-    from engine.calibrate import KNOBS
+# the SimConfig fields a spec sets itself (the baseline it describes, the window); every other field may be a knob
+_OWN_FIELDS = {"policy", "backfill", "budgets", "quota", "seed", "warm_start", "window_end"}
 
-    unknown = sorted(set(knobs) - set(KNOBS))
+
+def _knobs(knobs: dict) -> tuple:
+    """Calibrated knobs as a sorted tuple of hashable values (equal settings hit the same cached run). Any
+    ``engine.SimConfig`` field the spec does not set itself is accepted, so a knob ``engine.calibrate`` learns to
+    fit (and ``read_config_file`` returns) needs no change here; anything else is rejected with one line."""
+    import dataclasses
+
+    from engine import SimConfig
+
+    allowed = {f.name for f in dataclasses.fields(SimConfig)} - _OWN_FIELDS
+    unknown = sorted(set(knobs) - allowed)
     if unknown:
-        raise ScenarioError(f"sim_knobs: {', '.join(unknown)} not a calibrated knob (known: {', '.join(KNOBS)})")
-    return tuple(sorted(knobs.items()))
+        raise ScenarioError(f"sim_knobs: {', '.join(unknown)}: not a simulator setting a calibration can fix")
+    return tuple(sorted((k, _frozen(v)) for k, v in knobs.items()))
+
+
+def _frozen(v):
+    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v

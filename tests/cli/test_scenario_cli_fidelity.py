@@ -106,3 +106,15 @@ def test_the_output_carries_the_baselines_fidelity(store, tmp_path, capsys):
     # the row of the printed table carries the same status
     p90 = next(x for x in lines if x.startswith("p90 wait "))
     assert p90.endswith(dict(zip(table["metric"], table["status"]))["wait_s.p90"])
+
+
+def test_a_spec_takes_only_settings_a_calibration_can_fix():
+    from dashboard.whatif.params import ScenarioError
+    from dashboard.whatif.spec import ScenarioSpec
+
+    spec = ScenarioSpec.make("shares", sim_knobs={"sched_interval_s": 600.0, "reservation_depth": 2})
+    assert spec.sim_knobs == (("reservation_depth", 2), ("sched_interval_s", 600.0))
+    assert spec == ScenarioSpec.make("shares", sim_knobs={"reservation_depth": 2, "sched_interval_s": 600.0})
+    for bad in ({"policy": "fcfs"}, {"budgets": None}, {"no_such_setting": 1}):
+        with pytest.raises(ScenarioError, match="not a simulator setting a calibration can fix"):
+            ScenarioSpec.make("shares", sim_knobs=bad)
