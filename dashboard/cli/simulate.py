@@ -158,6 +158,8 @@ def _load_workload(args):
             raise _user_error(f"the store holds clusters {', '.join(clusters)}: choose one with --cluster")
         # every job of the cluster: the warm-start window is cut in ``run``, for a store and a file alike
         jobs, nodes = loader.load(args.store, cluster=args.cluster)
+        if nodes.height and loader.layout_inferred(args.store, args.cluster):
+            print(f"quotaloop simulate: note: {loader.INFERRED_NOTE}", file=sys.stderr)
         return jobs, nodes, None
     from queries.ingest import detect_format
 
@@ -196,8 +198,8 @@ def _cluster(args, nodes):
         return Cluster.procs(args.procs)
     if nodes is not None and nodes.height:
         return Cluster.from_frame(nodes)
-    raise _user_error("no cluster layout: the input has no nodes table; give --nodes-csv FILE, "
-                      "--nodes N --gpus-per-node G --cpus-per-node C, or --procs P")
+    raise _user_error("no cluster layout: the input has no node list and no job names its nodes; give --nodes-csv "
+                      "FILE, --nodes N --gpus-per-node G --cpus-per-node C, or --procs P")
 
 
 def _instant(text, flag):

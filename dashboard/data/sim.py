@@ -220,7 +220,7 @@ def run_scenario(flt: Filters, spec, progress=None):
     if not _has_work(jobs, flt.start):
         raise NotAvailable("no jobs were submitted in this window on this cluster, so there is nothing to replay")
     if nodes.is_empty():
-        raise NotAvailable("the store has no node list for this cluster; the simulator needs one")
+        raise NotAvailable(loader.NO_LAYOUT)
     budgets_key = _budgets_key()
     try:
         say(0.1, "Replaying the baseline (kept for every scenario of this window) ...")

@@ -461,6 +461,8 @@ def validation(q: Runner, scope: Scope, tree=None) -> Section:
     section.tables = [Table("validation", "Waits logged vs simulated, per job class and size", frame,
                             [c for c in VALIDATION_COLUMNS if c[0] in frame.columns], max_rows=40)]
     section.notes = [fid["headline"], "Verdict: " + fid["verdict"]]
+    if fid.get("layout_note"):
+        section.notes.append("Layout: " + fid["layout_note"] + ".")
     return section
 
 

@@ -274,9 +274,11 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
     if not inputs.counts()["jobs"] and not inputs.counts().get("jobs_pending_at_start"):
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
     if inputs.nodes.is_empty():
-        raise ValueError("the store has no node list for this cluster; the simulator needs one")
+        raise ValueError(loader.NO_LAYOUT)
     say(0.05, f"Preparing {spec.label.lower()} ...")
     base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
+    if inputs.store and loader.layout_inferred(inputs.store, inputs.cluster):
+        notes = [*notes, loader.INFERRED_NOTE]
     if baseline is None:
         say(0.15, "Replaying the baseline ...")
         baseline = engine.simulate(base_jobs, inputs.nodes, base_cfg)
@@ -318,11 +320,13 @@ def window_fidelity(store, tree: bt.BudgetTree | None, start: dt.datetime, end: 
     except ValueError as exc:
         return {**unavailable, "reason": str(exc)}
     if inputs.nodes.is_empty():
-        return {**unavailable, "reason": "the store has no node list for this cluster, and the simulator needs one"}
+        return {**unavailable, "reason": loader.NO_LAYOUT}
     if not inputs.counts()["jobs"]:
         return {**unavailable, "reason": "no job was submitted in this window: nothing to check the baseline against"}
+    inferred = loader.layout_inferred(store, inputs.cluster)
     return fidelity_of(spec, inputs, baseline(spec, inputs)) | {"cluster": inputs.cluster,
-                                                                "baseline": f"{spec.policy}/{spec.backfill}"}
+                                                                "baseline": f"{spec.policy}/{spec.backfill}",
+                                                                "layout_note": loader.INFERRED_NOTE if inferred else None}
 
 
 def fidelity_of(spec: ScenarioSpec, inputs: Inputs, base: engine.SimResult) -> dict:

@@ -1,12 +1,14 @@
 """The report's validation section (issue 18, "the report has a validation section"): the what-if baseline
 replayed over the report's window and compared with the log (``sections.validation`` through
 ``dashboard.whatif.runner.window_fidelity``). Its figures agree with its own table and with the log, a hostile
-job class stays text in the HTML and inert in the CSV, a store without a node list says so, the user report and
+job class stays text in the HTML and inert in the CSV, a store without a node list validates on the layout its
+jobs name (and says so) or says why it cannot, the user report and
 ``--no-validation`` leave it out."""
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import html as html_lib
 import io
 import re
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 import dashboard_fixture as fx
 from dashboard.cli import main
 from dashboard.report.build import build_report
+from dashboard.whatif import loader
 from queries.store import Store
 
 XSS_CLASS = "<script>alert('cls')</script>"
@@ -24,9 +27,12 @@ FORMULA_CLASS = '=HYPERLINK("http://x","y")'
 END = dt.date(2026, 11, 8)  # the fixture's 7 days: 2026-11-02 .. 2026-11-08
 
 
-def tiny_store(root: Path, *, nodes: bool = True, hostile: bool = False) -> Path:
-    """``dashboard_fixture``'s 4-node cluster; ``hostile``: two jobs with a script / a formula as their class."""
+def tiny_store(root: Path, *, nodes: bool = True, hostile: bool = False, named_nodes: bool = True) -> Path:
+    """``dashboard_fixture``'s 4-node cluster; ``hostile``: two jobs with a script / a formula as their class;
+    ``named_nodes`` False: the jobs name no nodes (no node list to infer a layout from)."""
     jobs = fx.jobs_frame()
+    if not named_nodes:
+        jobs = jobs.with_columns(pl.lit(None, dtype=pl.String).alias("node_list"))
     if hostile:
         jobs = jobs.with_columns(pl.when(pl.int_range(pl.len()) % 5 == 1).then(pl.lit(XSS_CLASS))
                                  .when(pl.int_range(pl.len()) % 5 == 2).then(pl.lit(FORMULA_CLASS))
@@ -92,11 +98,19 @@ def test_a_hostile_job_class_is_text_in_html_and_inert_in_csv(hostile_report):
     assert not any(c[:1] in ("=", "+", "@") for c in cells)
 
 
-def test_a_store_without_a_node_list_says_so(tmp_path):
+def test_a_store_without_a_node_list_validates_on_the_layout_its_jobs_name(tmp_path):
     store = tiny_store(tmp_path / "store", nodes=False)
     paths = build_report(store, 7 * 86400.0, end=END, out_dir=tmp_path / "out", formats=("html",))
     html = paths[0].read_text()
-    assert "Not validated: the store has no node list for this cluster, and the simulator needs one." in html
+    assert "Not validated" not in html
+    assert f"Layout: {loader.INFERRED_NOTE}." in html_lib.unescape(html)
+
+
+def test_a_store_whose_jobs_name_no_nodes_says_so(tmp_path):
+    store = tiny_store(tmp_path / "store", nodes=False, named_nodes=False)
+    paths = build_report(store, 7 * 86400.0, end=END, out_dir=tmp_path / "out", formats=("html",))
+    html = paths[0].read_text()
+    assert f"Not validated: {loader.NO_LAYOUT}." in html_lib.unescape(html)
 
 
 def test_the_user_report_and_no_validation_leave_it_out(tmp_path, capsys):
