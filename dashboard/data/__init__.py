@@ -31,7 +31,7 @@ from .query_cache import (Filters, NotAvailable, SimulationError, config, ignore
                           store_dir, store_token)
 from .reports import report_files, report_request
 from .sim import (attainment_history, budget_tree, budget_unit, budgets, explain_team, is_cached, last_scenario,
-                  mark_done, replay_filters, run_scenario, sim_cluster, sim_occupancy, sim_slots_at)
+                  logged_contracts, mark_done, replay_filters, run_scenario, sim_cluster, sim_occupancy, sim_slots_at)
 
 __all__ = [
     # query_cache
@@ -45,7 +45,7 @@ __all__ = [
     "user_row", "waste_by", "waste_trend", "wasted_column",
     # sim
     "attainment_history", "budget_tree", "budget_unit", "budgets", "explain_team", "is_cached", "last_scenario",
-    "mark_done", "replay_filters", "run_scenario", "sim_cluster", "sim_occupancy", "sim_slots_at",
+    "logged_contracts", "mark_done", "replay_filters", "run_scenario", "sim_cluster", "sim_occupancy", "sim_slots_at",
     # reports
     "report_files", "report_request",
     # prewarm

@@ -82,6 +82,21 @@ def _engine_inputs(store: str, token: str, start, end, cluster):
     return loader.load(store, cluster=cluster, start=start, end=end)
 
 
+def logged_contracts(flt: Filters) -> dict:
+    """Per job class (jobs with a logged min runtime, jobs, median seconds) in the replayed window: the contracts
+    the baseline keeps unless a scenario overrides them (``whatif.budgets.logged_contracts``)."""
+    store = str(store_dir())
+    return _logged_contracts(store, store_token(store), flt.start, flt.end, sim_cluster(flt))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _logged_contracts(store: str, token: str, start, end, cluster) -> dict:
+    jobs, _ = _engine_inputs(store, token, start, end, cluster)
+    if start is not None:
+        jobs = jobs.filter(pl.col("submit") >= start)
+    return whatif_budgets.logged_contracts(jobs)
+
+
 def _has_work(jobs: pl.DataFrame, start) -> bool:
     """Something to simulate: a job submitted in the window, or one pending at its (warm) start."""
     if start is None:

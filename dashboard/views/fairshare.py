@@ -1,5 +1,7 @@
 """Fair share & budgets (managers): pick a scenario kind, replay the same history, compare with the baseline, and
 ask "why does my team get less?" for the baseline, the scenario and the logged history."""
+import functools
+
 import polars as pl
 import streamlit as st
 
@@ -77,19 +79,31 @@ def share_controls(shares: dict, guaranteed: dict) -> None:
                 key=f"guar_{kid['path']}")
 
 
-def contract_label(seconds) -> str:
+def contract_label(seconds, logged: tuple | None = None, base=None) -> str:
+    """A slider position in words. With no budget-file contract for the class (``base`` None) the "none" position
+    is the baseline itself, in which jobs that logged a min runtime keep theirs: say so instead of "never
+    preempted" (``logged``: jobs with one, jobs, their median seconds)."""
     if seconds is None:
+        if base is None and logged and logged[0]:
+            return f"as logged ({logged[0]:,} of {logged[1]:,} jobs have one), else none"
         return "none (never preempted)"
     return "0 (preemptible)" if seconds == 0 else f"{seconds / 3600:g} h"
 
 
 def contract_controls(mrt: dict) -> float:
     st.markdown("**Scheduling contract**")
+    try:
+        logged = data.logged_contracts(flt)
+    except data.NotAvailable:
+        logged = {}
     for c in classes:
         base = base_mrt[c]
         default = None if base is None else min(CONTRACTS_S[1:], key=lambda s: abs(s - base))
         mrt[c] = st.select_slider(f"Min runtime: {c}", CONTRACTS_S, value=default, key=f"mrt_{c}",
-                                  format_func=contract_label)
+                                  format_func=functools.partial(contract_label, logged=logged.get(c), base=base))
+    if any(n_with for n_with, _, _ in logged.values()):
+        st.caption("Jobs that logged a min runtime keep it in the baseline; a slider moved off its start overrides "
+                   "every job of its class (scenario > logged > budget file > default).")
     return st.select_slider("Checkpoint interval", list(whatif_budgets.CHECKPOINTS), value=0, key="fs_ckpt",
                             format_func=whatif_budgets.CHECKPOINTS.get)
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import polars as pl
+
 from engine import budgets as bt
 from engine import min_runtime
 from engine.tenants import to_tree
@@ -58,6 +60,20 @@ def baseline_min_runtime_s(budgets, job_class: str) -> float | None:
     """The min runtime (seconds) the budget file gives a class at the top of the tree, by the engine's resolver
     (``engine.min_runtime``): None when no table names it (no contract: the baseline never preempts it)."""
     return min_runtime.resolve(job_class, None, tree=budgets if isinstance(budgets, bt.BudgetTree) else None)
+
+
+def logged_contracts(jobs: pl.DataFrame) -> dict[str, tuple[int, int, float | None]]:
+    """Per job class: (jobs with a logged min runtime, jobs, their median min runtime in seconds). A logged
+    contract beats the budget file (``engine.min_runtime``), so the page must not call a class "never
+    preempted" because the budget file names no contract for it. A null class counts under ``""``."""
+    if jobs.is_empty() or "min_runtime_s" not in jobs.columns:
+        return {}
+    cls = pl.col("job_class").fill_null("") if "job_class" in jobs.columns else pl.lit("")
+    rows = (jobs.group_by(cls.alias("cls"))
+            .agg(pl.col("min_runtime_s").is_not_null().sum().alias("n_with"), pl.len().alias("n"),
+                 pl.col("min_runtime_s").median().alias("median_s"))
+            .sort("cls"))
+    return {r["cls"]: (int(r["n_with"]), int(r["n"]), r["median_s"]) for r in rows.iter_rows(named=True)}
 
 
 def overrides(baseline: dict, chosen: dict, tol: float = 1e-9) -> dict:

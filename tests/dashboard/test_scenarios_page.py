@@ -2,6 +2,7 @@
 run of the same scenario (``dashboard.whatif.runner``) and numbers recomputed from that run's jobs."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -284,3 +285,17 @@ def test_drains_expander_runs_the_drains_scenario(app, store):
 
 def metric_labels(at) -> set[str]:
     return {m.label for m in at.metric}
+
+
+def test_min_runtime_sliders_name_the_logged_contracts(app, store):
+    # without a budget file no class has a file contract, but every fixture job logged one: the slider's start
+    # is the baseline "as logged", not "never preempted" (the replay does preempt those jobs)
+    at = app
+    at.segmented_control(key="fs_kind").set_value("min_runtime").run()
+    no_errors(at)
+    slider = at.select_slider(key="mrt_eval")
+    assert slider.value is None
+    m = re.fullmatch(r"as logged \(([\d,]+) of ([\d,]+) jobs have one\), else none", slider.options[0])
+    assert m and m.group(1) == m.group(2) and int(m.group(1).replace(",", "")) > 0
+    assert "none (never preempted)" not in slider.options
+    assert any("Jobs that logged a min runtime keep it" in c.value for c in at.caption)

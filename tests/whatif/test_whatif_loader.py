@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 import queries
+from dashboard.whatif import budgets as whatif_budgets
 from dashboard.whatif import loader
 from engine.warm_start import window_filter
 from queries.store import schema
@@ -100,3 +101,13 @@ def test_a_store_without_a_node_list_replays_on_the_layout_its_jobs_name(tmp_pat
     assert loader.layout_inferred(store) and not loader.layout_inferred(sample_store)
     nodes = loader.replay_nodes(store, "acme")
     assert nodes.height == Store(sample_store).read("nodes").height
+
+
+def test_logged_contracts_by_hand():
+    # training: two of three jobs logged a contract (4 h and 8 h: median 6 h); eval: none; a null class counts as ""
+    jobs = pl.DataFrame({"job_class": ["training", "training", "training", "eval", None],
+                         "min_runtime_s": [14400.0, 28800.0, None, None, 0.0]})
+    assert whatif_budgets.logged_contracts(jobs) == {"": (1, 1, 0.0), "eval": (0, 1, None),
+                                                    "training": (2, 3, 21600.0)}
+    assert whatif_budgets.logged_contracts(jobs.clear()) == {}
+    assert whatif_budgets.logged_contracts(jobs.drop("min_runtime_s")) == {}
