@@ -279,7 +279,7 @@ def _explain(store: str, token: str, start, end, cluster, run_key, which: str, t
     rows = att.table.filter(pl.col("node") == team)
     row = rows.row(0, named=True) if rows.height else None
     return ex.explain(team, jobs, allocations, nodes, row, source="logs" if which == "logs" else "simulation",
-                      start=start, end=end, unit=att.unit_label)
+                      start=start, end=end, unit=att.unit_label, resource=att.unit)
 
 
 def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree=None):

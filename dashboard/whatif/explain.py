@@ -23,6 +23,10 @@ waited before the window). Causes, each measured on the team's jobs that waited 
   state PREEMPTED, whose whole attempt counts as lost: the log does not record checkpoints).
 - ``waits``: p50 / p90 queue wait per job class (linear interpolation).
 
+On a cluster without GPUs (``resource="cpu"``: the budget counts core-hours) every GPU above reads CPU cores:
+the waits, blocks, protection and losses are measured in core-hours on the nodes' cores (``RESOURCES``), so a
+CPU-only log does not explain a shortfall with zeros.
+
 Invariants: holes, requests, protection and full partition the team's waiting GPU-hours (disjoint at every
 instant, summing to the total); ``sentences`` only state numbers that are in ``table``.
 """
@@ -40,6 +44,25 @@ from engine import budgets as bt
 from .frames import fmt_duration as _dur
 
 TABLE_SCHEMA = {"cause": pl.String, "measure": pl.String, "value": pl.Float64, "unit": pl.String}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What an explanation counts: the nodes' and allocations' column, the jobs' request / allocation / loss
+    columns, and the words its measures use."""
+    col: str
+    req: str
+    alloc: str
+    lost: str
+    hours: str
+    noun: str
+    others: str  # the requests that can hold a job back although a block of this resource was free
+
+
+RESOURCES = {
+    "gpu": Resource("gpus", "req_gpus", "alloc_gpus", "lost_gpu_seconds", "GPU-hours", "GPUs", "CPU, memory"),
+    "cpu": Resource("cpus", "req_cpus", "alloc_cpus", "lost_cpu_seconds", "core-hours", "cores", "memory"),
+}
 WAITS_SCHEMA = {"job_class": pl.String, "jobs": pl.UInt32, "waited": pl.UInt32, "p50_wait_s": pl.Float64,
                 "p90_wait_s": pl.Float64}
 
@@ -59,8 +82,9 @@ class Explanation:
 
 # ------------------------------------------------------------------------------------------ inputs
 def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
-    """Per-node allocations (node, job_id, start, end, gpus) from logged jobs' node lists; a RUNNING job with no
-    end runs to ``end``. GPUs are split evenly over the job's nodes (Slurm gives gangs whole nodes)."""
+    """Per-node allocations (node, job_id, start, end, gpus, cpus) from logged jobs' node lists; a RUNNING job
+    with no end runs to ``end``. GPUs and cores are split evenly over the job's nodes (Slurm gives gangs whole
+    nodes)."""
     ran = jobs.filter(pl.col("start").is_not_null() & pl.col("node_list").is_not_null())
     stop = pl.col("end")
     if end is not None:
@@ -69,11 +93,12 @@ def log_allocations(jobs: pl.DataFrame, end=None) -> pl.DataFrame:
     lists = ran["node_list"].unique().to_list()
     hosts = pl.DataFrame({"node_list": lists, "node": [expand_hostlist(x) for x in lists]},
                          schema={"node_list": pl.String, "node": pl.List(pl.String)})
-    out = (ran.select("job_id", "start", "end", "node_list", pl.coalesce("alloc_gpus", "req_gpus").fill_null(0.0)
-                      .cast(pl.Float64).alias("g"))
+    held = [pl.coalesce(r.alloc, r.req).fill_null(0.0).cast(pl.Float64).alias(r.col) for r in RESOURCES.values()]
+    out = (ran.select("job_id", "start", "end", "node_list", *held)
            .join(hosts, on="node_list", how="left").with_columns(pl.col("node").list.len().alias("k"))
            .explode("node").filter(pl.col("node").is_not_null())
-           .select("node", "job_id", "start", "end", (pl.col("g") / pl.col("k")).alias("gpus")))
+           .select("node", "job_id", "start", "end", *[(pl.col(r.col) / pl.col("k")).alias(r.col)
+                                                       for r in RESOURCES.values()]))
     return out
 
 
@@ -151,7 +176,7 @@ class _Profile:
 
 # ------------------------------------------------------------------------------------------ explain
 def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.DataFrame, row: dict | None, *,
-            source: str = "logs", start=None, end=None, unit: str = "GPU-hours") -> Explanation:
+            source: str = "logs", start=None, end=None, unit: str = "GPU-hours", resource: str = "gpu") -> Explanation:
     """The explanation for budget bucket ``team``.
 
     ``jobs`` need ``bucket`` (the budget bucket of each job: ``budget_bucket`` of a simulation, or
@@ -160,8 +185,10 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     ``allocations``: node, job_id, start, end, gpus. ``nodes``: node, gpus, partition. ``row``: the team's row of
     ``queries.analytics.budgets.attainment`` (entitled / static / demanded / received GPU-hours, attainment) or None.
     Waits are clipped to [start, end) when given. ``unit``: the hours ``row`` is counted in (``Attainment.unit_label``:
-    core-hours for a budget of a cluster without GPUs); the wait analysis stays in GPU-hours.
+    core-hours for a budget of a cluster without GPUs); ``resource``: what the wait analysis counts ("gpu", or
+    "cpu": req_cpus, the nodes' and allocations' cpus, lost_cpu_seconds, in core-hours).
     """
+    r = RESOURCES[resource]
     table: list[tuple[str, str, float | None, str]] = []
     if row:
         for key, label in (("demanded_gpu_hours", "demanded"), ("static_gpu_hours", "funded (share x capacity)"),
@@ -173,29 +200,33 @@ def explain(team: str, jobs: pl.DataFrame, allocations: pl.DataFrame, nodes: pl.
     lo = 0.0 if start is None else _secs(start, t0)
     hi = math.inf if end is None else _secs(end, t0)
     waits = _waits(mine, t0, lo, hi)
-    holes_h, fits_h, prot_h, full_h, wait_h = _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi)
-    table.append(("waits", "waiting GPU-hours", wait_h, "GPU-hours"))
-    table.append(("holes", "free GPUs but no block that fits", holes_h, "GPU-hours"))
+    holes_h, fits_h, prot_h, full_h, wait_h = _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi, r)
+    table.append(("waits", f"waiting {r.hours}", wait_h, r.hours))
+    table.append(("holes", f"free {r.noun} but no block that fits", holes_h, r.hours))
     if "wait_reason" in mine.columns:
         w = mine.filter(pl.col("wait_reason").is_in(["fragmentation", "reservation"]))
         table.append(("holes", "jobs whose longest wait reason was fragmentation/reservation", float(w.height), "jobs"))
         table.append(("holes", "their queue wait", float(w["wait_s"].fill_null(0).sum()) / 3600.0, "hours"))
-    table.append(("protection", "waiting behind other teams' unpreemptible jobs", prot_h, "GPU-hours"))
-    table.append(("requests", "a fitting GPU block was free (CPU, memory or queue order held the job)", fits_h,
-                  "GPU-hours"))
-    table.append(("full", "too few free GPUs, held by preemptible or own work", full_h, "GPU-hours"))
+    table.append(("protection", "waiting behind other teams' unpreemptible jobs", prot_h, r.hours))
+    table.append(("requests", _fits_measure(r), fits_h, r.hours))
+    table.append(("full", f"too few free {r.noun}, held by preemptible or own work", full_h, r.hours))
     if "wait_reason" in mine.columns:
         a, b = _wait_spans(mine, t0, lo, hi)
-        by = (mine.select(pl.col("wait_reason").fill_null("(none)"), pl.col("req_gpus").fill_null(0.0))
-              .with_columns(pl.Series("gh", b - a) * pl.col("req_gpus") / 3600.0)
+        by = (mine.select(pl.col("wait_reason").fill_null("(none)"), pl.col(r.req).fill_null(0.0))
+              .with_columns(pl.Series("gh", b - a) * pl.col(r.req) / 3600.0)
               .group_by("wait_reason").agg(pl.col("gh").sum()).filter(pl.col("gh") > 0).sort("wait_reason"))
-        table += [("engine reason", f"waiting GPU-hours, engine reason {r}", gh, "GPU-hours")
-                  for r, gh in by.iter_rows()]
-    pre, lost = _preemptions(mine)
+        table += [("engine reason", f"waiting {r.hours}, engine reason {why}", gh, r.hours)
+                  for why, gh in by.iter_rows()]
+    pre, lost = _preemptions(mine, r)
     table.append(("preemption", "preemptions suffered", pre, "count"))
-    table.append(("preemption", "GPU-hours lost", lost, "GPU-hours"))
+    table.append(("preemption", f"{r.hours} lost", lost, r.hours))
     frame = pl.DataFrame(table, schema=TABLE_SCHEMA, orient="row")
-    return Explanation(team, source, frame, waits, tuple(_sentences(team, frame, waits, source, unit)))
+    return Explanation(team, source, frame, waits, tuple(_sentences(team, frame, waits, source, unit, r)))
+
+
+def _fits_measure(r: Resource) -> str:
+    block = "GPU" if r.col == "gpus" else "core"
+    return f"a fitting {block} block was free ({r.others} or queue order held the job)"
 
 
 def _origin(jobs, allocations, start):
@@ -232,24 +263,24 @@ def _waits(mine: pl.DataFrame, t0, lo, hi) -> pl.DataFrame:
             .sort("job_class").cast(WAITS_SCHEMA))
 
 
-def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, float, float, float, float]:
-    """Waiting GPU-hours of the team's jobs, per partition's node set: (holes, fits, protected, full, total)."""
+def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi, r: Resource) -> tuple[float, float, float, float, float]:
+    """Waiting resource-hours of the team's jobs, per partition's node set: (holes, fits, protected, full, total)."""
     if mine.is_empty() or nodes.is_empty():
         return 0.0, 0.0, 0.0, 0.0, 0.0
     a, b = _wait_spans(mine, t0, lo, hi)
-    ask = mine["req_gpus"].fill_null(0.0).cast(pl.Float64).to_numpy()
+    ask = mine[r.req].fill_null(0.0).cast(pl.Float64).to_numpy()
     wait_h = float((ask * (b - a)).sum()) / 3600.0
     keep = (b > a) & (ask > 0)
     parts_h = np.zeros(4)
     if not keep.any():
         return 0.0, 0.0, 0.0, 0.0, wait_h
-    caps_all = nodes["gpus"].fill_null(0.0).cast(pl.Float64).to_numpy()
+    caps_all = nodes[r.col].fill_null(0.0).cast(pl.Float64).to_numpy()
     name_ix = {n: i for i, n in enumerate(nodes["node"].to_list())}
     parts = _partitions(nodes)
     alloc = allocations.with_columns(_seconds("start", t0).alias("s"), _seconds("end", t0).alias("e"),
                                      pl.col("node").replace_strict(name_ix, default=-1, return_dtype=pl.Int64)
                                      .alias("ix")).filter(pl.col("ix") >= 0)
-    prot = _protected(alloc, jobs, team)
+    prot = _protected(alloc, jobs, team, r)
     job_part = mine["partition"].cast(pl.String).to_list() if "partition" in mine.columns else [None] * mine.height
     for part in sorted({p for p, k in zip(job_part, keep) if k}, key=str):
         node_rows = np.array(parts.get(part, range(len(caps_all))) if part else range(len(caps_all)), dtype=np.int64)
@@ -257,8 +288,8 @@ def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, 
         sub = alloc.filter(pl.col("ix").is_in(node_rows.tolist()))
         psub = prot.filter(pl.col("ix").is_in(node_rows.tolist()))
         prof = _Profile(caps_all[node_rows], np.array([local[i] for i in sub["ix"].to_list()], dtype=np.int64),
-                        sub["s"].to_numpy(), sub["e"].to_numpy(), sub["gpus"].to_numpy(),
-                        (psub["s"].to_numpy(), psub["e"].to_numpy(), psub["gpus"].to_numpy()))
+                        sub["s"].to_numpy(), sub["e"].to_numpy(), sub[r.col].to_numpy(),
+                        (psub["s"].to_numpy(), psub["e"].to_numpy(), psub[r.col].to_numpy()))
         sel = np.array([k and p == part for p, k in zip(job_part, keep)])
         for g in np.unique(ask[sel]):
             m = sel & (ask == g)
@@ -266,7 +297,7 @@ def _blocking(mine, jobs, allocations, nodes, team, t0, lo, hi) -> tuple[float, 
     return (*parts_h.tolist(), wait_h)
 
 
-def _protected(alloc: pl.DataFrame, jobs: pl.DataFrame, team: str) -> pl.DataFrame:
+def _protected(alloc: pl.DataFrame, jobs: pl.DataFrame, team: str, r: Resource) -> pl.DataFrame:
     """Other teams' allocations while they could not be preempted: [start, start + min runtime) of each
     attempt, the whole attempt for a job without a contract (null min runtime)."""
     info = jobs.select("job_id", "bucket", pl.col("min_runtime_s").cast(pl.Float64) if "min_runtime_s" in
@@ -274,12 +305,12 @@ def _protected(alloc: pl.DataFrame, jobs: pl.DataFrame, team: str) -> pl.DataFra
     out = alloc.join(info, on="job_id", how="inner").filter(pl.col("bucket") != team)
     out = out.with_columns(pl.min_horizontal("e", pl.col("s") + pl.col("min_runtime_s").fill_null(math.inf))
                            .alias("e"))
-    return out.filter(pl.col("e") > pl.col("s")).select("ix", "s", "e", "gpus")
+    return out.filter(pl.col("e") > pl.col("s")).select("ix", "s", "e", r.col)
 
 
-def _preemptions(mine: pl.DataFrame) -> tuple[float, float]:
+def _preemptions(mine: pl.DataFrame, r: Resource) -> tuple[float, float]:
     if "preemptions" in mine.columns:
-        lost = mine["lost_gpu_seconds"].fill_null(0.0).sum() / 3600.0 if "lost_gpu_seconds" in mine.columns else 0.0
+        lost = mine[r.lost].fill_null(0.0).sum() / 3600.0 if r.lost in mine.columns else 0.0
         return float(mine["preemptions"].fill_null(0).sum()), float(lost)
     if "state" not in mine.columns:
         return 0.0, 0.0
@@ -287,12 +318,13 @@ def _preemptions(mine: pl.DataFrame) -> tuple[float, float]:
     if p.is_empty():
         return 0.0, 0.0
     run_s = p["elapsed_s"].fill_null(0.0) if "elapsed_s" in p.columns else pl.Series([0.0] * p.height)
-    gpus = p.select(pl.coalesce("alloc_gpus", "req_gpus").fill_null(0.0)).to_series()
-    return float(p.height), float((gpus * run_s).sum()) / 3600.0
+    held = p.select(pl.coalesce(r.alloc, r.req).fill_null(0.0)).to_series()
+    return float(p.height), float((held * run_s).sum()) / 3600.0
 
 
 # ------------------------------------------------------------------------------------------ sentences
-def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str, unit: str = "GPU-hours") -> list[str]:
+def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str, unit: str = "GPU-hours",
+               r: Resource = RESOURCES["gpu"]) -> list[str]:
     v = {m: x for m, x in zip(t["measure"].to_list(), t["value"].to_list())}
     out = []
     dem, stat = v.get("demanded"), v.get("funded (share x capacity)")
@@ -307,38 +339,39 @@ def _sentences(team: str, t: pl.DataFrame, waits: pl.DataFrame, source: str, uni
         elif ent is not None and dem > ent + 1e-9:
             out.append(f"Its demand exceeds its entitlement by {dem - ent:,.0f} {unit}: the other teams' shares "
                        "claim the rest while they have work queued; a larger share is the lever.")
-    wait_h = v.get("waiting GPU-hours") or 0.0
-    holes = v.get("free GPUs but no block that fits") or 0.0
+    hours, noun = r.hours, r.noun
+    wait_h = v.get(f"waiting {hours}") or 0.0
+    holes = v.get(f"free {noun} but no block that fits") or 0.0
     if wait_h > 0:
-        out.append(f"Its jobs waited {wait_h:,.0f} GPU-hours in the queue ({source}).")
+        out.append(f"Its jobs waited {wait_h:,.0f} {hours} in the queue ({source}).")
     if holes > 0:
-        out.append(f"Jobs too large for the holes: {holes:,.0f} of those GPU-hours ({100 * holes / wait_h:.0f} %) "
-                   "passed while enough GPUs were free in its partition, but scattered so no block fitted the job.")
+        out.append(f"Jobs too large for the holes: {holes:,.0f} of those {hours} ({100 * holes / wait_h:.0f} %) "
+                   f"passed while enough {noun} were free in its partition, but scattered so no block fitted the job.")
     n_frag = v.get("jobs whose longest wait reason was fragmentation/reservation")
     if n_frag:
         out.append(f"{n_frag:,.0f} of its jobs waited mostly for fragmentation or a larger job's reservation "
                    f"({v.get('their queue wait') or 0.0:,.0f} hours of queue wait).")
     prot = v.get("waiting behind other teams' unpreemptible jobs") or 0.0
     if prot > 0:
-        out.append(f"Min-runtime protection of others: {prot:,.0f} waiting GPU-hours "
+        out.append(f"Min-runtime protection of others: {prot:,.0f} waiting {hours} "
                    f"({100 * prot / wait_h:.0f} %) passed while the partition was full and other teams' jobs "
-                   "that could not yet be preempted held at least the GPUs it asked for.")
-    fits = v.get("a fitting GPU block was free (CPU, memory or queue order held the job)") or 0.0
+                   f"that could not yet be preempted held at least the {noun} it asked for.")
+    fits = v.get(_fits_measure(r)) or 0.0
     if fits > 0:
-        out.append(f"For {fits:,.0f} waiting GPU-hours ({100 * fits / wait_h:.0f} %) a node had the GPUs it asked for: "
-                   "its (or its neighbours') CPU and memory requests, or the queue order, held it back; right-sizing "
-                   "requests is the lever there.")
-    full = v.get("too few free GPUs, held by preemptible or own work") or 0.0
+        out.append(f"For {fits:,.0f} waiting {hours} ({100 * fits / wait_h:.0f} %) a node had the {noun} it asked for: "
+                   f"its (or its neighbours') {r.others.replace(', ', ' and ')} requests, or the queue order, held it "
+                   "back; right-sizing requests is the lever there.")
+    full = v.get(f"too few free {noun}, held by preemptible or own work") or 0.0
     if full > 0:
-        out.append(f"For {full:,.0f} waiting GPU-hours ({100 * full / wait_h:.0f} %) the partition simply had too few "
-                   "free GPUs.")
-    reasons = [(m.rsplit(" ", 1)[-1], x) for m, x in v.items() if m.startswith("waiting GPU-hours, engine reason ")]
+        out.append(f"For {full:,.0f} waiting {hours} ({100 * full / wait_h:.0f} %) the partition simply had too few "
+                   f"free {noun}.")
+    reasons = [(m.rsplit(" ", 1)[-1], x) for m, x in v.items() if m.startswith(f"waiting {hours}, engine reason ")]
     if reasons:
         out.append("The simulator's own wait reasons: " + ", ".join(
-            f"{r} {x:,.0f} GPU-hours" for r, x in sorted(reasons, key=lambda rx: -rx[1])) + ".")
-    pre, lost = v.get("preemptions suffered") or 0.0, v.get("GPU-hours lost") or 0.0
+            f"{why} {x:,.0f} {hours}" for why, x in sorted(reasons, key=lambda rx: -rx[1])) + ".")
+    pre, lost = v.get("preemptions suffered") or 0.0, v.get(f"{hours} lost") or 0.0
     if pre:
-        out.append(f"It was preempted {pre:,.0f} times and lost {lost:,.1f} GPU-hours of work"
+        out.append(f"It was preempted {pre:,.0f} times and lost {lost:,.1f} {hours} of work"
                    + (" since the last checkpoints." if source == "simulation" else
                       " (whole attempts: the log does not record checkpoints)."))
     parts = [f"{r['job_class']} p50 {_dur(r['p50_wait_s'])} / p90 {_dur(r['p90_wait_s'])}"

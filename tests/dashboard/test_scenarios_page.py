@@ -259,6 +259,11 @@ def test_a_cpu_only_cluster_compares_in_core_hours(tmp_path, monkeypatch):
     no_errors(at)
     assert not any("the cluster has no GPUs" in i.value for i in at.info)
     assert metric_labels(at) >= {"Mean attainment", "Lost core-hours"} and "Lost GPU-hours" not in metric_labels(at)
+    # "why does my team get less" counts the waits in core-hours too (it said 0 GPU-hours for everything)
+    why = frame(at, "fs_why_scenario")
+    units = set(why["unit"].to_list())
+    assert "core-hours" in units and "GPU-hours" not in units
+    assert why.filter(pl.col("measure") == "waiting core-hours").height == 1
 
 
 def test_drains_expander_runs_the_drains_scenario(app, store):

@@ -209,3 +209,36 @@ def test_sim_path_lists_the_engine_wait_reasons():
     e = ex.explain("me", ex.with_bucket(res.jobs, TREE), res.timeline, NODES, None, source="simulation")
     assert e.value("waiting GPU-hours, engine reason fragmentation") == pytest.approx(6 * 9)
     assert sum(e.value(p) for p in PARTS) == pytest.approx(e.value("waiting GPU-hours"))
+
+
+def cpu_job(jid, account, cores, submit, start, end, node_list, **kw):
+    row = job(jid, account, 0, submit, start, end, node_list, **kw)
+    return row | dict(req_gpus=0.0, alloc_gpus=0.0, req_cpus=float(cores), alloc_cpus=float(cores))
+
+
+def test_a_cpu_only_cluster_is_explained_in_core_hours():
+    # Two 64-core nodes without GPUs. other holds 32 cores on each 0-10 h (min runtime 12 h: protected throughout);
+    # me asks 64 cores on one node from 2 h and starts at 10 h: 8 h x 64 = 512 waiting core-hours, all of them
+    # with 64 cores free but scattered (a hole). The GPU analysis would have said 0 for everything.
+    nodes = NODES.with_columns(pl.lit(0.0).alias("gpus"))
+    rows = [cpu_job("a", "other", 32, 0, 0, 10, "n1", min_rt=12 * 3600.0),
+            cpu_job("b", "other", 32, 0, 0, 10, "n2", min_rt=12 * 3600.0),
+            cpu_job("x", "me", 64, 2, 10, 12, "n1")]
+    jobs = frame(rows)
+    e = ex.explain("me", ex.with_bucket(jobs, TREE), ex.log_allocations(jobs), nodes, None, resource="cpu")
+    assert e.value("waiting core-hours") == pytest.approx(512.0)
+    assert e.value("free cores but no block that fits") == pytest.approx(512.0)
+    assert e.value("waiting behind other teams' unpreemptible jobs") == pytest.approx(0.0)  # enough were free
+    assert e.value("waiting GPU-hours") is None and e.table["unit"].str.contains("GPU").sum() == 0
+    assert any("too large for the holes: 512 of those core-hours (100 %)" in s and "enough cores were free" in s
+               for s in e.sentences)
+    # asking 96 cores: the 64 free are not enough, and the 64 other's protected jobs hold are fewer than 96, so the
+    # whole wait is "full", not protection
+    rows[2] = cpu_job("x", "me", 96, 2, 10, 12, "n[1-2]")
+    jobs = frame(rows)
+    e = ex.explain("me", ex.with_bucket(jobs, TREE), ex.log_allocations(jobs), nodes, None, resource="cpu")
+    assert e.value("waiting core-hours") == pytest.approx(96 * 8)
+    assert e.value("too few free cores, held by preemptible or own work") == pytest.approx(96 * 8)
+    # the GPU reading of the same log finds nothing to explain: what the page showed before
+    g = ex.explain("me", ex.with_bucket(jobs, TREE), ex.log_allocations(jobs), nodes, None)
+    assert g.value("waiting GPU-hours") == pytest.approx(0.0)
