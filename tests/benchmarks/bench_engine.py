@@ -12,6 +12,8 @@
    against the engine with the naive fair-share order (``tests/engine/test_engine_reference.py``: every job offered
    by a fresh descent of the budget tree, no scan hints, no reservation cache; identical output required), with
    the time split by engine module (what dominates).
+   1b. Issue 16's baseline: the same textbook loop in C (``easy_baseline.c``, built with gcc -O2) against the whole
+   ``quotaloop simulate`` process on the log, identical start times required.
 3. Node-level conservative backfill (2,000 jobs on 16 x 8 GPUs, a long queue): exact, and with Slurm's
    ``bf_max_job_test`` cap for comparison.
 4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
@@ -233,6 +235,59 @@ def test_hpc2n_fcfs_easy_vs_textbook(shared_data):
         m = r.metrics
         print(f"    FCFS+{backfill:12s} utilisation {m['utilisation']:.4f}  mean wait {m['wait_s']['mean']:9.1f} s  "
               f"mean bounded slowdown {m['bounded_slowdown_mean']:7.2f}  ({c:.2f} s CPU, {n / c:,.0f} jobs/s)")
+
+
+@pytest.mark.benchmark
+def test_hpc2n_whole_process_vs_compiled_textbook(shared_data, tmp_path):
+    """Issue 16's baseline: the textbook FCFS + EASY loop in C (``easy_baseline.c``, built here with ``gcc -O2``)
+    against the whole ``quotaloop simulate`` process on the HPC2N log (start-up, SWF parse, simulation, output).
+    The C loop reads the jobs the engine simulated (submit, run, estimate, size: the same skip rules) from a text
+    file; both must give identical start times. Times are the child processes' CPU seconds."""
+    import os
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    from queries.ingest import swf
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc on this machine: the compiled baseline cannot be built")
+    exe = tmp_path / "easy_baseline"
+    subprocess.run([gcc, "-O2", "-o", str(exe), str(Path(__file__).with_name("easy_baseline.c")), "-lm"], check=True)
+    path = shared_data / "swf" / "HPC2N-2002-2.2-cln.swf.gz"
+    res = simulate(swf.parse(path).jobs, Cluster.procs(240), SimConfig(policy="fcfs", backfill="easy"))
+    j = res.jobs
+    t0 = j["submit"].min()
+    sub = ((j["submit"] - t0).dt.total_microseconds() / 1e6).to_list()
+    lim = [x if x and x > 0 else r for x, r in zip(j["time_limit_s"].to_list(), j["run_s"].to_list())]
+    rows = "".join(f"{s!r} {r!r} {e!r} {int(z)}\n" for s, r, e, z in zip(sub, j["run_s"].to_list(), lim,
+                                                                         j["alloc_cpus"].to_list()))
+    inp = tmp_path / "jobs.txt"
+    inp.write_text(f"{len(sub)} 240\n{rows}")
+
+    def child(cmd):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        w0 = time.perf_counter()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return out, cpu, time.perf_counter() - w0
+
+    out, c_cpu, c_wall = child([str(exe), str(inp)])
+    c_start = [float(x) for x in out.split()]
+    eng = ((j["start"] - t0).dt.total_microseconds() / 1e6).to_list()
+    diff = sum(1 for a, b in zip(c_start, eng) if abs(a - b) > 1e-3)
+    ql = Path(sys.executable).with_name("quotaloop")
+    _, q_cpu, q_wall = child([str(ql), "simulate", "--workload", str(path), "--procs", "240", "--policy", "fcfs",
+                              "--backfill", "easy", "--out", str(tmp_path / "sim")])
+    print(f"\nHPC2N FCFS+EASY, {len(sub)} jobs, whole processes ({os.cpu_count()} CPUs):")
+    print(f"  C textbook loop (gcc -O2, reading its job file): {c_cpu:.2f} s CPU, {c_wall:.2f} s wall; "
+          f"start times differing from the engine: {diff}")
+    print(f"  quotaloop simulate --workload (start-up, SWF parse, run, outputs): {q_cpu:.2f} s CPU, {q_wall:.2f} s wall")
+    print(f"  ratio quotaloop / C: {q_cpu / c_cpu:.1f}x CPU (issue 16 asks <= 1.5x)")
+    assert diff == 0 and len(c_start) == len(eng) == 202871
 
 
 # ------------------------------------------------------------------------------------------ 2. GPU cluster
