@@ -2,7 +2,9 @@
 
 Knobs so far: the scheduler's cycle (``SimConfig.sched_interval_s``, with ``sched_cycle``: whether every pass or
 only backfilling waits for it) and, when asked for, the reservation depth (``reservation_depth``: 1 = EASY, K =
-the first K blocked jobs reserve). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
+the first K blocked jobs reserve) and the estimate handling (``walltime_margin``: a backfilled job must fit its
+time limit / (1 - margin) in the hole, bounded to [0, ``MAX_MARGIN``]; ``estimate_evidence`` says from the log
+how far users' limits were from their run times). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -31,7 +33,8 @@ from .warm_start import window_filter
 DEFAULT_GRID_S = (0.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TRAIN_FRACTION = 0.7
 KNOB = "sched_interval_s"
-KNOBS = (KNOB, "sched_cycle", "reservation_depth")
+KNOBS = (KNOB, "sched_cycle", "reservation_depth", "walltime_margin")
+MAX_MARGIN = 0.9   # a margin m inflates every estimate by 1 / (1 - m): 0.9 = 10x, far past any log's own slack
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -86,34 +89,57 @@ def _seconds(t) -> float | None:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 
 
-def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,)) -> list[dict]:
-    """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles`` and every
-    reservation depth of ``depths`` (None: the modeled one, left out of the setting), in that order, without the
-    duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margins=(None,)) -> list[dict]:
+    """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, every
+    reservation depth of ``depths`` and every walltime margin of ``margins`` (None: the modeled value, left out of
+    the setting), in that order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
     out = []
     for v in grid:
         for c in cycles:
             for d in depths:
-                cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
-                if d is not None:
-                    cand["reservation_depth"] = int(d)
-                if cand not in out:
-                    out.append(cand)
+                for m in margins:
+                    cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
+                    if d is not None:
+                        cand["reservation_depth"] = int(d)
+                    if m is not None:
+                        cand["walltime_margin"] = float(m)
+                    if cand not in out:
+                        out.append(cand)
     return out
 
 
+def estimate_evidence(jobs: pl.DataFrame) -> dict:
+    """How the log's users estimated, the evidence beside the ``walltime_margin`` knob: over the jobs with a
+    time limit > 0 and a run time > 0, their number, the median and mean of run time / limit, and the share that
+    ran to within 1 % of their limit (killed there, or exact). A median far below 1 says limits were generous:
+    a scheduler that trusted them backfilled less than one that knew run times; a margin makes the replay's
+    scheduler more cautious still (it is not a fit of the ratio: the search decides)."""
+    if "time_limit_s" not in jobs.columns or "elapsed_s" not in jobs.columns:
+        return {"jobs_with_limit": 0, "median_run_over_limit": None, "mean_run_over_limit": None,
+                "share_at_limit": None}
+    r = (jobs.filter((pl.col("time_limit_s") > 0) & (pl.col("elapsed_s") > 0))
+         .select((pl.col("elapsed_s") / pl.col("time_limit_s")).alias("r"))["r"].to_numpy())
+    if not len(r):
+        return {"jobs_with_limit": 0, "median_run_over_limit": None, "mean_run_over_limit": None,
+                "share_at_limit": None}
+    return {"jobs_with_limit": int(len(r)), "median_run_over_limit": float(np.median(r)),
+            "mean_run_over_limit": float(np.mean(r)), "share_at_limit": float(np.mean(r >= 0.99))}
+
+
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
-        cycles=("all",), depths=(None,)) -> dict:
+        cycles=("all",), depths=(None,), margins=(None,)) -> dict:
     """Calibrate the cycle over ``candidates(grid, cycles)`` on [t0, split) and replay the held-back [split, t1)
     (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
     choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back
     reports under the base configuration and the chosen one, and the number of replays."""
-    cands = candidates(grid, cycles, depths)
+    cands = candidates(grid, cycles, depths, margins)
     base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
     if any(d is not None for d in depths):
         base_k["reservation_depth"] = base.depth
+    if any(m is not None for m in margins):
+        base_k["walltime_margin"] = float(base.walltime_margin)
     held_k = cands + ([base_k] if base_k not in cands else [])
     items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **c), _seconds(t0), _seconds(split))
              for c in cands]
@@ -164,6 +190,11 @@ def read_config_file(path) -> dict:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{path}: config.{k}: must be an integer >= 1, got {v!r}")
             out[k] = v
+            continue
+        if k == "walltime_margin":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= MAX_MARGIN:
+                raise ValueError(f"{path}: config.{k}: must be a fraction in [0, {MAX_MARGIN}], got {v!r}")
+            out[k] = float(v)
             continue
         if k == "sched_cycle":
             if v not in DEFAULT_CYCLES:

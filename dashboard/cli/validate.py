@@ -7,8 +7,9 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
-        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--train-fraction F]
-                     [--workers N]]
+        [--walltime-margin F]
+        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
+                     [--train-fraction F] [--workers N]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -18,6 +19,8 @@ class and size bucket, start-order agreement, share of jobs started at once, hou
 ``--calibrate`` fits the scheduler's cycle (``--sched-interval``) on the first ``--train-fraction`` (0.7) of the
 window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`` (default min(2, CPUs)), reports
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
+``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
+log's own run time / limit figures as its evidence).
 """
 from __future__ import annotations
 
@@ -59,6 +62,8 @@ def register(sub):
                    help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
                    help="with --sched-interval: all passes wait for the cycle (default) or only backfilling")
+    p.add_argument("--walltime-margin", type=float, metavar="F",
+                   help="estimate handling: a backfilled job must fit its limit / (1 - F) in the hole (default 0)")
     p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
     p.add_argument("--cycles", metavar="all,backfill", default="all,backfill",
                    help="--calibrate: the --sched-cycle values to try with each --grid value (default both)")
@@ -70,6 +75,8 @@ def register(sub):
                                                      "(default 0,30,60,120,300,600)")
     p.add_argument("--depths", metavar="K,K,...", help="--calibrate: reservation depths to try with each setting "
                                                        "(default: the modeled one only; 1 = EASY)")
+    p.add_argument("--margins", metavar="F,F,...", help="--calibrate: walltime margins to try with each setting, "
+                                                          "fractions in [0, 0.9] (default: the modeled one only)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -87,6 +94,8 @@ def base_config(args, budgets, warm, window_end):
     from engine import SimConfig, parse_duration
 
     knobs = calibrated_knobs(args)
+    if args.walltime_margin is not None:  # an explicit flag beats --config-file, as the others do
+        knobs["walltime_margin"] = args.walltime_margin
     return SimConfig(policy=args.policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
@@ -154,7 +163,7 @@ def run(args) -> int:
         if cal is not None:
             _dump(os.path.join(args.out, "calibration.json"), calibrate.config_file(cfg, cal["chosen"], {
                 "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
-                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}}))
+                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]}))
     _print(doc, args.format)
     return 0
 
@@ -163,7 +172,7 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     import polars as pl
 
     from engine import parse_duration
-    from engine.calibrate import DEFAULT_GRID_S, KNOBS, split_time
+    from engine.calibrate import DEFAULT_GRID_S, KNOBS, MAX_MARGIN, estimate_evidence, split_time
     from engine.calibrate import run as run_calibration
 
     grid = (DEFAULT_GRID_S if not args.grid else
@@ -184,6 +193,16 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
             raise _err(f"--depths {args.depths}: expected integers >= 1, e.g. 1,2,4")
         if cfg.backfill == "none":
             raise _err("--depths needs --backfill easy or conservative")
+    margins = (None,)
+    if args.margins:
+        try:
+            margins = tuple(float(x) for x in args.margins.split(",") if x.strip())
+        except ValueError:
+            raise _err(f"--margins {args.margins}: expected fractions in [0, {MAX_MARGIN}], e.g. 0,0.2,0.5") from None
+        if not margins or min(margins) < 0 or max(margins) > MAX_MARGIN:
+            raise _err(f"--margins {args.margins}: expected fractions in [0, {MAX_MARGIN}], e.g. 0,0.2,0.5")
+        if cfg.backfill == "none":
+            raise _err("--margins needs --backfill easy or conservative (the margin only changes backfilling)")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -196,13 +215,15 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     except ValueError as exc:
         raise _err(str(exc)) from None
     t = time.perf_counter()
-    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
           f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
     return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
             "seconds": round(seconds, 3), "workers": args.workers, **found,
+            # evidence from the training part only: the held-back jobs inform nothing
+            "evidence": {"estimates": estimate_evidence(inside.filter(pl.col("submit") < split))},
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 

@@ -1,0 +1,108 @@
+"""The calibration knobs beyond the scheduler's cycle (``engine.calibrate``): the estimate handling
+(``walltime_margin``), on a tiny SWF fixture whose schedule is computed by hand."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dashboard.cli import main
+from engine import Cluster, SimConfig, calibrate, simulate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "swf"
+MARGIN = FIXTURES / "margin.swf"
+
+
+@pytest.fixture(scope="module")
+def margin_store(tmp_path_factory):
+    """margin.swf, 4 processors, 10 blocks 1000 s apart: A (2 procs, run = limit = 100) at +0 starts at once;
+    B (4 procs, run 10) at +10 waits for A and starts at +100; C (2 procs, run 50, limit 60) at +20 would fit the
+    80 s hole before B's reservation, but the log starts it after B, at +110 (waits logged: 0, 90, 90)."""
+    store = tmp_path_factory.mktemp("margin") / "store"
+    assert main(["ingest", "--store", str(store), str(MARGIN)]) == 0
+    return store
+
+
+def _jobs(store):
+    from queries.store import Store
+
+    return Store(str(store)).read("jobs")
+
+
+@pytest.mark.parametrize("margin, c_wait", [(0.0, 0.0), (0.2, 0.0), (0.3, 90.0), (0.5, 90.0)])
+def test_the_margin_decides_whether_c_backfills(margin_store, margin, c_wait):
+    """C backfills iff 60 / (1 - margin) <= 80, i.e. margin <= 0.25 (0.2 fits, 0.3 does not); else it starts after B (at +110)."""
+    res = simulate(_jobs(margin_store), Cluster.procs(4), SimConfig(walltime_margin=margin).validated())
+    out = res.jobs.sort("submit")
+    waits = [(s - u).total_seconds() for s, u in zip(out["start"], out["submit"])]
+    assert waits == [0.0, 90.0, c_wait] * 10
+
+
+def test_estimate_evidence_is_the_run_over_limit_ratio():
+    jobs = pl.DataFrame({"elapsed_s": [50.0, 100.0, 10.0, 5.0, 7.0], "time_limit_s": [100.0, 100.0, 40.0, None, 0.0]})
+    ev = calibrate.estimate_evidence(jobs)
+    # ratios 0.5, 1.0, 0.25 (no limit and a zero limit are left out)
+    assert ev == {"jobs_with_limit": 3, "median_run_over_limit": 0.5, "mean_run_over_limit": pytest.approx(0.5833333),
+                  "share_at_limit": pytest.approx(1 / 3)}
+    assert calibrate.estimate_evidence(jobs.drop("time_limit_s"))["jobs_with_limit"] == 0
+
+
+def test_candidates_cross_the_margins_last_and_skip_duplicates():
+    got = calibrate.candidates((0, 60), ("all", "backfill"), (None,), (0.0, 0.5))
+    assert got == [{"sched_interval_s": 0.0, "sched_cycle": "all", "walltime_margin": 0.0},
+                   {"sched_interval_s": 0.0, "sched_cycle": "all", "walltime_margin": 0.5},
+                   {"sched_interval_s": 60.0, "sched_cycle": "all", "walltime_margin": 0.0},
+                   {"sched_interval_s": 60.0, "sched_cycle": "all", "walltime_margin": 0.5},
+                   {"sched_interval_s": 60.0, "sched_cycle": "backfill", "walltime_margin": 0.0},
+                   {"sched_interval_s": 60.0, "sched_cycle": "backfill", "walltime_margin": 0.5}]
+
+
+def test_calibration_finds_the_margin_the_log_shows_and_simulate_applies_it(margin_store, tmp_path, capsys):
+    out = tmp_path / "cal"
+    assert main(["validate", "--store", str(margin_store), "--procs", "4", "--calibrate", "--grid", "0",
+                 "--margins", "0,0.2,0.5", "--workers", "1", "--out", str(out), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    cal = doc["calibration"]
+    assert [c["walltime_margin"] for c in cal["candidates"]] == [0.0, 0.2, 0.5]
+    assert "6 replays" in captured.err  # 3 on the training part, 3 held-back (the base margin 0 is a candidate)
+    assert cal["chosen"] == {"sched_interval_s": 0.0, "sched_cycle": "all", "walltime_margin": 0.5}
+    # 0 and 0.2 backfill C: simulated mean 30 s against 60 s logged, on both parts
+    assert [c["mean_rel_err"] for c in cal["candidates"]] == [pytest.approx(-0.5), pytest.approx(-0.5), 0.0]
+    assert cal["held_back"]["baseline"]["overall"]["mean_rel_err"] == pytest.approx(-0.5)
+    assert cal["held_back"]["calibrated"]["overall"]["mean_rel_err"] == 0.0
+    # the training part is blocks 0-6 (21 jobs: the split is the 22nd submit)
+    assert cal["train_jobs"] == 21 and cal["held_back"]["calibrated"]["jobs_compared"] == 9
+    ev = cal["evidence"]["estimates"]
+    assert ev["jobs_with_limit"] == 21 and ev["share_at_limit"] == pytest.approx(14 / 21)
+    saved = out / "calibration.json"
+    assert calibrate.read_config_file(saved)["walltime_margin"] == 0.5
+    assert json.loads(saved.read_text())["evidence"] == cal["evidence"]
+    assert main(["simulate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
+                 "--out", str(tmp_path / "s")]) == 0
+    assert json.loads((tmp_path / "s" / "metrics.json").read_text())["params"]["walltime_margin"] == 0.5
+    capsys.readouterr()
+    # validate applies it too, and an explicit flag beats the file
+    assert main(["validate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
+    assert main(["validate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
+                 "--walltime-margin", "0", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize("flags, word", [(["--margins", "0.95"], "--margins"), (["--margins", "x"], "--margins"),
+                                         (["--margins", "0.2", "--backfill", "none"], "--margins")])
+def test_bad_margins_are_one_line_errors(margin_store, capsys, flags, word):
+    assert main(["validate", "--store", str(margin_store), "--procs", "4", "--calibrate", *flags]) == 2
+    err = capsys.readouterr().err
+    assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_margin_outside_its_bound_in_a_config_file_is_refused(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"format": calibrate.FILE_FORMAT, "config": {"walltime_margin": 0.95}}))
+    with pytest.raises(ValueError, match="walltime_margin"):
+        calibrate.read_config_file(p)
