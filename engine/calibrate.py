@@ -4,7 +4,9 @@ Knobs so far: the scheduler's cycle (``SimConfig.sched_interval_s``, with ``sche
 only backfilling waits for it) and, when asked for, the reservation depth (``reservation_depth``: 1 = EASY, K =
 the first K blocked jobs reserve) and the estimate handling (``walltime_margin``: a backfilled job must fit its
 time limit / (1 - margin) in the hole, bounded to [0, ``MAX_MARGIN``]; ``estimate_evidence`` says from the log
-how far users' limits were from their run times). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
+how far users' limits were from their run times) and, with the ``multifactor`` policy, its priority weights
+(``priority_weight_age|size|fairshare``, each bounded by ``WEIGHT_BOUNDS``; ``priority_evidence`` gives the log's
+own rank correlation of wait with size and its share of jobs overtaken by a later submission). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -35,6 +37,12 @@ TRAIN_FRACTION = 0.7
 KNOB = "sched_interval_s"
 KNOBS = (KNOB, "sched_cycle", "reservation_depth", "walltime_margin")
 MAX_MARGIN = 0.9   # a margin m inflates every estimate by 1 / (1 - m): 0.9 = 10x, far past any log's own slack
+WEIGHTS = ("priority_weight_age", "priority_weight_size", "priority_weight_fairshare")
+# every factor is in [0, 1], so only the ratios of the weights matter: 10 is "dominates" for any of them; size may
+# be negative (favour small jobs), age and fair share may not (an older or less-served job never loses by it)
+WEIGHT_BOUNDS = {"priority_weight_age": (0.0, 10.0), "priority_weight_size": (-10.0, 10.0),
+                 "priority_weight_fairshare": (0.0, 10.0)}
+KNOBS = KNOBS + WEIGHTS
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -89,23 +97,58 @@ def _seconds(t) -> float | None:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 
 
-def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margins=(None,)) -> list[dict]:
+def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margins=(None,),
+               weights=(None,)) -> list[dict]:
     """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, every
-    reservation depth of ``depths`` and every walltime margin of ``margins`` (None: the modeled value, left out of
-    the setting), in that order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+    reservation depth of ``depths``, every walltime margin of ``margins`` and every (age, size, fair share)
+    triple of ``weights`` (None: the modeled value, left out of the setting), in that order, without the
+    duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
     out = []
     for v in grid:
         for c in cycles:
             for d in depths:
                 for m in margins:
-                    cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
-                    if d is not None:
-                        cand["reservation_depth"] = int(d)
-                    if m is not None:
-                        cand["walltime_margin"] = float(m)
-                    if cand not in out:
-                        out.append(cand)
+                    for w in weights:
+                        cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
+                        if d is not None:
+                            cand["reservation_depth"] = int(d)
+                        if m is not None:
+                            cand["walltime_margin"] = float(m)
+                        if w is not None:
+                            cand.update(zip(WEIGHTS, (float(x) for x in w)))
+                        if cand not in out:
+                            out.append(cand)
     return out
+
+
+def check_weights(w) -> tuple:
+    """An (age, size, fair share) triple inside ``WEIGHT_BOUNDS``, as floats; ValueError naming the bound."""
+    if len(w) != 3:
+        raise ValueError(f"expected age:size:fairshare, got {len(w)} value(s)")
+    out = []
+    for name, x in zip(WEIGHTS, w):
+        lo, hi = WEIGHT_BOUNDS[name]
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not lo <= x <= hi:
+            raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {x!r}")
+        out.append(float(x))
+    return tuple(out)
+
+
+def priority_evidence(jobs: pl.DataFrame, size_col: str) -> dict:
+    """What the log says about its queue order, beside the weight knobs: over the started jobs, the Spearman
+    correlation of wait with size (clearly negative: small jobs waited less, a size weight < 0 or backfilling;
+    positive: large jobs were favoured) and the share of jobs that some later-submitted job overtook (started
+    before them). Neither is a fit: the search decides; they say which weights are plausible."""
+    if size_col not in jobs.columns or "start" not in jobs.columns:
+        return {"jobs": 0, "spearman_wait_size": None, "share_overtaken": None}
+    f = jobs.filter(pl.col("start").is_not_null() & pl.col(size_col).is_not_null()).sort("submit")
+    if f.height < 2:
+        return {"jobs": f.height, "spearman_wait_size": None, "share_overtaken": None}
+    sub, st = fidelity.seconds(f["submit"]), fidelity.seconds(f["start"])
+    later_min = np.minimum.accumulate(st[::-1])[::-1]  # earliest start among each job and the ones after it
+    overtaken = np.append(st[:-1] > later_min[1:], False)  # the last job has no later one
+    return {"jobs": f.height, "spearman_wait_size": fidelity.spearman(st - sub, f[size_col].to_numpy()),
+            "share_overtaken": float(np.mean(overtaken))}
 
 
 def estimate_evidence(jobs: pl.DataFrame) -> dict:
@@ -127,19 +170,21 @@ def estimate_evidence(jobs: pl.DataFrame) -> dict:
 
 
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
-        cycles=("all",), depths=(None,), margins=(None,)) -> dict:
+        cycles=("all",), depths=(None,), margins=(None,), weights=(None,)) -> dict:
     """Calibrate the cycle over ``candidates(grid, cycles)`` on [t0, split) and replay the held-back [split, t1)
     (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
     choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back
     reports under the base configuration and the chosen one, and the number of replays."""
-    cands = candidates(grid, cycles, depths, margins)
+    cands = candidates(grid, cycles, depths, margins, weights)
     base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
     if any(d is not None for d in depths):
         base_k["reservation_depth"] = base.depth
     if any(m is not None for m in margins):
         base_k["walltime_margin"] = float(base.walltime_margin)
+    if any(w is not None for w in weights):
+        base_k.update((k, float(getattr(base, k))) for k in WEIGHTS)
     held_k = cands + ([base_k] if base_k not in cands else [])
     items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **c), _seconds(t0), _seconds(split))
              for c in cands]
@@ -169,8 +214,9 @@ def config_file(base, chosen: dict, extra: dict) -> dict:
 
 
 def read_config_file(path) -> dict:
-    """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value. Raises ValueError
-    with a one-line reason when the file is not one."""
+    """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value, plus
+    ``policy: multifactor`` when it holds priority weights (they mean nothing under another policy). Raises
+    ValueError with a one-line reason when the file is not one."""
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
@@ -196,6 +242,12 @@ def read_config_file(path) -> dict:
                 raise ValueError(f"{path}: config.{k}: must be a fraction in [0, {MAX_MARGIN}], got {v!r}")
             out[k] = float(v)
             continue
+        if k in WEIGHTS:
+            lo, hi = WEIGHT_BOUNDS[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise ValueError(f"{path}: config.{k}: must be a number in [{lo:g}, {hi:g}], got {v!r}")
+            out[k] = float(v)
+            continue
         if k == "sched_cycle":
             if v not in DEFAULT_CYCLES:
                 raise ValueError(f"{path}: config.{k}: must be one of {'|'.join(DEFAULT_CYCLES)}, got {v!r}")
@@ -204,4 +256,6 @@ def read_config_file(path) -> dict:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
             raise ValueError(f"{path}: config.{k}: must be a number >= 0, got {v!r}")
         out[k] = float(v)
+    if any(k in out for k in WEIGHTS):
+        out["policy"] = "multifactor"
     return out

@@ -2,14 +2,14 @@
 and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md section 10).
 
     quotaloop validate --store DIR [--cluster NAME] [--warm-start TIME] [--window-end TIME]
-        [--policy fcfs|priority|fairshare|drf] [--backfill none|easy|conservative] [--reservation-depth K]
+        [--policy fcfs|priority|fairshare|drf|multifactor] [--backfill none|easy|conservative] [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets TOML] [--lookback DURATION]
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
         [--walltime-margin F]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
-                     [--train-fraction F] [--workers N]]
+                     [--weights A:S:F,...] [--train-fraction F] [--workers N]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -20,7 +20,8 @@ class and size bucket, start-order agreement, share of jobs started at once, hou
 window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`` (default min(2, CPUs)), reports
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
-log's own run time / limit figures as its evidence).
+log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
+weights of age, size and fair share.
 """
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ def register(sub):
                                                        "(default: the modeled one only; 1 = EASY)")
     p.add_argument("--margins", metavar="F,F,...", help="--calibrate: walltime margins to try with each setting, "
                                                           "fractions in [0, 0.9] (default: the modeled one only)")
+    p.add_argument("--weights", metavar="A:S:F,...",
+                   help="--calibrate with --policy multifactor: (age:size:fairshare) priority weights to try with "
+                        "each setting, e.g. 1:0:0,1:-1:0,1:0:1 (default: the modeled ones only)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -96,7 +100,8 @@ def base_config(args, budgets, warm, window_end):
     knobs = calibrated_knobs(args)
     if args.walltime_margin is not None:  # an explicit flag beats --config-file, as the others do
         knobs["walltime_margin"] = args.walltime_margin
-    return SimConfig(policy=args.policy, backfill=args.backfill,
+    policy = knobs.pop("policy", args.policy)  # a file's priority weights bring their multifactor policy
+    return SimConfig(policy=policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
                      warm_start=warm, window_end=window_end, **knobs).validated()
@@ -172,7 +177,8 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     import polars as pl
 
     from engine import parse_duration
-    from engine.calibrate import DEFAULT_GRID_S, KNOBS, MAX_MARGIN, estimate_evidence, split_time
+    from engine.calibrate import (DEFAULT_GRID_S, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
+                                  priority_evidence, split_time)
     from engine.calibrate import run as run_calibration
 
     grid = (DEFAULT_GRID_S if not args.grid else
@@ -203,6 +209,17 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
             raise _err(f"--margins {args.margins}: expected fractions in [0, {MAX_MARGIN}], e.g. 0,0.2,0.5")
         if cfg.backfill == "none":
             raise _err("--margins needs --backfill easy or conservative (the margin only changes backfilling)")
+    weights = (None,)
+    if args.weights:
+        if cfg.policy != "multifactor":
+            raise _err("--weights needs --policy multifactor (the weights are its priority factors)")
+        try:
+            weights = tuple(check_weights(tuple(float(x) for x in w.split(":")))
+                            for w in args.weights.split(",") if w.strip())
+        except ValueError as exc:
+            raise _err(f"--weights {args.weights}: {exc} (e.g. 1:0:0,1:-1:0,1:0:1)") from None
+        if not weights:
+            raise _err(f"--weights {args.weights}: no candidate (e.g. 1:0:0,1:-1:0,1:0:1)")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -214,8 +231,10 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
         split = split_time(inside["submit"].to_list(), args.train_fraction)
     except ValueError as exc:
         raise _err(str(exc)) from None
+    train = inside.filter(pl.col("submit") < split)
     t = time.perf_counter()
-    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
+                            weights)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
@@ -223,7 +242,8 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
     return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
             "seconds": round(seconds, 3), "workers": args.workers, **found,
             # evidence from the training part only: the held-back jobs inform nothing
-            "evidence": {"estimates": estimate_evidence(inside.filter(pl.col("submit") < split))},
+            "evidence": {"estimates": estimate_evidence(train),
+                         "priority": priority_evidence(train, f"req_{cluster.charge_resource}")},
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 

@@ -1,5 +1,5 @@
 """The calibration knobs beyond the scheduler's cycle (``engine.calibrate``): the estimate handling
-(``walltime_margin``), on a tiny SWF fixture whose schedule is computed by hand."""
+(``walltime_margin``) and the multifactor priority weights, on tiny SWF logs whose schedules are computed by hand."""
 from __future__ import annotations
 
 import json
@@ -105,4 +105,79 @@ def test_a_margin_outside_its_bound_in_a_config_file_is_refused(tmp_path):
     p = tmp_path / "c.json"
     p.write_text(json.dumps({"format": calibrate.FILE_FORMAT, "config": {"walltime_margin": 0.95}}))
     with pytest.raises(ValueError, match="walltime_margin"):
+        calibrate.read_config_file(p)
+
+
+# ----------------------------------------------------------------------------- the priority weights
+def _size_log(path):
+    """10 blocks 1000 s apart on 4 processors: X (4 procs, 0-100), a (1 proc, run 50) at +10, b (4 procs, run 30)
+    at +20; the logged scheduler favoured the large job: b at +100, a after it at +130 (FCFS would give a +100,
+    b +150)."""
+    lines = ["; Version: 2.2", "; Computer: a size-favouring priority (test)", "; UnixStartTime: 1000000000",
+             "; MaxNodes: 4", "; MaxProcs: 4"]
+    jid = 0
+    for k in range(10):
+        t = 1000 * k
+        for sub, wait, run, procs in ((t, 0, 100, 4), (t + 10, 120, 50, 1), (t + 20, 80, 30, 4)):
+            jid += 1
+            lines.append(" ".join(str(x) for x in (jid, sub, wait, run, procs, -1, -1, procs, run, -1, 1, 1, 1, -1,
+                                                   1, -1, -1, -1)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def size_store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("size")
+    store = d / "store"
+    assert main(["ingest", "--store", str(store), str(_size_log(d / "size.swf"))]) == 0
+    return store
+
+
+def test_calibration_finds_the_size_weight_and_simulate_applies_it_with_its_policy(size_store, tmp_path, capsys):
+    out = tmp_path / "cal"
+    assert main(["validate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--policy",
+                 "multifactor", "--calibrate", "--grid", "0", "--weights", "1:0:0,1:1:0,1:-1:0", "--workers", "1",
+                 "--out", str(out), "--format", "json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    weights = [(c["priority_weight_age"], c["priority_weight_size"], c["priority_weight_fairshare"])
+               for c in cal["candidates"]]
+    assert weights == [(1.0, 0.0, 0.0), (1.0, 1.0, 0.0), (1.0, -1.0, 0.0)]
+    # logged waits per block 0, 120, 80 (mean 66.7); FCFS order (and favouring small) gives 0, 90, 130 (73.3: +10 %)
+    assert [c["mean_rel_err"] for c in cal["candidates"]] == [pytest.approx(0.1), 0.0, pytest.approx(0.1)]
+    assert cal["chosen"]["priority_weight_size"] == 1.0 and cal["chosen"]["priority_weight_age"] == 1.0
+    assert cal["held_back"]["baseline"]["overall"]["mean_rel_err"] == pytest.approx(0.1)
+    assert cal["held_back"]["calibrated"]["overall"]["mean_rel_err"] == 0.0
+    ev = cal["evidence"]["priority"]
+    assert ev["jobs"] == 21 and ev["share_overtaken"] == pytest.approx(7 / 21)  # every a, by its block's b
+    assert ev["spearman_wait_size"] < 0  # the 1-processor jobs waited longest
+    saved = out / "calibration.json"
+    assert calibrate.read_config_file(saved) == {"sched_interval_s": 0.0, "sched_cycle": "all",
+                                                 "priority_weight_age": 1.0, "priority_weight_size": 1.0,
+                                                 "priority_weight_fairshare": 0.0, "policy": "multifactor"}
+    # the file brings its policy: plain `simulate` (default fcfs) reproduces the log
+    assert main(["simulate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--config-file",
+                 str(saved), "--out", str(tmp_path / "s")]) == 0
+    params = json.loads((tmp_path / "s" / "metrics.json").read_text())["params"]
+    assert (params["policy"], params["priority_weight_size"]) == ("multifactor", 1.0)
+    capsys.readouterr()
+    assert main(["validate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--config-file",
+                 str(saved), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
+
+
+@pytest.mark.parametrize("flags, word", [(["--weights", "1:0:0"], "--policy multifactor"),
+                                         (["--policy", "multifactor", "--weights", "1:0"], "age:size:fairshare"),
+                                         (["--policy", "multifactor", "--weights=-1:0:0"], "priority_weight_age"),
+                                         (["--policy", "multifactor", "--weights", "1:20:0"], "priority_weight_size")])
+def test_bad_weights_are_one_line_errors(size_store, capsys, flags, word):
+    assert main(["validate", "--store", str(size_store), "--procs", "4", "--calibrate", *flags]) == 2
+    err = capsys.readouterr().err
+    assert word in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_weights_outside_their_bounds_in_a_config_file_are_refused(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"format": calibrate.FILE_FORMAT, "config": {"priority_weight_fairshare": -1}}))
+    with pytest.raises(ValueError, match="priority_weight_fairshare"):
         calibrate.read_config_file(p)
