@@ -15,7 +15,10 @@ Invariants: the training replays are given only jobs submitted before ``split`` 
 warm start's job filter), so nothing after the split can influence the choice, and the held-back reports compare
 only jobs submitted at or after ``split``; results come back in grid order
 whatever the worker count; the same inputs give the same choice. Replays run in a local process pool of
-``workers`` processes (1: in this process). No wall clock here: the caller times the search.
+``workers`` processes (1: in this process), or, given ``ray_address``, as Ray tasks (``ray`` is an optional
+extra, imported only then): the jobs frame and cluster are put in Ray's object store once and every task
+replays one candidate; ``ray.get`` returns the results in submission order, so the choice is the pool's.
+No wall clock here: the caller times the search.
 """
 from __future__ import annotations
 
@@ -89,6 +92,33 @@ def _map(fn, items, jobs, cluster, workers: int):
     with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx, initializer=_init,
                              initargs=(jobs, cluster)) as pool:
         return list(pool.map(fn, *zip(*items)))  # map keeps the input order
+
+
+def _ray_replay(jobs, cluster, cfg, t0_s, t1_s):
+    """One Ray task: ``replay_and_compare`` with this task's jobs and cluster (Ray passes them from its object
+    store; a worker may run several tasks, so the state is set per task and cleared after)."""
+    _init(jobs, cluster)
+    try:
+        return replay_and_compare(cfg, t0_s, t1_s)
+    finally:
+        _STATE.clear()
+
+
+def _map_ray(items, jobs, cluster, address: str):
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("Ray is not installed: pip install 'quotaloop[ray]'") from None
+    started = not ray.is_initialized()
+    if started:  # a caller (or a test in local mode) that already connected keeps its session
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        task = ray.remote(_ray_replay)
+        jobs_ref, cluster_ref = ray.put(jobs), ray.put(cluster)
+        return ray.get([task.remote(jobs_ref, cluster_ref, *it) for it in items])  # in submission order
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def _seconds(t) -> float | None:
@@ -170,13 +200,15 @@ def estimate_evidence(jobs: pl.DataFrame) -> dict:
 
 
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
-        cycles=("all",), depths=(None,), margins=(None,), weights=(None,)) -> dict:
-    """Calibrate the cycle over ``candidates(grid, cycles)`` on [t0, split) and replay the held-back [split, t1)
+        cycles=("all",), depths=(None,), margins=(None,), weights=(None,), ray_address: str | None = None) -> dict:
+    """Calibrate the knobs over ``candidates(grid, cycles, depths, margins, weights)`` on [t0, split) and replay the held-back [split, t1)
     (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
     choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back
-    reports under the base configuration and the chosen one, and the number of replays."""
+    reports under the base configuration and the chosen one, and the number of replays. ``ray_address``: run the
+    replays as Ray tasks there ("local": a local Ray, "auto": the running cluster, "ray://host:port") instead of
+    the local pool (``workers`` is then unused); RuntimeError when Ray is not installed."""
     cands = candidates(grid, cycles, depths, margins, weights)
     base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
     if any(d is not None for d in depths):
@@ -190,7 +222,8 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
              for c in cands]
     items += [(dataclasses.replace(base, warm_start=split, window_end=t1, **c), _seconds(split), _seconds(t1))
               for c in held_k]
-    reports = _map(replay_and_compare, items, jobs, cluster, workers)
+    reports = (_map_ray(items, jobs, cluster, ray_address) if ray_address
+               else _map(replay_and_compare, items, jobs, cluster, workers))
     train, held = reports[:len(cands)], reports[len(cands):]
     rows = [{**c, "loss": fidelity.loss(r), "held_back_loss": fidelity.loss(h), **_brief(r)}
             for c, r, h in zip(cands, train, held)]

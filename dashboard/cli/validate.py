@@ -9,7 +9,7 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--format table|csv|json] [--out DIR]
         [--walltime-margin F]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
-                     [--weights A:S:F,...] [--train-fraction F] [--workers N]]
+                     [--weights A:S:F,...] [--train-fraction F] [--workers N | --ray ADDRESS]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -21,7 +21,8 @@ window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
-weights of age, size and fair share.
+weights of age, size and fair share. ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster
+("auto", "ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
 
@@ -84,6 +85,9 @@ def register(sub):
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="--calibrate: run the replays as Ray tasks at ADDRESS (auto, ray://host:port, local) "
+                        "instead of the local pool (needs the ray extra: pip install 'quotaloop[ray]')")
     return p
 
 
@@ -231,16 +235,22 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
         split = split_time(inside["submit"].to_list(), args.train_fraction)
     except ValueError as exc:
         raise _err(str(exc)) from None
+    if args.ray:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise _err("--ray: Ray is not installed (pip install 'quotaloop[ray]')")
     train = inside.filter(pl.col("submit") < split)
     t = time.perf_counter()
     found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
-                            weights)
+                            weights, ray_address=args.ray)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
-          f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
+          f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with "
+          f"{f'Ray at {args.ray}' if args.ray else f'{args.workers} worker(s)'}; "
           f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
     return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
-            "seconds": round(seconds, 3), "workers": args.workers, **found,
+            "seconds": round(seconds, 3), "workers": args.workers, "ray": args.ray, **found,
             # evidence from the training part only: the held-back jobs inform nothing
             "evidence": {"estimates": estimate_evidence(train),
                          "priority": priority_evidence(train, f"req_{cluster.charge_resource}")},
