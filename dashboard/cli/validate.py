@@ -164,7 +164,7 @@ def run(args) -> int:
            "verdict": fidelity.verdict(report)}
     cal = None
     if args.calibrate:
-        cal = _calibrate(args, jobs, cluster, cfg, warm, end)
+        cal = _calibrate(args, jobs, cluster, cfg, warm, end, m["capacity"])
         doc["calibration"] = cal
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -177,10 +177,11 @@ def run(args) -> int:
     return 0
 
 
-def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
+def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
     import polars as pl
 
     from engine import parse_duration
+    from engine.idle_capacity import idle_while_waiting
     from engine.calibrate import (DEFAULT_GRID_S, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
                                   priority_evidence, split_time)
     from engine.calibrate import run as run_calibration
@@ -241,6 +242,7 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
         if importlib.util.find_spec("ray") is None:
             raise _err("--ray: Ray is not installed (pip install 'quotaloop[ray]')")
     train = inside.filter(pl.col("submit") < split)
+    size_col = f"req_{cluster.charge_resource}"
     t = time.perf_counter()
     found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
                             weights, ray_address=args.ray)
@@ -253,7 +255,10 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
             "seconds": round(seconds, 3), "workers": args.workers, "ray": args.ray, **found,
             # evidence from the training part only: the held-back jobs inform nothing
             "evidence": {"estimates": estimate_evidence(train),
-                         "priority": priority_evidence(train, f"req_{cluster.charge_resource}")},
+                         "priority": priority_evidence(train, size_col),
+                         # every job that ran before the split holds capacity, whenever it was submitted
+                         "capacity": idle_while_waiting(jobs.filter(pl.col("submit") < split), size_col, capacity,
+                                                        warm.timestamp(), split.timestamp())},
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 

@@ -75,6 +75,8 @@ def test_calibration_finds_the_margin_the_log_shows_and_simulate_applies_it(marg
     assert cal["held_back"]["calibrated"]["overall"]["mean_rel_err"] == 0.0
     # the training part is blocks 0-6 (21 jobs: the split is the 22nd submit)
     assert cal["train_jobs"] == 21 and cal["held_back"]["calibrated"]["jobs_compared"] == 9
+    # C waits 80 s beside 2 idle processors in each block: far below an hour, no suspect outage
+    assert cal["evidence"]["capacity"]["intervals"] == 0 and cal["evidence"]["capacity"]["hours"] == 0.0
     ev = cal["evidence"]["estimates"]
     assert ev["jobs_with_limit"] == 21 and ev["share_at_limit"] == pytest.approx(14 / 21)
     saved = out / "calibration.json"
