@@ -6,7 +6,12 @@ the first K blocked jobs reserve) and the estimate handling (``walltime_margin``
 time limit / (1 - margin) in the hole, bounded to [0, ``MAX_MARGIN``]; ``estimate_evidence`` says from the log
 how far users' limits were from their run times) and, with the ``multifactor`` policy, its priority weights
 (``priority_weight_age|size|fairshare``, each bounded by ``WEIGHT_BOUNDS``; ``priority_evidence`` gives the log's
-own rank correlation of wait with size and its share of jobs overtaken by a later submission). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
+own rank correlation of wait with size and its share of jobs overtaken by a later submission) and, on a cluster
+of named nodes, the capacity over time (``DRAIN``: the fraction, in [0, 1], of the capacity the log left idle
+while a fitting job waited for an hour or more, ``idle_capacity.suspect_outages``, that the replay drains; each
+replay drains only what the log of its own window shows: the training replays the training part's, the held-back
+ones the held-back part's, so nothing after the split informs the choice - but a held-back replay does read its
+own window's log for these facts of the machine, as a what-if on that past would). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -46,6 +51,7 @@ WEIGHTS = ("priority_weight_age", "priority_weight_size", "priority_weight_fairs
 WEIGHT_BOUNDS = {"priority_weight_age": (0.0, 10.0), "priority_weight_size": (-10.0, 10.0),
                  "priority_weight_fairshare": (0.0, 10.0)}
 KNOBS = KNOBS + WEIGHTS
+DRAIN = "capacity_drain_fraction"   # a calibration setting, saved as the node drains it stands for
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -128,27 +134,59 @@ def _seconds(t) -> float | None:
 
 
 def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margins=(None,),
-               weights=(None,)) -> list[dict]:
+               weights=(None,), drains=(None,)) -> list[dict]:
     """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, every
     reservation depth of ``depths``, every walltime margin of ``margins`` and every (age, size, fair share)
-    triple of ``weights`` (None: the modeled value, left out of the setting), in that order, without the
-    duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+    triple of ``weights`` and every drain fraction of ``drains`` (None: the modeled value, left out of the
+    setting), in that order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
     out = []
     for v in grid:
         for c in cycles:
             for d in depths:
                 for m in margins:
                     for w in weights:
-                        cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
-                        if d is not None:
-                            cand["reservation_depth"] = int(d)
-                        if m is not None:
-                            cand["walltime_margin"] = float(m)
-                        if w is not None:
-                            cand.update(zip(WEIGHTS, (float(x) for x in w)))
-                        if cand not in out:
-                            out.append(cand)
+                        for f in drains:
+                            cand = {KNOB: float(v), "sched_cycle": c if v else "all"}
+                            if d is not None:
+                                cand["reservation_depth"] = int(d)
+                            if m is not None:
+                                cand["walltime_margin"] = float(m)
+                            if w is not None:
+                                cand.update(zip(WEIGHTS, (float(x) for x in w)))
+                            if f is not None:
+                                cand[DRAIN] = float(f)
+                            if cand not in out:
+                                out.append(cand)
     return out
+
+
+def drain_events(outages, cluster, fraction: float) -> tuple:
+    """Node drains standing for ``fraction`` of each suspect outage's idle capacity: for an outage (start, end,
+    idle k), the last floor(fraction x k / capacity per node) nodes of the cluster (placement fills the first
+    ones first) drain at start and return at end. Instants as UTC datetimes (the store's clock)."""
+    from .config import NodeEvent
+
+    if cluster.procs_mode:
+        raise ValueError("capacity over time needs a cluster of named nodes (--nodes N --cpus-per-node C), "
+                         "not --procs: a drain takes whole nodes")
+    per_node = max((g if cluster.charge_resource == "gpus" else c) for g, c in zip(cluster.gpus, cluster.cpus))
+    names = cluster.names
+    out = []
+    for a, b, idle in outages:
+        k = min(int(fraction * idle / per_node + 1e-9), len(names))
+        ta, tb = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (a, b))
+        out += [NodeEvent(ta, n, "drain", tb) for n in names[len(names) - k:]] if k else []
+    return tuple(out)
+
+
+def _outages(jobs, cluster, start, end):
+    """The suspect outages the log of [start, end) shows (jobs submitted before ``end`` hold the capacity)."""
+    from .idle_capacity import suspect_outages
+
+    res = cluster.charge_resource
+    cap = sum(cluster.gpus if res == "gpus" else cluster.cpus)
+    before = jobs if end is None else jobs.filter(pl.col("submit") < end)
+    return suspect_outages(before, f"req_{res}", cap, _seconds(start), _seconds(end))
 
 
 def check_weights(w) -> tuple:
@@ -200,7 +238,8 @@ def estimate_evidence(jobs: pl.DataFrame) -> dict:
 
 
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
-        cycles=("all",), depths=(None,), margins=(None,), weights=(None,), ray_address: str | None = None) -> dict:
+        cycles=("all",), depths=(None,), margins=(None,), weights=(None,), ray_address: str | None = None,
+        drains=(None,)) -> dict:
     """Calibrate the knobs over ``candidates(grid, cycles, depths, margins, weights)`` on [t0, split) and replay the held-back [split, t1)
     (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
 
@@ -209,7 +248,7 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
     reports under the base configuration and the chosen one, and the number of replays. ``ray_address``: run the
     replays as Ray tasks there ("local": a local Ray, "auto": the running cluster, "ray://host:port") instead of
     the local pool (``workers`` is then unused); RuntimeError when Ray is not installed."""
-    cands = candidates(grid, cycles, depths, margins, weights)
+    cands = candidates(grid, cycles, depths, margins, weights, drains)
     base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
     if any(d is not None for d in depths):
         base_k["reservation_depth"] = base.depth
@@ -217,11 +256,21 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
         base_k["walltime_margin"] = float(base.walltime_margin)
     if any(w is not None for w in weights):
         base_k.update((k, float(getattr(base, k))) for k in WEIGHTS)
+    if any(f is not None for f in drains):
+        base_k[DRAIN] = 0.0
+        outages = {"train": _outages(jobs, cluster, t0, split), "held": _outages(jobs, cluster, split, t1)}
     held_k = cands + ([base_k] if base_k not in cands else [])
-    items = [(dataclasses.replace(base, warm_start=t0, window_end=split, **c), _seconds(t0), _seconds(split))
-             for c in cands]
-    items += [(dataclasses.replace(base, warm_start=split, window_end=t1, **c), _seconds(split), _seconds(t1))
-              for c in held_k]
+
+    def cfg(c, start, end, part):
+        knobs = {k: v for k, v in c.items() if k != DRAIN}
+        out = dataclasses.replace(base, warm_start=start, window_end=end, **knobs)
+        if c.get(DRAIN):
+            out = dataclasses.replace(out, node_events=tuple(base.node_events)
+                                      + drain_events(outages[part], cluster, c[DRAIN]))
+        return out
+
+    items = [(cfg(c, t0, split, "train"), _seconds(t0), _seconds(split)) for c in cands]
+    items += [(cfg(c, split, t1, "held"), _seconds(split), _seconds(t1)) for c in held_k]
     reports = (_map_ray(items, jobs, cluster, ray_address) if ray_address
                else _map(replay_and_compare, items, jobs, cluster, workers))
     train, held = reports[:len(cands)], reports[len(cands):]
@@ -239,11 +288,21 @@ def _brief(report: dict) -> dict:
     return {k: o[k] for k in keys}
 
 
-def config_file(base, chosen: dict, extra: dict) -> dict:
-    """The saved configuration: the knob values ``simulate --config-file`` applies, plus the evidence."""
+def config_file(base, chosen: dict, extra: dict, jobs: pl.DataFrame | None = None, cluster=None, t0=None,
+                t1=None) -> dict:
+    """The saved configuration: the knob values ``simulate --config-file`` applies, plus the evidence. A chosen
+    drain fraction > 0 is saved as the node drains it stands for over the whole window [t0, t1) (``jobs`` and
+    ``cluster`` needed then), beside the fraction itself (``capacity_drain_fraction``, top level)."""
     params = {k: v for k, v in base.params().items() if k in ("policy", "backfill", "reservation_depth",
                                                                 "backfill_order", "backfill_max_job_test")}
-    return {"format": FILE_FORMAT, "config": dict(chosen), "modeled": params, **extra}
+    config = {k: v for k, v in chosen.items() if k != DRAIN}
+    out = {"format": FILE_FORMAT, "config": config, "modeled": params, **extra}
+    if DRAIN in chosen:
+        out[DRAIN] = chosen[DRAIN]
+        if chosen[DRAIN]:
+            events = drain_events(_outages(jobs, cluster, t0, t1), cluster, chosen[DRAIN])
+            config["node_events"] = [[e.time_s.isoformat(), e.node, e.kind, e.until.isoformat()] for e in events]
+    return out
 
 
 def read_config_file(path) -> dict:
@@ -259,12 +318,17 @@ def read_config_file(path) -> dict:
         raise ValueError(f"{path}: not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or not isinstance(doc.get("config"), dict):
         raise ValueError(f"{path}: not a quotaloop calibration file (expected \"format\": \"{FILE_FORMAT}\")")
-    allowed = set(KNOBS)
+    allowed = set(KNOBS) | {"node_events"}
     unknown = sorted(set(doc["config"]) - allowed)
     if unknown:
         raise ValueError(f"{path}: config.{unknown[0]}: not a calibrated knob (known: {', '.join(sorted(allowed))})")
     out = {}
     for k, v in doc["config"].items():
+        if k == "node_events":  # SimConfig.validated checks each (instants, kind, order)
+            if not isinstance(v, list) or not all(isinstance(e, list) and len(e) == 4 for e in v):
+                raise ValueError(f"{path}: config.{k}: must be a list of [start, node, kind, until]")
+            out[k] = tuple(tuple(e) for e in v)
+            continue
         if k == "reservation_depth":
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{path}: config.{k}: must be an integer >= 1, got {v!r}")

@@ -28,6 +28,23 @@ def idle_while_waiting(jobs: pl.DataFrame, size_col: str, capacity: float, t0: f
                        t1: float | None = None, min_duration_s: float = MIN_DURATION_S, longest: int = 5) -> dict:
     """The suspect outages of the log over [t0, t1): their number, hours, share of the window's time, the share
     of the window's capacity they left idle, and the ``longest`` ones (start, end, idle capacity at least)."""
+    out, t0, t1 = _outages(jobs, size_col, capacity, t0, t1, min_duration_s)
+    span = max(t1 - t0, 0.0)
+    top = sorted(out, key=lambda m: (-(m[1] - m[0]), m[0]))[:longest]
+    return {"min_duration_s": float(min_duration_s), "intervals": len(out),
+            "hours": float(sum(m[1] - m[0] for m in out) / 3600.0),
+            "share_of_time": float(sum(m[1] - m[0] for m in out) / span) if span else None,
+            "capacity_idle_share": float(sum(m[3] for m in out) / (capacity * span)) if span and capacity else None,
+            "longest": [{"start_s": float(a), "end_s": float(b), "idle_at_least": float(i)} for a, b, i, _ in top]}
+
+
+def suspect_outages(jobs: pl.DataFrame, size_col: str, capacity: float, t0: float | None = None,
+                    t1: float | None = None, min_duration_s: float = MIN_DURATION_S) -> list[tuple]:
+    """Every suspect outage over [t0, t1), in time order: (start_s, end_s, idle capacity at least)."""
+    return [(a, b, i) for a, b, i, _ in _outages(jobs, size_col, capacity, t0, t1, min_duration_s)[0]]
+
+
+def _outages(jobs, size_col, capacity, t0, t1, min_duration_s):
     f = jobs.filter(pl.col("start").is_not_null() & pl.col("end").is_not_null() & pl.col(size_col).is_not_null())
     sub, st, en = seconds(f["submit"]), seconds(f["start"]), seconds(f["end"])
     size = f[size_col].cast(pl.Float64).to_numpy()
@@ -69,11 +86,4 @@ def idle_while_waiting(jobs: pl.DataFrame, size_col: str, capacity: float, t0: f
             merged[-1][3] += (b - a) * idle
         else:
             merged.append([a, b, idle, (b - a) * idle])
-    out = [m for m in merged if m[1] - m[0] >= min_duration_s]
-    span = max(t1 - t0, 0.0)
-    top = sorted(out, key=lambda m: (-(m[1] - m[0]), m[0]))[:longest]
-    return {"min_duration_s": float(min_duration_s), "intervals": len(out),
-            "hours": float(sum(m[1] - m[0] for m in out) / 3600.0),
-            "share_of_time": float(sum(m[1] - m[0] for m in out) / span) if span else None,
-            "capacity_idle_share": float(sum(m[3] for m in out) / (capacity * span)) if span and capacity else None,
-            "longest": [{"start_s": float(a), "end_s": float(b), "idle_at_least": float(i)} for a, b, i, _ in top]}
+    return [m for m in merged if m[1] - m[0] >= min_duration_s], t0, t1

@@ -9,7 +9,8 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--format table|csv|json] [--out DIR]
         [--walltime-margin F]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
-                     [--weights A:S:F,...] [--train-fraction F] [--workers N | --ray ADDRESS]]
+                     [--weights A:S:F,...] [--drain-fractions F,F,...] [--train-fraction F]
+                     [--workers N | --ray ADDRESS]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -21,7 +22,9 @@ window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
-weights of age, size and fair share. ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster
+weights of age, size and fair share. ``--drain-fractions`` (on a cluster of named nodes)
+the capacity over time: that fraction of the capacity the log left idle while a fitting job waited for an hour or
+more is drained in the replay (``engine.idle_capacity``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster
 ("auto", "ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
@@ -82,6 +85,9 @@ def register(sub):
     p.add_argument("--weights", metavar="A:S:F,...",
                    help="--calibrate with --policy multifactor: (age:size:fairshare) priority weights to try with "
                         "each setting, e.g. 1:0:0,1:-1:0,1:0:1 (default: the modeled ones only)")
+    p.add_argument("--drain-fractions", metavar="F,F,...",
+                   help="--calibrate on --nodes/--nodes-csv: fractions in [0, 1] of the capacity the log left idle "
+                        "while a fitting job waited >= 1 h to drain in the replay (default: none)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -172,7 +178,8 @@ def run(args) -> int:
         if cal is not None:
             _dump(os.path.join(args.out, "calibration.json"), calibrate.config_file(cfg, cal["chosen"], {
                 "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
-                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]}))
+                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]},
+                jobs, cluster, warm, end))
     _print(doc, args.format)
     return 0
 
@@ -182,7 +189,7 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
 
     from engine import parse_duration
     from engine.idle_capacity import idle_while_waiting
-    from engine.calibrate import (DEFAULT_GRID_S, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
+    from engine.calibrate import (DEFAULT_GRID_S, DRAIN, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
                                   priority_evidence, split_time)
     from engine.calibrate import run as run_calibration
 
@@ -225,6 +232,17 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
             raise _err(f"--weights {args.weights}: {exc} (e.g. 1:0:0,1:-1:0,1:0:1)") from None
         if not weights:
             raise _err(f"--weights {args.weights}: no candidate (e.g. 1:0:0,1:-1:0,1:0:1)")
+    drains = (None,)
+    if args.drain_fractions:
+        try:
+            drains = tuple(float(x) for x in args.drain_fractions.split(",") if x.strip())
+        except ValueError:
+            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1") from None
+        if not drains or min(drains) < 0 or max(drains) > 1:
+            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1")
+        if cluster.procs_mode:
+            raise _err("--drain-fractions needs a cluster of named nodes (--nodes N --cpus-per-node C or "
+                       "--nodes-csv), not --procs: a drain takes whole nodes")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -245,13 +263,13 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
     size_col = f"req_{cluster.charge_resource}"
     t = time.perf_counter()
     found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
-                            weights, ray_address=args.ray)
+                            weights, ray_address=args.ray, drains=drains)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with "
           f"{f'Ray at {args.ray}' if args.ray else f'{args.workers} worker(s)'}; "
           f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
-    return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
+    return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS or k == DRAIN}), "train_fraction": args.train_fraction, "split": split.isoformat(),
             "seconds": round(seconds, 3), "workers": args.workers, "ray": args.ray, **found,
             # evidence from the training part only: the held-back jobs inform nothing
             "evidence": {"estimates": estimate_evidence(train),

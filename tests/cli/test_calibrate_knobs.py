@@ -183,3 +183,70 @@ def test_weights_outside_their_bounds_in_a_config_file_are_refused(tmp_path):
     p.write_text(json.dumps({"format": calibrate.FILE_FORMAT, "config": {"priority_weight_fairshare": -1}}))
     with pytest.raises(ValueError, match="priority_weight_fairshare"):
         calibrate.read_config_file(p)
+
+
+# ----------------------------------------------------------------------------- capacity over time
+def _outage_log(path):
+    """10 blocks 20000 s apart on 4 one-processor nodes: A (2 procs, run 10000) starts at once; B (1 proc, run
+    500) submitted at +100 waits until +7300 beside 2 idle processors: the log shows a 2 h outage of 2 nodes."""
+    lines = ["; Version: 2.2", "; Computer: an outage the log does not state (test)", "; UnixStartTime: 1000000000",
+             "; MaxNodes: 4", "; MaxProcs: 4"]
+    jid = 0
+    for k in range(10):
+        t = 20000 * k
+        for sub, wait, run, procs in ((t, 0, 10000, 2), (t + 100, 7200, 500, 1)):
+            jid += 1
+            lines.append(" ".join(str(x) for x in (jid, sub, wait, run, procs, -1, -1, procs, run, -1, 1, 1, 1, -1,
+                                                   1, -1, -1, -1)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def outage_store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("outage")
+    store = d / "store"
+    assert main(["ingest", "--store", str(store), str(_outage_log(d / "outage.swf"))]) == 0
+    return store
+
+
+NODES4 = ["--nodes", "4", "--cpus-per-node", "1"]
+
+
+def test_drain_events_take_the_last_nodes_for_the_idle_capacity():
+    from engine import Cluster
+
+    ev = calibrate.drain_events([(100.0, 7300.0, 2.0), (200.0, 300.0, 3.0)], Cluster.uniform(4, cpus_per_node=1), 0.5)
+    assert [(e.node, e.time_s.timestamp(), e.until.timestamp()) for e in ev] == [
+        ("node004", 100.0, 7300.0), ("node004", 200.0, 300.0)]  # floor(0.5 x 2) = 1, floor(0.5 x 3) = 1
+    with pytest.raises(ValueError, match="named nodes"):
+        calibrate.drain_events([(0.0, 1.0, 1.0)], Cluster.procs(4), 1.0)
+
+
+def test_calibration_drains_the_idle_capacity_the_log_shows(outage_store, tmp_path, capsys):
+    out = tmp_path / "cal"
+    assert main(["validate", "--store", str(outage_store), *NODES4, "--calibrate", "--grid", "0",
+                 "--drain-fractions", "0,0.5,1", "--workers", "1", "--out", str(out), "--format", "json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert [c["capacity_drain_fraction"] for c in cal["candidates"]] == [0.0, 0.5, 1.0]
+    assert "capacity_drain_fraction" in cal["knobs"]
+    # logged mean wait 3600 s; no drain or one node drained: B starts at once (-100 %); two nodes: exact
+    assert [c["mean_rel_err"] for c in cal["candidates"]] == [-1.0, -1.0, 0.0]
+    assert cal["chosen"]["capacity_drain_fraction"] == 1.0
+    assert cal["held_back"]["baseline"]["overall"]["mean_rel_err"] == -1.0
+    assert cal["held_back"]["calibrated"]["overall"]["mean_rel_err"] == 0.0
+    cap = cal["evidence"]["capacity"]  # the training part: blocks 0-6
+    assert cap["intervals"] == 7 and cap["hours"] == pytest.approx(14.0)
+    doc = json.loads((out / "calibration.json").read_text())
+    assert doc["capacity_drain_fraction"] == 1.0 and len(doc["config"]["node_events"]) == 20  # 2 nodes x 10 blocks
+    knobs = calibrate.read_config_file(out / "calibration.json")
+    assert "capacity_drain_fraction" not in knobs and len(knobs["node_events"]) == 20
+    assert main(["validate", "--store", str(outage_store), *NODES4, "--config-file", str(out / "calibration.json"),
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
+
+
+def test_drain_fractions_need_named_nodes(outage_store, capsys):
+    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate", "--drain-fractions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "named nodes" in err and len(err.strip().splitlines()) == 1
