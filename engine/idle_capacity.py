@@ -2,11 +2,13 @@
 not state (DOMAIN.md section 10).
 
 From the log alone (submit, logged start and end, size) and the machine's capacity N: at every instant, R(t) is
-the capacity held by logged running jobs and m(t) the smallest request among the jobs submitted and not yet
-started. The log was *idle while a job waited* when m(t) <= N - R(t): a waiting job fit the idle capacity and
-did not start. A cycle-driven scheduler leaves such gaps of seconds to minutes, EASY's reservations leave gaps
-as long as the jobs they protect; gaps of ``min_duration_s`` (default 1 h) or more are counted as *suspect
-outages*: capacity the real machine most likely did not have (nodes down or drained, dedicated time).
+the capacity held by logged running jobs and h(t) the request of the *oldest* job submitted and not yet started
+(the FCFS head). The log was *idle while its head waited* when h(t) <= N - R(t): the job every reservation-based
+scheduler serves first fit the idle capacity and did not start. A cycle-driven scheduler leaves such gaps of
+seconds to minutes; gaps of ``min_duration_s`` (default 1 h) or more are counted as *suspect outages*: capacity
+the real machine most likely did not have (nodes down or drained, dedicated time), or a priority order that put
+a younger job first (the log cannot tell the two apart). A small job waiting beside idle capacity behind an older
+large one is not counted: EASY keeps capacity idle for the large one's reservation.
 
 Invariants: pure numpy/polars over the frame given (no simulation, no store); instants are seconds on the
 frame's clock (``fidelity.seconds``); intervals are maximal, disjoint and in time order; jobs without a logged
@@ -57,14 +59,14 @@ def _outages(jobs, size_col, capacity, t0, t1, min_duration_s):
     ev = sorted([(s, 0, i) for i, s in enumerate(st)] + [(e, 0, ~i) for i, e in enumerate(en)]
                 + [(u, 1, i) for i, u in enumerate(sub) if u < st[i]])
     running, waiting, gone = 0.0, [], set()
-    segments = []  # (start, end, idle) while some waiting job fit
+    segments = []  # (start, end, idle) while the oldest waiting job fit
     k = 0
     while k < len(ev):
         t = ev[k][0]
         while k < len(ev) and ev[k][0] == t:
             _, kind, i = ev[k]
             if kind == 1:
-                heapq.heappush(waiting, (size[i], i))
+                heapq.heappush(waiting, (sub[i], i))
             elif i >= 0:
                 running += size[i]
                 gone.add(i)
@@ -75,7 +77,7 @@ def _outages(jobs, size_col, capacity, t0, t1, min_duration_s):
             heapq.heappop(waiting)
         nxt = ev[k][0] if k < len(ev) else t
         idle = capacity - running
-        if waiting and waiting[0][0] <= idle + 1e-9 and nxt > t:
+        if waiting and size[waiting[0][1]] <= idle + 1e-9 and nxt > t:
             a, b = max(t, t0), min(nxt, t1)
             if b > a:
                 segments.append((a, b, idle))

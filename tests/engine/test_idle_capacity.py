@@ -1,5 +1,5 @@
-"""``engine.idle_capacity``: capacity the log left idle while a job that fit it waited (suspect outages), on a
-hand-built log whose answer is computed by hand."""
+"""``engine.idle_capacity``: capacity the log left idle while its oldest waiting job fit it (suspect outages), on
+hand-built logs whose answers are computed by hand."""
 from __future__ import annotations
 
 import polars as pl
@@ -42,3 +42,14 @@ def test_the_window_clips_the_intervals():
 def test_a_job_that_starts_when_submitted_never_waited():
     got = idle_while_waiting(log([(0, 0, 5000, 1), (10, 10, 9000, 1)]), "req_cpus", 4.0, min_duration_s=0)
     assert got["intervals"] == 0 and got["hours"] == 0.0
+
+
+def test_a_small_job_behind_an_older_large_one_is_a_reservation_not_an_outage():
+    # A (3) runs 0-10000; H (4, the head) waits 100-10000; S (1) waits 200-10000 beside the idle processor: EASY
+    # keeps it idle for H's reservation, so nothing is counted, however long
+    rows = [(0, 0, 10000, 3), (100, 10000, 11000, 4), (200, 11000, 11500, 1)]
+    got = idle_while_waiting(log(rows), "req_cpus", 4.0, min_duration_s=0)
+    assert got["intervals"] == 0
+    # without the head, S alone fits the idle processor for 10800 s (200 to 11000; A ends at 10000)
+    got = idle_while_waiting(log([rows[0], rows[2]]), "req_cpus", 4.0)
+    assert got["intervals"] == 1 and got["hours"] == pytest.approx(3.0)
