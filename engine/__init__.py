@@ -20,8 +20,8 @@ preemption, guarantees, QoS preemption pairs), ``reasons`` (wait reasons), ``hea
 drains), ``drains`` (``NODES@TIME`` specs and drain files as node events), ``replay`` (the as-logged replay),
 ``warm_start`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the queries' definition, on the
 simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against the log it replays: wait
-errors, correlations, order, occupancy), ``idle_capacity`` (capacity the log left idle while a fitting job waited:
-suspect outages) and ``calibrate`` (fitting what a log does not state - the scheduler cycle, reservation depth,
+errors, correlations, order, occupancy), ``idle_capacity`` (capacity the log left idle while its oldest waiting
+job fit it: suspect outages) and ``calibrate`` (fitting what a log does not state - the scheduler cycle, reservation depth,
 walltime margin, multifactor priority weights, drained capacity - on the first part of a log, reported on the
 held-back rest). ``budgets`` (a leaf sub-package) holds the budget model
 shared with the queries.

@@ -7,8 +7,8 @@ time limit / (1 - margin) in the hole, bounded to [0, ``MAX_MARGIN``]; ``estimat
 how far users' limits were from their run times) and, with the ``multifactor`` policy, its priority weights
 (``priority_weight_age|size|fairshare``, each bounded by ``WEIGHT_BOUNDS``; ``priority_evidence`` gives the log's
 own rank correlation of wait with size and its share of jobs overtaken by a later submission) and, on a cluster
-of named nodes, the capacity over time (``DRAIN``: the fraction, in [0, 1], of the capacity the log left idle
-while a fitting job waited for an hour or more, ``idle_capacity.suspect_outages``, that the replay drains; each
+of named nodes, the capacity over time (``DRAIN``: the fraction, in [0, 1], of the capacity the log left idle for
+an hour or more while its oldest waiting job fit it, ``idle_capacity.suspect_outages``, that the replay drains; each
 replay drains only what the log of its own window shows: the training replays the training part's, the held-back
 ones the held-back part's, so nothing after the split informs the choice - but a held-back replay does read its
 own window's log for these facts of the machine, as a what-if on that past would). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
@@ -240,8 +240,9 @@ def estimate_evidence(jobs: pl.DataFrame) -> dict:
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
         cycles=("all",), depths=(None,), margins=(None,), weights=(None,), ray_address: str | None = None,
         drains=(None,)) -> dict:
-    """Calibrate the knobs over ``candidates(grid, cycles, depths, margins, weights)`` on [t0, split) and replay the held-back [split, t1)
-    (``t1`` None: to the end of the log) under every candidate and the base setting, all in one pool.
+    """Calibrate the knobs over ``candidates(grid, cycles, depths, margins, weights, drains)`` on [t0, split) and
+    replay the held-back [split, t1) (``t1`` None: to the end of the log) under every candidate and the base
+    setting, all in one pool.
 
     The choice reads only the training reports (the held-back losses are reported beside it, to show whether the
     choice carries over). Returns the candidates in order with both losses, the chosen knobs, the held-back

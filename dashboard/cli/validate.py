@@ -22,10 +22,10 @@ window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
-weights of age, size and fair share. ``--drain-fractions`` (on a cluster of named nodes)
-the capacity over time: that fraction of the capacity the log left idle while a fitting job waited for an hour or
-more is drained in the replay (``engine.idle_capacity``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster
-("auto", "ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
+weights of age, size and fair share, ``--drain-fractions`` (on a cluster of named nodes) the capacity over time:
+that fraction of the capacity the log left idle for an hour or more while its oldest waiting job fit it is drained
+in the replay (``engine.idle_capacity``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
+"ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def register(sub):
                         "each setting, e.g. 1:0:0,1:-1:0,1:0:1 (default: the modeled ones only)")
     p.add_argument("--drain-fractions", metavar="F,F,...",
                    help="--calibrate on --nodes/--nodes-csv: fractions in [0, 1] of the capacity the log left idle "
-                        "while a fitting job waited >= 1 h to drain in the replay (default: none)")
+                        "while its oldest waiting job fit it >= 1 h to drain in the replay (default: none)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -237,7 +237,8 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
         try:
             drains = tuple(float(x) for x in args.drain_fractions.split(",") if x.strip())
         except ValueError:
-            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1") from None
+            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1") \
+                from None
         if not drains or min(drains) < 0 or max(drains) > 1:
             raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1")
         if cluster.procs_mode:

@@ -33,7 +33,8 @@ def _jobs(store):
 
 @pytest.mark.parametrize("margin, c_wait", [(0.0, 0.0), (0.2, 0.0), (0.3, 90.0), (0.5, 90.0)])
 def test_the_margin_decides_whether_c_backfills(margin_store, margin, c_wait):
-    """C backfills iff 60 / (1 - margin) <= 80, i.e. margin <= 0.25 (0.2 fits, 0.3 does not); else it starts after B (at +110)."""
+    """C backfills iff 60 / (1 - margin) <= 80, i.e. margin <= 0.25 (0.2 fits, 0.3 does not); else it starts after
+    B (at +110)."""
     res = simulate(_jobs(margin_store), Cluster.procs(4), SimConfig(walltime_margin=margin).validated())
     out = res.jobs.sort("submit")
     waits = [(s - u).total_seconds() for s, u in zip(out["start"], out["submit"])]
@@ -247,6 +248,7 @@ def test_calibration_drains_the_idle_capacity_the_log_shows(outage_store, tmp_pa
 
 
 def test_drain_fractions_need_named_nodes(outage_store, capsys):
-    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate", "--drain-fractions", "1"]) == 2
+    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate",
+                 "--drain-fractions", "1"]) == 2
     err = capsys.readouterr().err
     assert "named nodes" in err and len(err.strip().splitlines()) == 1

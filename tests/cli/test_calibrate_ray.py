@@ -1,6 +1,6 @@
 """``validate --calibrate --ray ADDRESS``: the candidate search's replays as Ray tasks give the local pool's results,
-in grid order. Ray runs as a local single-node Ray here (``address="local"``, 2 CPUs: Ray 2.60 dropped ``local_mode``); the tests that need Ray skip with
-the reason when the ``ray`` extra is not installed."""
+in grid order. Ray runs as a local single-node Ray here (``address="local"``, 2 CPUs: Ray 2.60 dropped
+``local_mode``); the tests that need Ray skip with the reason when the ``ray`` extra is not installed."""
 from __future__ import annotations
 
 import importlib.util
