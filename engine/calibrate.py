@@ -307,8 +307,8 @@ def config_file(base, chosen: dict, extra: dict, jobs: pl.DataFrame | None = Non
 
 
 def read_config_file(path) -> dict:
-    """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value, plus
-    ``policy: multifactor`` when it holds priority weights (they mean nothing under another policy). Raises
+    """The ``config`` table of a saved calibration (``config_file``): SimConfig field -> value (priority weights
+    apply only under ``--policy multifactor``: ``SimConfig.validated`` refuses them under another). Raises
     ValueError with a one-line reason when the file is not one."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -354,6 +354,4 @@ def read_config_file(path) -> dict:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
             raise ValueError(f"{path}: config.{k}: must be a number >= 0, got {v!r}")
         out[k] = float(v)
-    if any(k in out for k in WEIGHTS):
-        out["policy"] = "multifactor"
     return out

@@ -11,8 +11,9 @@ Invariants:
 - ``sched_interval_s`` 0 (the default) leaves every output byte-identical to a build without the knob (it is
   left out of ``params()``, as is ``sched_cycle`` "all"); N > 0 runs scheduling passes only at multiples of N
   seconds (``engine.core``), or with ``sched_cycle="backfill"`` only the backfilling ones.
-- The ``priority_*`` fields matter only to the ``multifactor`` policy and are left out of ``params()`` under any
-  other (older runs' metrics.json stay byte-identical); the default weights (age only) give FCFS order.
+- The ``priority_*`` fields matter only to the ``multifactor`` policy: under any other they must keep their
+  defaults (a weight that would be silently ignored is a one-line error) and are left out of ``params()`` (older
+  runs' metrics.json stay byte-identical); the default weights (age only) give FCFS order.
 - Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
   the optional random node drains (``node_mtbf_s``).
 """
@@ -216,6 +217,10 @@ class SimConfig:
         if changes["priority_max_age_s"] <= 0:
             bad("priority_max_age_s", "must be > 0")
         changes["priority_calc_period_s"] = parse_duration(self.priority_calc_period_s, "priority_calc_period_s")
+        if self.policy != "multifactor":
+            for f in fields(self):
+                if f.name.startswith("priority_") and changes[f.name] != f.default:
+                    bad(f.name, f"only the multifactor policy reads it (policy is {self.policy!r})")
         for name in ("min_runtime_s", "checkpoint_interval_s", "node_mtbf_s"):
             v = getattr(self, name)
             if v is not None:

@@ -110,8 +110,7 @@ def base_config(args, budgets, warm, window_end):
     knobs = calibrated_knobs(args)
     if args.walltime_margin is not None:  # an explicit flag beats --config-file, as the others do
         knobs["walltime_margin"] = args.walltime_margin
-    policy = knobs.pop("policy", args.policy)  # a file's priority weights bring their multifactor policy
-    return SimConfig(policy=policy, backfill=args.backfill,
+    return SimConfig(policy=args.policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
                      warm_start=warm, window_end=window_end, **knobs).validated()

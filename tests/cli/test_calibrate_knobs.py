@@ -137,7 +137,7 @@ def size_store(tmp_path_factory):
     return store
 
 
-def test_calibration_finds_the_size_weight_and_simulate_applies_it_with_its_policy(size_store, tmp_path, capsys):
+def test_calibration_finds_the_size_weight_and_simulate_applies_it(size_store, tmp_path, capsys):
     out = tmp_path / "cal"
     assert main(["validate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--policy",
                  "multifactor", "--calibrate", "--grid", "0", "--weights", "1:0:0,1:1:0,1:-1:0", "--workers", "1",
@@ -157,16 +157,20 @@ def test_calibration_finds_the_size_weight_and_simulate_applies_it_with_its_poli
     saved = out / "calibration.json"
     assert calibrate.read_config_file(saved) == {"sched_interval_s": 0.0, "sched_cycle": "all",
                                                  "priority_weight_age": 1.0, "priority_weight_size": 1.0,
-                                                 "priority_weight_fairshare": 0.0, "policy": "multifactor"}
-    # the file brings its policy: plain `simulate` (default fcfs) reproduces the log
-    assert main(["simulate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--config-file",
-                 str(saved), "--out", str(tmp_path / "s")]) == 0
+                                                 "priority_weight_fairshare": 0.0}
+    assert main(["simulate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--policy",
+                 "multifactor", "--config-file", str(saved), "--out", str(tmp_path / "s")]) == 0
     params = json.loads((tmp_path / "s" / "metrics.json").read_text())["params"]
     assert (params["policy"], params["priority_weight_size"]) == ("multifactor", 1.0)
     capsys.readouterr()
-    assert main(["validate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--config-file",
-                 str(saved), "--format", "json"]) == 0
+    assert main(["validate", "--store", str(size_store), "--procs", "4", "--backfill", "none", "--policy",
+                 "multifactor", "--config-file", str(saved), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
+    # under another policy the weights would be silently ignored: a one-line error instead
+    assert main(["simulate", "--store", str(size_store), "--procs", "4", "--config-file", str(saved),
+                 "--out", str(tmp_path / "s2")]) == 2
+    err = capsys.readouterr().err
+    assert "priority_weight_size" in err and "multifactor" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("flags, word", [(["--weights", "1:0:0"], "--policy multifactor"),

@@ -99,6 +99,12 @@ def test_default_weights_give_the_fcfs_schedule_on_a_random_workload():
         assert mf.jobs["start"].to_list() == fcfs.jobs["start"].to_list()
 
 
+def test_weights_under_another_policy_are_refused():
+    with pytest.raises(ConfigError, match="priority_weight_size: only the multifactor policy"):
+        SimConfig(policy="fcfs", priority_weight_size=1.0).validated()
+    SimConfig(policy="fcfs", priority_weight_age=1.0).validated()  # the default is no setting
+
+
 def test_weights_are_in_params_only_for_multifactor():
     assert "priority_weight_age" not in SimConfig().validated().params()
     p = SimConfig(policy="multifactor", priority_weight_size=-0.5).validated().params()
