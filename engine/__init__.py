@@ -20,13 +20,15 @@ preemption, guarantees, QoS preemption pairs), ``reasons`` (wait reasons), ``hea
 drains), ``drains`` (``NODES@TIME`` specs and drain files as node events), ``replay`` (the as-logged replay),
 ``warm_start`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the queries' definition, on the
 simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against the log it replays: wait
-errors, correlations, order, occupancy) and ``calibrate`` (fitting the scheduler cycle ``sched_interval_s`` on
-the first part of a log, reported on the held-back rest). ``budgets`` (a leaf sub-package) holds the budget model
+errors, correlations, order, occupancy), ``idle_capacity`` (capacity the log left idle while its oldest waiting
+job fit it: suspect outages) and ``calibrate`` (fitting what a log does not state - the scheduler cycle, reservation depth,
+walltime margin, multifactor priority weights, drained capacity - on the first part of a log, reported on the
+held-back rest). ``budgets`` (a leaf sub-package) holds the budget model
 shared with the queries.
 
 Seams (one registry each; adding one is a module plus a ``register`` line):
 - ``policies`` (``POLICIES``): the queue order, a ``QueuePolicy`` per module (``fcfs``, ``priority``,
-  ``fairshare``, ``drf``; ``buckets`` holds what the last two share). The core reads its traits
+  ``fairshare``, ``drf``, ``multifactor``; ``buckets`` holds what fairshare and drf share). The core reads its traits
   (``uses_buckets``, ``tracks_usage``, ``new_jobs_queue_last``, ``supports_fastpath``, ...), never its name.
 - ``backfill`` (``BACKFILLS``): the backfill rule, a ``BackfillRule`` per module (``none``, ``easy``,
   ``conservative``) giving the pass function (kernels: ``easy`` scalar/node, ``depth_k`` on profiles) and, where

@@ -11,6 +11,9 @@ Invariants:
 - ``sched_interval_s`` 0 (the default) leaves every output byte-identical to a build without the knob (it is
   left out of ``params()``, as is ``sched_cycle`` "all"); N > 0 runs scheduling passes only at multiples of N
   seconds (``engine.core``), or with ``sched_cycle="backfill"`` only the backfilling ones.
+- The ``priority_*`` fields matter only to the ``multifactor`` policy: under any other they must keep their
+  defaults (a weight that would be silently ignored is a one-line error) and are left out of ``params()`` (older
+  runs' metrics.json stay byte-identical); the default weights (age only) give FCFS order.
 - Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
   the optional random node drains (``node_mtbf_s``).
 """
@@ -140,6 +143,14 @@ class SimConfig:
     #                                           0 = a pass at every event instant
     sched_cycle: str = "all"                  # with sched_interval_s > 0: "all" passes wait for the cycle, or only
     #                                           "backfill" (a main pass in queue order runs at every event, as Slurm's)
+    # the multifactor policy (Slurm's priority/multifactor; engine.policies.multifactor): priority = the weighted
+    # sum of age (min(age, max age) / max age), size (request / capacity; a negative weight favours small jobs)
+    # and fair share (2 ** (-usage share x accounts), equal shares, usage over lookback_s)
+    priority_weight_age: float = 1.0
+    priority_weight_size: float = 0.0
+    priority_weight_fairshare: float = 0.0
+    priority_max_age_s: float = WEEK_S        # Slurm's PriorityMaxAge (default 7 days)
+    priority_calc_period_s: float = 300.0     # Slurm's PriorityCalcPeriod: fair-share factors refreshed this often
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)
@@ -154,7 +165,8 @@ class SimConfig:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if (f.name in ("qos_preempts", "sched_interval_s") and not v) or (f.name == "sched_cycle" and v == "all"):
+            if (f.name in ("qos_preempts", "sched_interval_s") and not v) or (f.name == "sched_cycle" and v == "all") \
+                    or (f.name.startswith("priority_") and self.policy != "multifactor"):
                 continue  # absent unless used: older runs' metrics.json stay byte-identical
             if f.name == "budgets":
                 v = None if v is None else type(v).__name__
@@ -194,7 +206,21 @@ class SimConfig:
         m = self.walltime_margin
         if not isinstance(m, (int, float)) or not (0.0 <= m < 1.0):
             bad("walltime_margin", f"must be a fraction in [0, 1), got {m!r}")
+        for name in ("priority_weight_age", "priority_weight_size", "priority_weight_fairshare"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+                bad(name, f"must be a finite number, got {w!r}")
         changes: dict = {}
+        for name in ("priority_weight_age", "priority_weight_size", "priority_weight_fairshare"):
+            changes[name] = float(getattr(self, name))
+        changes["priority_max_age_s"] = parse_duration(self.priority_max_age_s, "priority_max_age_s")
+        if changes["priority_max_age_s"] <= 0:
+            bad("priority_max_age_s", "must be > 0")
+        changes["priority_calc_period_s"] = parse_duration(self.priority_calc_period_s, "priority_calc_period_s")
+        if self.policy != "multifactor":
+            for f in fields(self):
+                if f.name.startswith("priority_") and changes[f.name] != f.default:
+                    bad(f.name, f"only the multifactor policy reads it (policy is {self.policy!r})")
         for name in ("min_runtime_s", "checkpoint_interval_s", "node_mtbf_s"):
             v = getattr(self, name)
             if v is not None:

@@ -2,13 +2,15 @@
 and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md section 10).
 
     quotaloop validate --store DIR [--cluster NAME] [--warm-start TIME] [--window-end TIME]
-        [--policy fcfs|priority|fairshare|drf] [--backfill none|easy|conservative] [--reservation-depth K]
+        [--policy fcfs|priority|fairshare|drf|multifactor] [--backfill none|easy|conservative] [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets TOML] [--lookback DURATION]
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
-        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--train-fraction F]
-                     [--workers N]]
+        [--walltime-margin F]
+        [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
+                     [--weights A:S:F,...] [--drain-fractions F,F,...] [--train-fraction F]
+                     [--workers N | --ray ADDRESS]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -18,6 +20,12 @@ class and size bucket, start-order agreement, share of jobs started at once, hou
 ``--calibrate`` fits the scheduler's cycle (``--sched-interval``) on the first ``--train-fraction`` (0.7) of the
 window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`` (default min(2, CPUs)), reports
 the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
+``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
+log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
+weights of age, size and fair share, ``--drain-fractions`` (on a cluster of named nodes) the capacity over time:
+that fraction of the capacity the log left idle for an hour or more while its oldest waiting job fit it is drained
+in the replay (``engine.idle_capacity``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
+"ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
 
@@ -59,6 +67,8 @@ def register(sub):
                    help="scheduler cycle: a pass every DURATION (default 0 = at every event)")
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
                    help="with --sched-interval: all passes wait for the cycle (default) or only backfilling")
+    p.add_argument("--walltime-margin", type=float, metavar="F",
+                   help="estimate handling: a backfilled job must fit its limit / (1 - F) in the hole (default 0)")
     p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
     p.add_argument("--cycles", metavar="all,backfill", default="all,backfill",
                    help="--calibrate: the --sched-cycle values to try with each --grid value (default both)")
@@ -70,9 +80,20 @@ def register(sub):
                                                      "(default 0,30,60,120,300,600)")
     p.add_argument("--depths", metavar="K,K,...", help="--calibrate: reservation depths to try with each setting "
                                                        "(default: the modeled one only; 1 = EASY)")
+    p.add_argument("--margins", metavar="F,F,...", help="--calibrate: walltime margins to try with each setting, "
+                                                          "fractions in [0, 0.9] (default: the modeled one only)")
+    p.add_argument("--weights", metavar="A:S:F,...",
+                   help="--calibrate with --policy multifactor: (age:size:fairshare) priority weights to try with "
+                        "each setting, e.g. 1:0:0,1:-1:0,1:0:1 (default: the modeled ones only)")
+    p.add_argument("--drain-fractions", metavar="F,F,...",
+                   help="--calibrate on --nodes/--nodes-csv: fractions in [0, 1] of the capacity the log left idle "
+                        "while its oldest waiting job fit it >= 1 h to drain in the replay (default: none)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="--calibrate: run the replays as Ray tasks at ADDRESS (auto, ray://host:port, local) "
+                        "instead of the local pool (needs the ray extra: pip install 'quotaloop[ray]')")
     return p
 
 
@@ -87,6 +108,8 @@ def base_config(args, budgets, warm, window_end):
     from engine import SimConfig, parse_duration
 
     knobs = calibrated_knobs(args)
+    if args.walltime_margin is not None:  # an explicit flag beats --config-file, as the others do
+        knobs["walltime_margin"] = args.walltime_margin
     return SimConfig(policy=args.policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),
@@ -146,7 +169,7 @@ def run(args) -> int:
            "verdict": fidelity.verdict(report)}
     cal = None
     if args.calibrate:
-        cal = _calibrate(args, jobs, cluster, cfg, warm, end)
+        cal = _calibrate(args, jobs, cluster, cfg, warm, end, m["capacity"])
         doc["calibration"] = cal
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -154,16 +177,19 @@ def run(args) -> int:
         if cal is not None:
             _dump(os.path.join(args.out, "calibration.json"), calibrate.config_file(cfg, cal["chosen"], {
                 "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
-                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}}))
+                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]},
+                jobs, cluster, warm, end))
     _print(doc, args.format)
     return 0
 
 
-def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
+def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
     import polars as pl
 
     from engine import parse_duration
-    from engine.calibrate import DEFAULT_GRID_S, KNOBS, split_time
+    from engine.idle_capacity import idle_while_waiting
+    from engine.calibrate import (DEFAULT_GRID_S, DRAIN, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
+                                  priority_evidence, split_time)
     from engine.calibrate import run as run_calibration
 
     grid = (DEFAULT_GRID_S if not args.grid else
@@ -184,6 +210,39 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
             raise _err(f"--depths {args.depths}: expected integers >= 1, e.g. 1,2,4")
         if cfg.backfill == "none":
             raise _err("--depths needs --backfill easy or conservative")
+    margins = (None,)
+    if args.margins:
+        try:
+            margins = tuple(float(x) for x in args.margins.split(",") if x.strip())
+        except ValueError:
+            raise _err(f"--margins {args.margins}: expected fractions in [0, {MAX_MARGIN}], e.g. 0,0.2,0.5") from None
+        if not margins or min(margins) < 0 or max(margins) > MAX_MARGIN:
+            raise _err(f"--margins {args.margins}: expected fractions in [0, {MAX_MARGIN}], e.g. 0,0.2,0.5")
+        if cfg.backfill == "none":
+            raise _err("--margins needs --backfill easy or conservative (the margin only changes backfilling)")
+    weights = (None,)
+    if args.weights:
+        if cfg.policy != "multifactor":
+            raise _err("--weights needs --policy multifactor (the weights are its priority factors)")
+        try:
+            weights = tuple(check_weights(tuple(float(x) for x in w.split(":")))
+                            for w in args.weights.split(",") if w.strip())
+        except ValueError as exc:
+            raise _err(f"--weights {args.weights}: {exc} (e.g. 1:0:0,1:-1:0,1:0:1)") from None
+        if not weights:
+            raise _err(f"--weights {args.weights}: no candidate (e.g. 1:0:0,1:-1:0,1:0:1)")
+    drains = (None,)
+    if args.drain_fractions:
+        try:
+            drains = tuple(float(x) for x in args.drain_fractions.split(",") if x.strip())
+        except ValueError:
+            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1") \
+                from None
+        if not drains or min(drains) < 0 or max(drains) > 1:
+            raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1")
+        if cluster.procs_mode:
+            raise _err("--drain-fractions needs a cluster of named nodes (--nodes N --cpus-per-node C or "
+                       "--nodes-csv), not --procs: a drain takes whole nodes")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -195,14 +254,29 @@ def _calibrate(args, jobs, cluster, cfg, warm, end) -> dict:
         split = split_time(inside["submit"].to_list(), args.train_fraction)
     except ValueError as exc:
         raise _err(str(exc)) from None
+    if args.ray:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise _err("--ray: Ray is not installed (pip install 'quotaloop[ray]')")
+    train = inside.filter(pl.col("submit") < split)
+    size_col = f"req_{cluster.charge_resource}"
     t = time.perf_counter()
-    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths)
+    found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
+                            weights, ray_address=args.ray, drains=drains)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
-          f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with {args.workers} worker(s); "
+          f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with "
+          f"{f'Ray at {args.ray}' if args.ray else f'{args.workers} worker(s)'}; "
           f"chosen {_knobs(found['chosen'])}", file=sys.stderr)
-    return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS}), "train_fraction": args.train_fraction, "split": split.isoformat(),
-            "seconds": round(seconds, 3), "workers": args.workers, **found,
+    return {"knobs": sorted({k for c in found["candidates"] for k in c if k in KNOBS or k == DRAIN}), "train_fraction": args.train_fraction, "split": split.isoformat(),
+            "seconds": round(seconds, 3), "workers": args.workers, "ray": args.ray, **found,
+            # evidence from the training part only: the held-back jobs inform nothing
+            "evidence": {"estimates": estimate_evidence(train),
+                         "priority": priority_evidence(train, size_col),
+                         # every job that ran before the split holds capacity, whenever it was submitted
+                         "capacity": idle_while_waiting(jobs.filter(pl.col("submit") < split), size_col, capacity,
+                                                        warm.timestamp(), split.timestamp())},
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 

@@ -19,6 +19,7 @@ from typing import Protocol
 from .drf import DRF
 from .fairshare import FairShare
 from .fcfs import FCFS
+from .multifactor import Multifactor
 from .priority import Priority
 
 
@@ -73,3 +74,4 @@ register(FCFS())
 register(Priority())
 register(FairShare())
 register(DRF())
+register(Multifactor())
