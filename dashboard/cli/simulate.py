@@ -2,7 +2,7 @@
 
     quotaloop simulate --store DIR [--cluster NAME] | --workload FILE [--format swf|sacct|csv]
         [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
-        --policy fcfs|priority|fairshare|drf --backfill none|easy|conservative [--reservation-depth K]
+        --policy fcfs|priority|fairshare|drf|multifactor --backfill none|easy|conservative [--reservation-depth K]
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
         [--min-runtime [CLASS=]DURATION]... [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
@@ -85,8 +85,9 @@ def register(sub):
                         "none = never preempted")
     p.add_argument("--checkpoint-interval", metavar="DURATION", help="work since the last checkpoint is lost on "
                                                                      "preemption (default: no checkpoints)")
-    p.add_argument("--walltime-margin", type=float, default=0.0, metavar="FRACTION",
-                   help="a backfilled job must fit its limit / (1 - FRACTION) in the hole (e.g. 0.2)")
+    p.add_argument("--walltime-margin", type=float, default=None, metavar="FRACTION",
+                   help="a backfilled job must fit its limit / (1 - FRACTION) in the hole (e.g. 0.2; default 0, "
+                        "or --config-file's)")
     p.add_argument("--lookback", metavar="DURATION", default="7d", help="fair-share usage window (default 7d)")
     p.add_argument("--replay", default="none", choices=["none", "logged"],
                    help="logged: replay the log's own schedule (logged starts, nodes, run times, states); "
@@ -279,7 +280,7 @@ def run(args) -> int:
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
         backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
-        walltime_margin=args.walltime_margin, budgets=budgets,
+        walltime_margin=args.walltime_margin or 0.0, budgets=budgets,
         quota=args.quota,
         min_runtime_by_class=min_runtime.parse_overrides(args.min_runtime, "--min-runtime"),
         checkpoint_interval_s=(None if args.checkpoint_interval is None
@@ -334,6 +335,8 @@ def calibrated_knobs(args) -> dict:
         knobs["sched_cycle"] = args.sched_cycle
     if args.reservation_depth is not None:
         knobs["reservation_depth"] = args.reservation_depth
+    if getattr(args, "walltime_margin", None) is not None:  # given explicitly: beats the file, as the others do
+        knobs["walltime_margin"] = args.walltime_margin
     return knobs
 
 

@@ -107,9 +107,7 @@ def base_config(args, budgets, warm, window_end):
     """The modeled configuration the flags describe (with ``--config-file``'s knobs unless a flag gives them)."""
     from engine import SimConfig, parse_duration
 
-    knobs = calibrated_knobs(args)
-    if args.walltime_margin is not None:  # an explicit flag beats --config-file, as the others do
-        knobs["walltime_margin"] = args.walltime_margin
+    knobs = calibrated_knobs(args)  # an explicit flag beats --config-file
     return SimConfig(policy=args.policy, backfill=args.backfill,
                      backfill_order=args.backfill_order, backfill_max_job_test=args.bf_max_job_test,
                      budgets=budgets, lookback_s=parse_duration(args.lookback, "--lookback"),

@@ -86,6 +86,10 @@ def test_calibration_finds_the_margin_the_log_shows_and_simulate_applies_it(marg
     assert main(["simulate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
                  "--out", str(tmp_path / "s")]) == 0
     assert json.loads((tmp_path / "s" / "metrics.json").read_text())["params"]["walltime_margin"] == 0.5
+    # an explicit --walltime-margin, 0 included, beats the file in simulate as in validate
+    assert main(["simulate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
+                 "--walltime-margin", "0", "--out", str(tmp_path / "s0")]) == 0
+    assert json.loads((tmp_path / "s0" / "metrics.json").read_text())["params"]["walltime_margin"] == 0.0
     capsys.readouterr()
     # validate applies it too, and an explicit flag beats the file
     assert main(["validate", "--store", str(margin_store), "--procs", "4", "--config-file", str(saved),
