@@ -11,23 +11,66 @@
 -- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
 -- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
 -- efficiencies above 1 in every sum (used known implies requested known).
+-- Rollup: a job whose whole run lies inside the window takes its sample figures (counts, capped integrals,
+-- sampled peaks) from its `job_rollup` row (kept by ingest, queries.analytics.rollup) instead of its samples,
+-- when that row was derived for the same run interval and the same levels (a RUNNING job's run grows with its
+-- cluster's snapshot; a row that does not match is ignored). Those are exactly the figures sample_usage
+-- derives for such a job: clipping to [lo, hi) = [t_start, t_end) is the rollup's clipping, and counts and
+-- peaks never depended on the window. Every other job (cut by the window, no row, a stale row) is derived
+-- from its samples as before; a store without a rollup is answered entirely from samples.
 jobs_in_window as not materialized (
     -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
     -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
     select
-        *,
+        * exclude (rollup_n_samples, rollup_n_cpu, rollup_n_gpu, rollup_n_mem, rollup_cpu_used_s, rollup_gpu_used_s,
+                   rollup_mem_used_gbs, rollup_sampled_s, rollup_peak_cpus_sampled, rollup_peak_gpu_util_sampled, rollup_peak_mem_gb_sampled),
         greatest(t_start, w_start) as lo,
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
-        t_end - t_start as run_s
-    from filtered_jobs
-    where t_start is not null
-      and (least(t_end, w_end) > greatest(t_start, w_start)
-           or (t_end = t_start and t_start >= w_start and t_start < w_end))
+        t_end - t_start as run_s,
+        rolled,
+        -- the rollup's figures, null unless it answers for the job and the job has samples (as sample_usage,
+        -- which has no row for a job without samples)
+        case when rolled and rollup_n_samples > 0 then rollup_n_samples end as r_n_samples,
+        case when rolled and rollup_n_samples > 0 then rollup_n_cpu end as r_n_cpu,
+        case when rolled and rollup_n_samples > 0 then rollup_n_gpu end as r_n_gpu,
+        case when rolled and rollup_n_samples > 0 then rollup_n_mem end as r_n_mem,
+        case when rolled then rollup_cpu_used_s end as r_cpu_used_s,
+        case when rolled then rollup_gpu_used_s end as r_gpu_used_s,
+        case when rolled then rollup_mem_used_gbs end as r_mem_used_gbs,
+        case when rolled then rollup_sampled_s end as r_sampled_s,
+        case when rolled then rollup_peak_cpus_sampled end as r_peak_cpus_sampled,
+        case when rolled then rollup_peak_gpu_util_sampled end as r_peak_gpu_util_sampled,
+        case when rolled then rollup_peak_mem_gb_sampled end as r_peak_mem_gb_sampled
+    from (
+        select
+            j.*,
+            coalesce(j.w_start <= j.t_start and j.t_end <= j.w_end
+                     and r.t_start = j.t_start and r.t_end = j.t_end
+                     and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
+                     and r.mem_gb is not distinct from j.mem_gb, false) as rolled,
+            r.n_samples as rollup_n_samples,
+            r.n_cpu as rollup_n_cpu,
+            r.n_gpu as rollup_n_gpu,
+            r.n_mem as rollup_n_mem,
+            r.cpu_used_s as rollup_cpu_used_s,
+            r.gpu_used_s as rollup_gpu_used_s,
+            r.mem_used_gbs as rollup_mem_used_gbs,
+            r.sampled_s as rollup_sampled_s,
+            r.peak_cpus_sampled as rollup_peak_cpus_sampled,
+            r.peak_gpu_util_sampled as rollup_peak_gpu_util_sampled,
+            r.peak_mem_gb_sampled as rollup_peak_mem_gb_sampled
+        from filtered_jobs as j
+        left join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+        where j.t_start is not null
+          and (least(j.t_end, j.w_end) > greatest(j.t_start, j.w_start)
+               or (j.t_end = j.t_start and j.t_start >= j.w_start and j.t_start < j.w_end))
+    )
 ),
 
 clipped_samples as (
-    -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
+    -- every sample of every job in the window the rollup does not answer for, clipped to [lo, hi) and capped
+    -- at the request
     select
         s.cluster,
         s.job_id,
@@ -46,7 +89,7 @@ clipped_samples as (
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
-    join jobs_in_window as j on s.cluster = j.cluster and s.job_id = j.job_id
+    join (select * from jobs_in_window where not rolled) as j on s.cluster = j.cluster and s.job_id = j.job_id
     where s.ts is not null and s.interval_s is not null
 ),
 
@@ -87,7 +130,8 @@ job_rates as (
 
 job_usage as (
     select
-        j.*,
+        j.* exclude (rolled, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s, r_mem_used_gbs,
+                     r_sampled_s, r_peak_cpus_sampled, r_peak_gpu_util_sampled, r_peak_mem_gb_sampled),
         coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
         coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
         coalesce(su.n_mem, 0) > 0 as mem_sampled,
@@ -113,7 +157,22 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
     from job_rates as j
-    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
+    left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
+    -- a job has figures from its samples (su0) or from its rollup row (r_*), never both
+    cross join lateral (
+        select
+            coalesce(su0.n_samples, j.r_n_samples) as n_samples,
+            coalesce(su0.n_cpu, j.r_n_cpu) as n_cpu,
+            coalesce(su0.n_gpu, j.r_n_gpu) as n_gpu,
+            coalesce(su0.n_mem, j.r_n_mem) as n_mem,
+            coalesce(su0.cpu_used_s, j.r_cpu_used_s) as cpu_used_s,
+            coalesce(su0.gpu_used_s, j.r_gpu_used_s) as gpu_used_s,
+            coalesce(su0.mem_used_gbs, j.r_mem_used_gbs) as mem_used_gbs,
+            coalesce(su0.sampled_s, j.r_sampled_s) as sampled_s,
+            coalesce(su0.peak_cpus_sampled, j.r_peak_cpus_sampled) as peak_cpus_sampled,
+            coalesce(su0.peak_gpu_util_sampled, j.r_peak_gpu_util_sampled) as peak_gpu_util_sampled,
+            coalesce(su0.peak_mem_gb_sampled, j.r_peak_mem_gb_sampled) as peak_mem_gb_sampled
+    ) as su
 ),
 
 window_span as (
