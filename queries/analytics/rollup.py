@@ -68,6 +68,7 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
         for table in ("jobs", "samples"):
             extra[table] = _narrowed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
     con = connect(pending=tx, extra=extra, threads=threads)
+    con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
     try:
         return schema.conform(run(QUERY, con=con), TABLE)
     finally:

@@ -140,6 +140,11 @@ JOB_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
     "peak_cpus_sampled": (pl.Float64, "largest sampled cpu_used, CPUs"),
     "peak_gpu_util_sampled": (pl.Float64, "largest sampled gpu_util, 0..1"),
     "peak_mem_gb_sampled": (pl.Float64, "largest sampled memory, GB (whole job)"),
+    "days": (pl.List(pl.Struct({"day_s": pl.Float64, "cpu_used_s": pl.Float64, "gpu_used_s": pl.Float64,
+                                "mem_used_gbs": pl.Float64, "sampled_s": pl.Float64})),
+             "per UTC day the run's samples reach (day_s: the day's first second, epoch seconds), the same "
+             "integrals over that day's part of the run; summed over the days of a window of whole days they "
+             "give the window's integrals; null = no sample inside the run"),
 }
 
 TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG,

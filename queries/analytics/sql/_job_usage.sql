@@ -16,8 +16,10 @@
 -- when that row was derived for the same run interval and the same levels (a RUNNING job's run grows with its
 -- cluster's snapshot; a row that does not match is ignored). Those are exactly the figures sample_usage
 -- derives for such a job: clipping to [lo, hi) = [t_start, t_end) is the rollup's clipping, and counts and
--- peaks never depended on the window. Every other job (cut by the window, no row, a stale row) is derived
--- from its samples as before; a store without a rollup is answered entirely from samples.
+-- peaks never depended on the window. A job the window cuts takes them from the row as well when both window
+-- bounds are UTC midnights (or open): its integrals are then the sums of the row's per-day integrals (`days`)
+-- over the window's days. Every other job (cut by a window that is not whole days, no row, a stale row) is
+-- derived from its samples as before; a store without a rollup is answered entirely from samples.
 jobs_in_window as not materialized (
     -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
     -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
@@ -29,23 +31,28 @@ jobs_in_window as not materialized (
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
         t_end - t_start as run_s,
         rolled,
+        rolled and not (w_start <= t_start and t_end <= w_end) as rolled_by_day,
         -- the rollup's figures, null unless it answers for the job and the job has samples (as sample_usage,
         -- which has no row for a job without samples)
         case when rolled and rollup_n_samples > 0 then rollup_n_samples end as r_n_samples,
         case when rolled and rollup_n_samples > 0 then rollup_n_cpu end as r_n_cpu,
         case when rolled and rollup_n_samples > 0 then rollup_n_gpu end as r_n_gpu,
         case when rolled and rollup_n_samples > 0 then rollup_n_mem end as r_n_mem,
-        case when rolled then rollup_cpu_used_s end as r_cpu_used_s,
-        case when rolled then rollup_gpu_used_s end as r_gpu_used_s,
-        case when rolled then rollup_mem_used_gbs end as r_mem_used_gbs,
-        case when rolled then rollup_sampled_s end as r_sampled_s,
+        -- the whole run's integrals: for a job the window cuts they are summed from the days (job_usage)
+        case when rolled and w_start <= t_start and t_end <= w_end then rollup_cpu_used_s end as r_cpu_used_s,
+        case when rolled and w_start <= t_start and t_end <= w_end then rollup_gpu_used_s end as r_gpu_used_s,
+        case when rolled and w_start <= t_start and t_end <= w_end then rollup_mem_used_gbs end as r_mem_used_gbs,
+        case when rolled and w_start <= t_start and t_end <= w_end then rollup_sampled_s end as r_sampled_s,
         case when rolled then rollup_peak_cpus_sampled end as r_peak_cpus_sampled,
         case when rolled then rollup_peak_gpu_util_sampled end as r_peak_gpu_util_sampled,
         case when rolled then rollup_peak_mem_gb_sampled end as r_peak_mem_gb_sampled
     from (
         select
             j.*,
-            coalesce(j.w_start <= j.t_start and j.t_end <= j.w_end
+            coalesce((j.w_start <= j.t_start and j.t_end <= j.w_end
+                      -- a window of whole UTC days (or open at that end)
+                      or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
+                          and (j.w_end = 'inf'::double or j.w_end % 86400 = 0)))
                      and r.t_start = j.t_start and r.t_end = j.t_end
                      and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
                      and r.mem_gb is not distinct from j.mem_gb, false) as rolled,
@@ -114,6 +121,22 @@ sample_usage as (
     group by cluster, job_id
 ),
 
+day_usage as (
+    -- the integrals of the jobs a window of whole days cuts: their row's per-day integrals over the window's days
+    select
+        j.cluster,
+        j.job_id,
+        sum(d.day.cpu_used_s) as cpu_used_s,
+        sum(d.day.gpu_used_s) as gpu_used_s,
+        sum(d.day.mem_used_gbs) as mem_used_gbs,
+        sum(d.day.sampled_s) as sampled_s
+    from (select cluster, job_id, w_start, w_end from jobs_in_window where rolled_by_day) as j
+    join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    cross join unnest(r.days) as d(day)
+    where d.day.day_s >= j.w_start and d.day.day_s < j.w_end
+    group by j.cluster, j.job_id
+),
+
 job_rates as (
     -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
     -- usage or a null level null: DuckDB's least() would ignore it)
@@ -130,7 +153,7 @@ job_rates as (
 
 job_usage as (
     select
-        j.* exclude (rolled, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s, r_mem_used_gbs,
+        j.* exclude (rolled, rolled_by_day, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s, r_mem_used_gbs,
                      r_sampled_s, r_peak_cpus_sampled, r_peak_gpu_util_sampled, r_peak_mem_gb_sampled),
         coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
         coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
@@ -158,17 +181,24 @@ job_usage as (
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
     from job_rates as j
     left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
-    -- a job has figures from its samples (su0) or from its rollup row (r_*), never both
+    left join day_usage as du on du.cluster = j.cluster and du.job_id = j.job_id
+    -- a job has figures from its samples (su0) or from its rollup row (r_*, du), never both. A sum over the
+    -- window's days is 0, not null, when the samples exist but none reaches into the window, as the sum over
+    -- the samples is: null only when no sample has a value with a known level
     cross join lateral (
         select
             coalesce(su0.n_samples, j.r_n_samples) as n_samples,
             coalesce(su0.n_cpu, j.r_n_cpu) as n_cpu,
             coalesce(su0.n_gpu, j.r_n_gpu) as n_gpu,
             coalesce(su0.n_mem, j.r_n_mem) as n_mem,
-            coalesce(su0.cpu_used_s, j.r_cpu_used_s) as cpu_used_s,
-            coalesce(su0.gpu_used_s, j.r_gpu_used_s) as gpu_used_s,
-            coalesce(su0.mem_used_gbs, j.r_mem_used_gbs) as mem_used_gbs,
-            coalesce(su0.sampled_s, j.r_sampled_s) as sampled_s,
+            coalesce(su0.cpu_used_s, j.r_cpu_used_s,
+                     case when j.rolled_by_day and j.r_n_cpu > 0 and j.cpus is not null then coalesce(du.cpu_used_s, 0.0) end) as cpu_used_s,
+            coalesce(su0.gpu_used_s, j.r_gpu_used_s,
+                     case when j.rolled_by_day and j.r_n_gpu > 0 then coalesce(du.gpu_used_s, 0.0) end) as gpu_used_s,
+            coalesce(su0.mem_used_gbs, j.r_mem_used_gbs,
+                     case when j.rolled_by_day and j.r_n_mem > 0 and j.mem_gb is not null then coalesce(du.mem_used_gbs, 0.0) end) as mem_used_gbs,
+            coalesce(su0.sampled_s, j.r_sampled_s,
+                     case when j.rolled_by_day and j.r_n_samples > 0 then coalesce(du.sampled_s, 0.0) end) as sampled_s,
             coalesce(su0.peak_cpus_sampled, j.r_peak_cpus_sampled) as peak_cpus_sampled,
             coalesce(su0.peak_gpu_util_sampled, j.r_peak_gpu_util_sampled) as peak_gpu_util_sampled,
             coalesce(su0.peak_mem_gb_sampled, j.r_peak_mem_gb_sampled) as peak_mem_gb_sampled

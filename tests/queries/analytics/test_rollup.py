@@ -87,6 +87,30 @@ def test_hand_computed_rollup_row(tmp_path):
     assert waste["cpu_seconds_requested"].item() == pytest.approx(200.0)
 
 
+def test_hand_computed_days_answer_a_window_of_whole_days(tmp_path):
+    # a job on [T0 - 1 h, T0 + 1 h) across midnight T0, 2 CPUs: a sample of 1 CPU on [T0 - 30 min, T0 + 30 min)
+    # straddles midnight, one of 4 CPUs (capped at 2) on [T0 + 30 min, T0 + 90 min) sticks out past the end
+    jobs = pl.DataFrame({"cluster": ["c"], "job_id": ["1"], "state": ["COMPLETED"], "submit": [_ts(-7200)],
+                         "start": [_ts(-3600)], "end": [_ts(3600)], "req_cpus": [2.0], "user": ["u"]})
+    samples = pl.DataFrame({"cluster": ["c"] * 2, "job_id": ["1"] * 2, "ts": [_ts(-1800), _ts(1800)],
+                            "interval_s": [3600.0, 3600.0], "cpu_used": [1.0, 4.0]})
+    store = tmp_path / "store"
+    ingest([_write(jobs, tmp_path / "jobs.parquet"), _write(samples, tmp_path / "samples.parquet")], store,
+           fmt="parquet")
+    row = _rows(store).row(0, named=True)
+    t0 = T0.timestamp()
+    assert row["cpu_used_s"] == pytest.approx(1 * 3600 + 2 * 1800)
+    assert [(d["day_s"], d["cpu_used_s"], d["sampled_s"]) for d in row["days"]] == [
+        (t0 - 86400, pytest.approx(1800.0), pytest.approx(1800.0)),
+        (t0, pytest.approx(1 * 1800 + 2 * 1800), pytest.approx(3600.0))]
+    # a window starting at midnight cuts the job: its days answer, equal to the samples' answer
+    for params, expected in (({"start": "2026-03-02"}, 5400.0), ({"end": "2026-03-02"}, 1800.0),
+                             ({"start": "2026-03-02 00:15"}, 900 + 3600.0)):
+        waste = run("job_waste", store, **params)
+        assert waste["cpu_seconds_used"].item() == pytest.approx(expected), params
+        assert_frame_equal(waste, _raw("job_waste", store, **params), check_exact=False, rel_tol=1e-9)
+
+
 # ------------------------------------------------------------------ incremental = rebuild
 def _random_frames(seed: int, n_jobs: int = 160):
     """Jobs and samples of two clusters sharing job ids: RUNNING / PENDING / zero-length jobs, jobs without
@@ -224,7 +248,8 @@ def test_a_writer_that_skips_the_refresh_cannot_commit_a_stale_rollup(tmp_path):
 
 
 # ------------------------------------------------------------------ queries: rollup = raw samples
-WINDOWS = [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-04 07:30"},
+WINDOWS = [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-05"},
+           {"end": "2026-03-06", "user": "u2"}, {"start": "2026-03-04 07:30"},
            {"end": "2026-03-06 12:00", "cluster": "east"}]
 QUERIES = ["job_waste", "user_ranking", "team_ranking", "overview", "metric_pyramid", "gaming_check",
            "quota_backtest", "gap_area", "budget_usage", "fairshare_attainment"]
@@ -252,10 +277,12 @@ def test_per_user_queries_from_the_rollup_equal_the_raw_derivation(rolled_store,
 
 
 def test_the_queries_do_read_the_rollup(rolled_store, tmp_path):
-    """Not vacuous: doubling the rollup's integrals changes job_waste over whole runs (and only those)."""
+    """Not vacuous: doubling the rollup's integrals changes job_waste over whole runs and windows of whole days,
+    and nothing else."""
     store = tmp_path / "tampered"
     shutil.copytree(rolled_store, store)
-    rows = _rows(store).with_columns(pl.col("cpu_used_s") * 2)
+    rows = _rows(store).with_columns(pl.col("cpu_used_s") * 2, pl.col("days").list.eval(
+        pl.element().struct.with_fields(pl.field("cpu_used_s") * 2)))
     with Store(store).transaction() as tx:
         tx.replace_table("job_rollup", rows)
         tx.derived_fresh = True
@@ -271,6 +298,13 @@ def test_the_queries_do_read_the_rollup(rolled_store, tmp_path):
     assert straddling.height > 5
     assert_frame_equal(straddling.select(pl.col("cpu_seconds_used")),
                        straddling.select(pl.col("cpu_seconds_used_t").alias("cpu_seconds_used")))
+    # the same window from midnight: the straddling jobs are answered from their days
+    days = {"start": "2026-03-06"}
+    both = run("job_waste", rolled_store, **days).join(run("job_waste", store, **days), on=KEYS, suffix="_t")
+    straddling = both.filter(pl.col("start") < dt.datetime(2026, 3, 6, tzinfo=UTC),
+                             pl.col("usage_source") == "samples", pl.col("cpu_seconds_used") > 0)
+    assert straddling.height >= 3
+    assert (straddling["cpu_seconds_used_t"] - 2 * straddling["cpu_seconds_used"]).abs().max() < 1e-6
 
 
 def test_a_store_without_a_rollup_is_answered_from_the_samples(rolled_store, tmp_path):
