@@ -24,55 +24,46 @@ jobs_in_window as not materialized (
     -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
     -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
     select
-        * exclude (rollup_n_samples, rollup_n_cpu, rollup_n_gpu, rollup_n_mem, rollup_cpu_used_s, rollup_gpu_used_s,
-                   rollup_mem_used_gbs, rollup_sampled_s, rollup_peak_cpus_sampled, rollup_peak_gpu_util_sampled, rollup_peak_mem_gb_sampled),
+        *,
         greatest(t_start, w_start) as lo,
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
-        t_end - t_start as run_s,
-        rolled,
-        rolled and not (w_start <= t_start and t_end <= w_end) as rolled_by_day,
-        -- the rollup's figures, null unless it answers for the job and the job has samples (as sample_usage,
-        -- which has no row for a job without samples)
-        case when rolled and rollup_n_samples > 0 then rollup_n_samples end as r_n_samples,
-        case when rolled and rollup_n_samples > 0 then rollup_n_cpu end as r_n_cpu,
-        case when rolled and rollup_n_samples > 0 then rollup_n_gpu end as r_n_gpu,
-        case when rolled and rollup_n_samples > 0 then rollup_n_mem end as r_n_mem,
-        -- the whole run's integrals: for a job the window cuts they are summed from the days (job_usage)
-        case when rolled and w_start <= t_start and t_end <= w_end then rollup_cpu_used_s end as r_cpu_used_s,
-        case when rolled and w_start <= t_start and t_end <= w_end then rollup_gpu_used_s end as r_gpu_used_s,
-        case when rolled and w_start <= t_start and t_end <= w_end then rollup_mem_used_gbs end as r_mem_used_gbs,
-        case when rolled and w_start <= t_start and t_end <= w_end then rollup_sampled_s end as r_sampled_s,
-        case when rolled then rollup_peak_cpus_sampled end as r_peak_cpus_sampled,
-        case when rolled then rollup_peak_gpu_util_sampled end as r_peak_gpu_util_sampled,
-        case when rolled then rollup_peak_mem_gb_sampled end as r_peak_mem_gb_sampled
-    from (
-        select
-            j.*,
-            coalesce((j.w_start <= j.t_start and j.t_end <= j.w_end
-                      -- a window of whole UTC days (or open at that end)
-                      or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
-                          and (j.w_end = 'inf'::double or j.w_end % 86400 = 0)))
-                     and r.t_start = j.t_start and r.t_end = j.t_end
-                     and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
-                     and r.mem_gb is not distinct from j.mem_gb, false) as rolled,
-            r.n_samples as rollup_n_samples,
-            r.n_cpu as rollup_n_cpu,
-            r.n_gpu as rollup_n_gpu,
-            r.n_mem as rollup_n_mem,
-            r.cpu_used_s as rollup_cpu_used_s,
-            r.gpu_used_s as rollup_gpu_used_s,
-            r.mem_used_gbs as rollup_mem_used_gbs,
-            r.sampled_s as rollup_sampled_s,
-            r.peak_cpus_sampled as rollup_peak_cpus_sampled,
-            r.peak_gpu_util_sampled as rollup_peak_gpu_util_sampled,
-            r.peak_mem_gb_sampled as rollup_peak_mem_gb_sampled
-        from filtered_jobs as j
-        left join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
-        where j.t_start is not null
-          and (least(j.t_end, j.w_end) > greatest(j.t_start, j.w_start)
-               or (j.t_end = j.t_start and j.t_start >= j.w_start and j.t_start < j.w_end))
-    )
+        t_end - t_start as run_s
+    from filtered_jobs
+    where t_start is not null
+      and (least(t_end, w_end) > greatest(t_start, w_start)
+           or (t_end = t_start and t_start >= w_start and t_start < w_end))
+),
+
+rollup_match as not materialized (
+    -- the jobs in the window their rollup row answers for (see above), with the row's figures: counts null
+    -- unless the job has samples (sample_usage has no row for a job without samples); the whole run's
+    -- integrals only when the window holds the whole run (a job the window cuts sums its days: day_usage).
+    -- Apart from jobs_in_window, so that what does not need the rollup (gap_area, quota_backtest) never joins it
+    select
+        j.cluster,
+        j.job_id,
+        not (j.w_start <= j.t_start and j.t_end <= j.w_end) as by_day,
+        case when r.n_samples > 0 then r.n_samples end as n_samples,
+        case when r.n_samples > 0 then r.n_cpu end as n_cpu,
+        case when r.n_samples > 0 then r.n_gpu end as n_gpu,
+        case when r.n_samples > 0 then r.n_mem end as n_mem,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.cpu_used_s end as cpu_used_s,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.gpu_used_s end as gpu_used_s,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.mem_used_gbs end as mem_used_gbs,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.sampled_s end as sampled_s,
+        r.peak_cpus_sampled,
+        r.peak_gpu_util_sampled,
+        r.peak_mem_gb_sampled
+    from jobs_in_window as j
+    join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    where (j.w_start <= j.t_start and j.t_end <= j.w_end
+           -- a window of whole UTC days (or open at that end)
+           or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
+               and (j.w_end = 'inf'::double or j.w_end % 86400 = 0)))
+      and r.t_start = j.t_start and r.t_end = j.t_end
+      and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
+      and r.mem_gb is not distinct from j.mem_gb
 ),
 
 clipped_samples as (
@@ -96,7 +87,9 @@ clipped_samples as (
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
-    join (select * from jobs_in_window where not rolled) as j on s.cluster = j.cluster and s.job_id = j.job_id
+    join (select * from jobs_in_window as w
+          where not exists (select 1 from rollup_match as m where m.cluster = w.cluster and m.job_id = w.job_id)) as j
+        on s.cluster = j.cluster and s.job_id = j.job_id
     where s.ts is not null and s.interval_s is not null
 ),
 
@@ -130,10 +123,11 @@ day_usage as (
         sum(d.day.gpu_used_s) as gpu_used_s,
         sum(d.day.mem_used_gbs) as mem_used_gbs,
         sum(d.day.sampled_s) as sampled_s
-    from (select cluster, job_id, w_start, w_end from jobs_in_window where rolled_by_day) as j
+    from (select cluster, job_id from rollup_match where by_day) as j
     join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    cross join window_bounds as w
     cross join unnest(r.days) as d(day)
-    where d.day.day_s >= j.w_start and d.day.day_s < j.w_end
+    where d.day.day_s >= w.w_start and d.day.day_s < w.w_end
     group by j.cluster, j.job_id
 ),
 
@@ -153,8 +147,7 @@ job_rates as (
 
 job_usage as (
     select
-        j.* exclude (rolled, rolled_by_day, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s, r_mem_used_gbs,
-                     r_sampled_s, r_peak_cpus_sampled, r_peak_gpu_util_sampled, r_peak_mem_gb_sampled),
+        j.*,
         coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
         coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
         coalesce(su.n_mem, 0) > 0 as mem_sampled,
@@ -180,28 +173,29 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
     from job_rates as j
+    left join rollup_match as rm on rm.cluster = j.cluster and rm.job_id = j.job_id
     left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
     left join day_usage as du on du.cluster = j.cluster and du.job_id = j.job_id
-    -- a job has figures from its samples (su0) or from its rollup row (r_*, du), never both. A sum over the
+    -- a job has figures from its samples (su0) or from its rollup row (rm, du), never both. A sum over the
     -- window's days is 0, not null, when the samples exist but none reaches into the window, as the sum over
     -- the samples is: null only when no sample has a value with a known level
     cross join lateral (
         select
-            coalesce(su0.n_samples, j.r_n_samples) as n_samples,
-            coalesce(su0.n_cpu, j.r_n_cpu) as n_cpu,
-            coalesce(su0.n_gpu, j.r_n_gpu) as n_gpu,
-            coalesce(su0.n_mem, j.r_n_mem) as n_mem,
-            coalesce(su0.cpu_used_s, j.r_cpu_used_s,
-                     case when j.rolled_by_day and j.r_n_cpu > 0 and j.cpus is not null then coalesce(du.cpu_used_s, 0.0) end) as cpu_used_s,
-            coalesce(su0.gpu_used_s, j.r_gpu_used_s,
-                     case when j.rolled_by_day and j.r_n_gpu > 0 then coalesce(du.gpu_used_s, 0.0) end) as gpu_used_s,
-            coalesce(su0.mem_used_gbs, j.r_mem_used_gbs,
-                     case when j.rolled_by_day and j.r_n_mem > 0 and j.mem_gb is not null then coalesce(du.mem_used_gbs, 0.0) end) as mem_used_gbs,
-            coalesce(su0.sampled_s, j.r_sampled_s,
-                     case when j.rolled_by_day and j.r_n_samples > 0 then coalesce(du.sampled_s, 0.0) end) as sampled_s,
-            coalesce(su0.peak_cpus_sampled, j.r_peak_cpus_sampled) as peak_cpus_sampled,
-            coalesce(su0.peak_gpu_util_sampled, j.r_peak_gpu_util_sampled) as peak_gpu_util_sampled,
-            coalesce(su0.peak_mem_gb_sampled, j.r_peak_mem_gb_sampled) as peak_mem_gb_sampled
+            coalesce(su0.n_samples, rm.n_samples) as n_samples,
+            coalesce(su0.n_cpu, rm.n_cpu) as n_cpu,
+            coalesce(su0.n_gpu, rm.n_gpu) as n_gpu,
+            coalesce(su0.n_mem, rm.n_mem) as n_mem,
+            coalesce(su0.cpu_used_s, rm.cpu_used_s,
+                     case when rm.by_day and rm.n_cpu > 0 and j.cpus is not null then coalesce(du.cpu_used_s, 0.0) end) as cpu_used_s,
+            coalesce(su0.gpu_used_s, rm.gpu_used_s,
+                     case when rm.by_day and rm.n_gpu > 0 then coalesce(du.gpu_used_s, 0.0) end) as gpu_used_s,
+            coalesce(su0.mem_used_gbs, rm.mem_used_gbs,
+                     case when rm.by_day and rm.n_mem > 0 and j.mem_gb is not null then coalesce(du.mem_used_gbs, 0.0) end) as mem_used_gbs,
+            coalesce(su0.sampled_s, rm.sampled_s,
+                     case when rm.by_day and rm.n_samples > 0 then coalesce(du.sampled_s, 0.0) end) as sampled_s,
+            coalesce(su0.peak_cpus_sampled, rm.peak_cpus_sampled) as peak_cpus_sampled,
+            coalesce(su0.peak_gpu_util_sampled, rm.peak_gpu_util_sampled) as peak_gpu_util_sampled,
+            coalesce(su0.peak_mem_gb_sampled, rm.peak_mem_gb_sampled) as peak_mem_gb_sampled
     ) as su
 ),
 
