@@ -1,12 +1,14 @@
 """The per-job usage rollup (store table ``job_rollup``): each job's sample figures, kept by every ingest.
 
-What a row holds: the figures ``_job_usage`` derives from a job's samples when the window holds the job's whole
+What a ``job_rollup`` row holds: the figures ``_job_usage`` derives from a job's samples when the window holds the job's whole
 run (sample counts, the integrals of the sampled CPU / GPU / memory curves capped at the job's levels and
 clipped to its run interval, the covered seconds, the sampled peaks), plus the run interval and the levels they
 were derived for. The SQL is ``sql/_job_rollup.sql`` (``_job_usage`` itself, with no window and no rollup).
+``job_day_rollup`` holds the same integrals per job and UTC day its run's samples reach (``sql/_job_day_rollup.sql``),
+so that a window of whole days is answered by summing them.
 
 Invariants:
-- One row per job of ``jobs`` (never-started jobs too, with no run interval), written in the same store
+- One row per job of ``jobs`` (never-started jobs too, with no run interval), and its day rows, written in the same store
   transaction as the jobs and samples it derives from: a failed ingest leaves the old rows, a committed one
   the new ones (``Transaction.commit`` refuses to commit changed jobs or samples with a stale rollup).
 - Incremental = rebuild: ``refresh`` re-derives only the jobs a transaction touched (every job or sample row it
@@ -34,6 +36,8 @@ from .loader import run
 
 TABLE = "job_rollup"
 QUERY = "_job_rollup"
+DAY_TABLE = "job_day_rollup"  # the same integrals per job and UTC day (several rows per job)
+DAY_QUERY = "_job_day_rollup"
 KEYS = ["cluster", "job_id"]
 
 
@@ -61,16 +65,17 @@ def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame
     return pl.concat(out) if out else schema.empty(table)
 
 
-def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) -> pl.DataFrame:
-    """``job_rollup`` rows for the jobs in ``scope`` (None: every job) of the store as ``tx`` would commit it."""
-    extra = {TABLE: schema.empty(TABLE)}
+def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(job_rollup rows, job_day_rollup rows)`` for the jobs in ``scope`` (None: every job) of the store as
+    ``tx`` would commit it."""
+    extra = {TABLE: schema.empty(TABLE), DAY_TABLE: schema.empty(DAY_TABLE)}
     if scope is not None:
         for table in ("jobs", "samples"):
             extra[table] = _narrowed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
     con = connect(pending=tx, extra=extra, threads=threads)
     con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
     try:
-        return schema.conform(run(QUERY, con=con), TABLE)
+        return schema.conform(run(QUERY, con=con), TABLE), schema.conform(run(DAY_QUERY, con=con), DAY_TABLE)
     finally:
         con.close()
 
@@ -78,8 +83,13 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
 def refresh(tx) -> int:
     """Bring ``tx``'s rollup up to date with the jobs and samples it upserted; the number of rows written."""
     scope = _scope(tx)
-    rows = derive(tx, scope) if scope.height else schema.empty(TABLE)
+    if not scope.height:
+        tx.derived_fresh = True
+        return 0
+    rows, days = derive(tx, scope)
     n = tx.upsert(TABLE, rows)
+    tx.delete_keys(DAY_TABLE, scope)  # a job may now reach fewer days (or none): drop all, write what it has
+    tx.upsert(DAY_TABLE, days)
     tx.derived_fresh = True
     return n
 
@@ -87,8 +97,9 @@ def refresh(tx) -> int:
 def rebuild(store: str | os.PathLike, threads: int | None = None) -> int:
     """Re-derive the whole rollup of ``store`` from its jobs and samples, in one transaction; the rows written."""
     with Store(store).transaction() as tx:
-        rows = derive(tx, None, threads=threads)
+        rows, days = derive(tx, None, threads=threads)
         n = tx.replace_table(TABLE, rows)
+        tx.replace_table(DAY_TABLE, days)
         tx.derived_fresh = True
     return n
 

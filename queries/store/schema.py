@@ -140,15 +140,23 @@ JOB_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
     "peak_cpus_sampled": (pl.Float64, "largest sampled cpu_used, CPUs"),
     "peak_gpu_util_sampled": (pl.Float64, "largest sampled gpu_util, 0..1"),
     "peak_mem_gb_sampled": (pl.Float64, "largest sampled memory, GB (whole job)"),
-    "days": (pl.List(pl.Struct({"day_s": pl.Float64, "cpu_used_s": pl.Float64, "gpu_used_s": pl.Float64,
-                                "mem_used_gbs": pl.Float64, "sampled_s": pl.Float64})),
-             "per UTC day the run's samples reach (day_s: the day's first second, epoch seconds), the same "
-             "integrals over that day's part of the run; summed over the days of a window of whole days they "
-             "give the window's integrals; null = no sample inside the run"),
+}
+
+# Per job and UTC day its run's samples reach: the integrals of job_rollup over that day's part of the run. Summed
+# over the days of a window of whole days they give the window's integrals. Written with the job's job_rollup row.
+JOB_DAY_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "job_id": (pl.String, "job id (matches jobs.job_id)"),
+    "submit": (UTC_TS, "the job's submit time, UTC (partitions the table by month, as jobs)"),
+    "day_s": (pl.Float64, "the UTC day's first second, epoch seconds"),
+    "cpu_used_s": (pl.Float64, "as job_rollup.cpu_used_s, over the day's part of the run"),
+    "gpu_used_s": (pl.Float64, "as job_rollup.gpu_used_s, over the day's part of the run"),
+    "mem_used_gbs": (pl.Float64, "as job_rollup.mem_used_gbs, over the day's part of the run"),
+    "sampled_s": (pl.Float64, "as job_rollup.sampled_s, over the day's part of the run"),
 }
 
 TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG,
-          "job_rollup": JOB_ROLLUP}
+          "job_rollup": JOB_ROLLUP, "job_day_rollup": JOB_DAY_ROLLUP}
 
 
 def polars_schema(table: str) -> pl.Schema:

@@ -8,13 +8,17 @@ Layout::
     STORE/nodes/cluster=C/part-<uuid>.parquet
     STORE/rejects/cluster=C/part-<uuid>.parquet
     STORE/ingest_log/part-<uuid>.parquet
+    STORE/job_rollup/cluster=C/month=YYYY-MM/part-<uuid>.parquet       derived (``DERIVED``), by submit month
+    STORE/job_day_rollup/cluster=C/month=YYYY-MM/part-<uuid>.parquet
 
 Invariants:
 - A writer only ever adds new files; files a commit replaces are deleted one commit later (readers of the
   previous manifest never see a file vanish); the manifest is replaced with ``os.replace`` (atomic on POSIX)
   after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
-- ``(cluster, job_id)`` is unique in ``jobs``: an upsert rewrites the partitions it touches.
+- ``(cluster, job_id)`` is unique in ``jobs`` (and ``job_rollup``): an upsert rewrites the partitions it touches.
+- A transaction that upserts jobs or samples into a store holding derived tables commits only after they were
+  refreshed (``derived_fresh``; ``queries.analytics.rollup.refresh`` does it, in the same transaction).
 - One writer at a time (``flock`` on ``STORE/.lock``); readers never lock.
 - The manifest's ``snapshots`` maps each cluster to the last instant its ingested logs know (the latest submit,
   start, end, start + elapsed or sample time of any file ingested for it: for a ``sacct`` export, its export
@@ -45,9 +49,10 @@ import polars as pl
 from . import schema
 
 MANIFEST = "_manifest.json"
-PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit"}  # table -> timestamp column giving the month
+PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit", "job_day_rollup": "submit"}  # table -> timestamp column giving the month
 KEYED_BY_JOB = ("jobs", "job_rollup")  # one row per (cluster, job_id): an upsert replaces the job's row wherever it is
-DERIVED = ("job_rollup",)  # tables derived from jobs and samples (``queries.analytics.rollup``), never ingested
+GROUPED_BY_JOB = ("job_day_rollup",)  # several rows per (cluster, job_id): an upsert replaces all of the job's rows
+DERIVED = ("job_rollup", "job_day_rollup")  # derived from jobs and samples (``queries.analytics.rollup``), never ingested
 WRITERS = 2  # partition files written at a time
 
 
@@ -316,7 +321,7 @@ class Transaction:
         ``YYYY-MM`` once per partition, not per row."""
         keyed = df.with_columns(pl.col("cluster").fill_null("default"), _month_number(table).alias("__month"))
         order = ["cluster", "__month", key] + (["ts"] if table == "samples" else [])
-        if table in KEYED_BY_JOB and keyed.select(pl.col(key).is_sorted()).item():
+        if table in KEYED_BY_JOB + GROUPED_BY_JOB and keyed.select(pl.col(key).is_sorted()).item():
             # rows already in key order (sacct lists jobs by id): a stable sort by partition keeps it, and sorts
             # integers (plus the cluster, when there are several) instead of comparing job id strings
             one_cluster = keyed.select(pl.col("cluster").n_unique()).item() == 1
@@ -393,6 +398,21 @@ class Transaction:
                     if rest.height:
                         self._write(table, rel.rsplit("/", 1)[0], rest)
 
+    def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id") -> None:
+        """Remove every row of ``table`` whose (cluster, ``key``) is in ``keys``, whatever its partition (the rows
+        of a derived table for the jobs about to be re-derived: a job may now have fewer rows, or none). Only the
+        key column of the cluster's files is read to look."""
+        for (cluster,), part in keys.group_by(["cluster"], maintain_order=True):
+            prefix = _partition_dir(table, cluster, None) + "/"
+            ids = part.select(pl.col(key).cast(pl.String)).unique()
+            for rel in [r for r in self.tables.get(table, []) if r.startswith(prefix)]:
+                path = self.store.root / rel
+                if pl.read_parquet(path, columns=[key]).join(ids, on=key, how="semi").height:
+                    rest = schema.conform(pl.read_parquet(path), table).join(ids, on=key, how="anti")
+                    self.tables[table].remove(rel)
+                    if rest.height:
+                        self._write(table, rel.rsplit("/", 1)[0], rest)
+
     def replace_table(self, table: str, df: pl.DataFrame) -> int:
         """Replace every file of a partitioned ``table`` by ``df`` (a rebuild of a derived table, a compaction)."""
         self.tables[table] = []
@@ -445,7 +465,7 @@ class Transaction:
 
     def commit(self) -> None:
         root = self.store.root
-        if self.tables.get("job_rollup") and (self.touched or self.moved_snapshots) and not self.derived_fresh:
+        if any(self.tables.get(t) for t in DERIVED) and (self.touched or self.moved_snapshots) and not self.derived_fresh:
             # a writer that changes jobs or samples of a store holding a rollup must refresh it in this commit
             # (``queries.analytics.rollup.refresh``): a stale rollup would give wrong answers, not slow ones
             raise AssertionError(f"store {root}: jobs or samples changed without refreshing job_rollup")

@@ -68,7 +68,7 @@ def rolled_store() -> Path:
     t = time.perf_counter()
     build_store(root, n_jobs=N_JOBS)
     built = time.perf_counter() - t
-    if not (root / "job_rollup").is_dir():
+    if not (root / "job_day_rollup").is_dir():  # built by an older layout, or not yet
         t, c = time.perf_counter(), time.process_time()
         n = rollup.rebuild(root, threads=2)
         print(f"\nrollup.rebuild: {n:,} rows in {time.perf_counter() - t:.1f} s (cpu {time.process_time() - c:.1f})")

@@ -17,7 +17,7 @@
 -- cluster's snapshot; a row that does not match is ignored). Those are exactly the figures sample_usage
 -- derives for such a job: clipping to [lo, hi) = [t_start, t_end) is the rollup's clipping, and counts and
 -- peaks never depended on the window. A job the window cuts takes them from the row as well when both window
--- bounds are UTC midnights (or open): its integrals are then the sums of the row's per-day integrals (`days`)
+-- bounds are UTC midnights (or open): its integrals are then the sums of its per-day integrals (`job_day_rollup`)
 -- over the window's days. Every other job (cut by a window that is not whole days, no row, a stale row) is
 -- derived from its samples as before; a store without a rollup is answered entirely from samples.
 jobs_in_window as not materialized (
@@ -115,19 +115,18 @@ sample_usage as (
 ),
 
 day_usage as (
-    -- the integrals of the jobs a window of whole days cuts: their row's per-day integrals over the window's days
+    -- the integrals of the jobs a window of whole days cuts: their per-day integrals over the window's days
     select
         j.cluster,
         j.job_id,
-        sum(d.day.cpu_used_s) as cpu_used_s,
-        sum(d.day.gpu_used_s) as gpu_used_s,
-        sum(d.day.mem_used_gbs) as mem_used_gbs,
-        sum(d.day.sampled_s) as sampled_s
+        sum(d.cpu_used_s) as cpu_used_s,
+        sum(d.gpu_used_s) as gpu_used_s,
+        sum(d.mem_used_gbs) as mem_used_gbs,
+        sum(d.sampled_s) as sampled_s
     from (select cluster, job_id from rollup_match where by_day) as j
-    join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    join job_day_rollup as d on d.cluster = j.cluster and d.job_id = j.job_id
     cross join window_bounds as w
-    cross join unnest(r.days) as d(day)
-    where d.day.day_s >= w.w_start and d.day.day_s < w.w_end
+    where d.day_s >= w.w_start and d.day_s < w.w_end
     group by j.cluster, j.job_id
 ),
 

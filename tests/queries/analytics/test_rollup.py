@@ -28,16 +28,20 @@ def _rows(store) -> pl.DataFrame:
     return Store(store).read("job_rollup").sort(KEYS)
 
 
+def _days(store) -> pl.DataFrame:
+    return Store(store).read("job_day_rollup").sort([*KEYS, "day_s"])
+
+
 def _assert_same_rows(a: pl.DataFrame, b: pl.DataFrame) -> None:
     # DuckDB does not fix the order of a parallel sum: the last bits of an integral may differ
     assert_frame_equal(a, b, check_exact=False, rel_tol=1e-9, abs_tol=1e-6)
 
 
-def _rebuilt(store, tmp_path) -> pl.DataFrame:
+def _rebuilt(store, tmp_path, days: bool = False) -> pl.DataFrame:
     copy = tmp_path / "rebuilt"
     shutil.copytree(store, copy)
     rollup.rebuild(copy)
-    return _rows(copy)
+    return _days(copy) if days else _rows(copy)
 
 
 def _raw(name: str, store, **params) -> pl.DataFrame:
@@ -100,7 +104,7 @@ def test_hand_computed_days_answer_a_window_of_whole_days(tmp_path):
     row = _rows(store).row(0, named=True)
     t0 = T0.timestamp()
     assert row["cpu_used_s"] == pytest.approx(1 * 3600 + 2 * 1800)
-    assert [(d["day_s"], d["cpu_used_s"], d["sampled_s"]) for d in row["days"]] == [
+    assert [(d["day_s"], d["cpu_used_s"], d["sampled_s"]) for d in _days(store).iter_rows(named=True)] == [
         (t0 - 86400, pytest.approx(1800.0), pytest.approx(1800.0)),
         (t0, pytest.approx(1 * 1800 + 2 * 1800), pytest.approx(3600.0))]
     # a window starting at midnight cuts the job: its days answer, equal to the samples' answer
@@ -180,6 +184,7 @@ def test_incremental_equals_rebuild_on_random_ingest_orders(tmp_path, seed):
         ingest(batch, store, fmt="parquet")
         incremental = _rows(store)
         _assert_same_rows(incremental, _rebuilt(store, tmp_path / f"r{k}"))
+        _assert_same_rows(_days(store), _rebuilt(store, tmp_path / f"d{k}", days=True))
     # one row per job, and the rows cover jobs with and without samples, RUNNING jobs included
     jobs = Store(store).read("jobs")
     assert incremental.height == jobs.height
@@ -217,7 +222,7 @@ def test_failed_ingest_leaves_no_half_written_rollup(tmp_path, monkeypatch):
     store = tmp_path / "store"
     ingest(paths[:2], store, fmt="parquet")
     manifest = (store / "_manifest.json").read_bytes()
-    before = _rows(store)
+    before, before_days = _rows(store), _days(store)
 
     def broken(*_a, **_k):
         raise RuntimeError("disk full while deriving the rollup")
@@ -227,6 +232,7 @@ def test_failed_ingest_leaves_no_half_written_rollup(tmp_path, monkeypatch):
         ingest(paths[2:], store, fmt="parquet")
     assert (store / "_manifest.json").read_bytes() == manifest  # the jobs and samples were not committed either
     assert_frame_equal(_rows(store), before)
+    assert_frame_equal(_days(store), before_days)
     live = {str(store / r) for files in json.loads(manifest)["tables"].values() for r in files}
     staged = {str(p) for p in store.rglob("*.parquet")} - live
     assert not staged, f"files of the failed ingest left behind: {sorted(staged)[:3]}"
@@ -283,10 +289,11 @@ def test_the_queries_do_read_the_rollup(rolled_store, tmp_path):
     and nothing else."""
     store = tmp_path / "tampered"
     shutil.copytree(rolled_store, store)
-    rows = _rows(store).with_columns(pl.col("cpu_used_s") * 2, pl.col("days").list.eval(
-        pl.element().struct.with_fields(pl.field("cpu_used_s") * 2)))
+    rows = _rows(store).with_columns(pl.col("cpu_used_s") * 2)
+    days = _days(store).with_columns(pl.col("cpu_used_s") * 2)
     with Store(store).transaction() as tx:
         tx.replace_table("job_rollup", rows)
+        tx.replace_table("job_day_rollup", days)
         tx.derived_fresh = True
     honest, tampered = run("job_waste", rolled_store), run("job_waste", store)
     changed = honest.join(tampered, on=KEYS, suffix="_t").filter(
@@ -314,6 +321,7 @@ def test_a_store_without_a_rollup_is_answered_from_the_samples(rolled_store, tmp
     shutil.copytree(rolled_store, store)
     manifest = json.loads((store / "_manifest.json").read_text())
     manifest["tables"].pop("job_rollup")
+    manifest["tables"].pop("job_day_rollup")
     (store / "_manifest.json").write_text(json.dumps(manifest))
     assert rollup.status(store) == {"jobs": 300, "rows": 0, "missing": 300}
     assert_frame_equal(run("user_ranking", store), run("user_ranking", rolled_store),
