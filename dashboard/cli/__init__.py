@@ -27,7 +27,7 @@ import sys
 
 from .errors import UserError
 
-COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario", "validate")
+COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario", "validate", "rollup")
 
 
 class _Parser(argparse.ArgumentParser):

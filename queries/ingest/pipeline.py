@@ -3,7 +3,8 @@
 Every format module exposes ``parse(path, **options) -> Parsed`` and a ``sniff(head: bytes, filename: str) ->
 bool``, named in the registry ``formats`` (the CLI's ``--format`` choices, the detection order). A parser never
 writes; ``ingest`` writes all files of one call in one store transaction, so a failure
-anywhere leaves the previous store intact.
+anywhere leaves the previous store intact. The same transaction refreshes the usage rollup of every job it
+touched (``queries.analytics.rollup``).
 
 Invariants (checked here for every file, whatever the parser):
 - ``rows_read == rows_accepted + rows_rejected``;
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..analytics import rollup
 from ..store import Store, name_problem, schema
 from . import formats
 from . import timezone as TZ
@@ -265,4 +267,6 @@ def ingest(
                 "jobs": s.jobs, "samples": s.samples, "nodes": s.nodes,
                 "duration_s": took,
             }]))
+        # the usage rollup of every job these files touched, in the same commit as the rows it derives from
+        rollup.refresh(tx)
     return summaries

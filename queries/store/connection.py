@@ -8,6 +8,7 @@ session's time zone is UTC.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -29,23 +30,28 @@ SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": UTC_TS}
 
 
 def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
-            memory_limit: str | None = None):
+            memory_limit: str | None = None, pending=None):
     """A DuckDB connection with one view per store table (empty, typed views for absent tables).
 
     ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
     ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
+    ``pending`` (a ``Transaction`` of this store) shows the store as that transaction would commit it: its staged
+    files and snapshots (the rollup reads what an ingest is about to commit, before it commits).
     """
-    st = Store(store or DEFAULT_STORE)
+    st = Store(store or DEFAULT_STORE) if pending is None else pending.store
     con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
     con.execute("set timezone = 'UTC'")
     for table in schema.TABLES:
-        files = st.files(table)
+        if table in (extra or {}):  # the caller's frame stands in for the table
+            continue
+        files = st.files(table) if pending is None else [str(st.root / r) for r in pending.tables.get(table, [])]
         if files:
             _with_all_columns(con.read_parquet(files, union_by_name=True), table).create_view(table, replace=True)
         else:
             con.register(table, schema.empty(table).to_arrow())
     if "store_snapshot" not in (extra or {}):
-        snaps = st.snapshots()
+        snaps = st.snapshots() if pending is None else {
+            c: dt.datetime.fromisoformat(t) for c, t in sorted(pending.snapshots.items())}
         con.register("store_snapshot", pl.DataFrame({"cluster": list(snaps), "snapshot": list(snaps.values())},
                                                     schema=SNAPSHOT_SCHEMA).to_arrow())
     for name, frame in (extra or {}).items():

@@ -117,7 +117,46 @@ INGEST_LOG: dict[str, tuple[pl.DataType, str]] = {
     "duration_s": (pl.Float64, "wall time of the ingest"),
 }
 
-TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG}
+# The per-job usage rollup (``queries.analytics.rollup``): derived, never ingested. One row per job of ``jobs``,
+# written in the same commit as the rows it derives from; the sample integrals are over the job's whole run
+# interval [t_start, t_end) as the queries stage it, capped at the levels the row records.
+JOB_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "job_id": (pl.String, "job id (matches jobs.job_id)"),
+    "submit": (UTC_TS, "the job's submit time, UTC (partitions the table by month, as jobs)"),
+    "t_start": (pl.Float64, "run interval start the integrals are clipped to, epoch seconds; null = never started"),
+    "t_end": (pl.Float64, "run interval end the integrals are clipped to, epoch seconds (a RUNNING job: its cluster's snapshot)"),
+    "cpus": (pl.Float64, "CPU level the CPU integral is capped at (allocated, else requested)"),
+    "gpus": (pl.Float64, "GPU level the GPU integral is capped at (allocated, else requested, else 0)"),
+    "mem_gb": (pl.Float64, "memory level the memory integral is capped at, GB (allocated, else requested)"),
+    "n_samples": (pl.Int64, "samples of the job (with a time and an interval), inside its run or not"),
+    "n_cpu": (pl.Int64, "of n_samples, those with a CPU value"),
+    "n_gpu": (pl.Int64, "of n_samples, those with a GPU utilisation"),
+    "n_mem": (pl.Int64, "of n_samples, those with a memory value"),
+    "cpu_used_s": (pl.Float64, "integral of min(cpu_used, cpus) over the run, CPU-seconds; null = no CPU sample"),
+    "gpu_used_s": (pl.Float64, "integral of min(gpu_util, 1) x gpus over the run, GPU-seconds; null = no GPU sample"),
+    "mem_used_gbs": (pl.Float64, "integral of min(mem, mem_gb) over the run, GB-seconds; null = no memory sample"),
+    "sampled_s": (pl.Float64, "seconds of the run covered by samples (overlaps counted twice); null = no sample"),
+    "peak_cpus_sampled": (pl.Float64, "largest sampled cpu_used, CPUs"),
+    "peak_gpu_util_sampled": (pl.Float64, "largest sampled gpu_util, 0..1"),
+    "peak_mem_gb_sampled": (pl.Float64, "largest sampled memory, GB (whole job)"),
+}
+
+# Per job and UTC day its run's samples reach: the integrals of job_rollup over that day's part of the run. Summed
+# over the days of a window of whole days they give the window's integrals. Written with the job's job_rollup row.
+JOB_DAY_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "job_id": (pl.String, "job id (matches jobs.job_id)"),
+    "submit": (UTC_TS, "the job's submit time, UTC (partitions the table by month, as jobs)"),
+    "day_s": (pl.Float64, "the UTC day's first second, epoch seconds"),
+    "cpu_used_s": (pl.Float64, "as job_rollup.cpu_used_s, over the day's part of the run"),
+    "gpu_used_s": (pl.Float64, "as job_rollup.gpu_used_s, over the day's part of the run"),
+    "mem_used_gbs": (pl.Float64, "as job_rollup.mem_used_gbs, over the day's part of the run"),
+    "sampled_s": (pl.Float64, "as job_rollup.sampled_s, over the day's part of the run"),
+}
+
+TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG,
+          "job_rollup": JOB_ROLLUP, "job_day_rollup": JOB_DAY_ROLLUP}
 
 
 def polars_schema(table: str) -> pl.Schema:

@@ -8,13 +8,17 @@ Layout::
     STORE/nodes/cluster=C/part-<uuid>.parquet
     STORE/rejects/cluster=C/part-<uuid>.parquet
     STORE/ingest_log/part-<uuid>.parquet
+    STORE/job_rollup/cluster=C/month=YYYY-MM/part-<uuid>.parquet       derived (``DERIVED``), by submit month
+    STORE/job_day_rollup/cluster=C/month=YYYY-MM/part-<uuid>.parquet
 
 Invariants:
 - A writer only ever adds new files; files a commit replaces are deleted one commit later (readers of the
   previous manifest never see a file vanish); the manifest is replaced with ``os.replace`` (atomic on POSIX)
   after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
-- ``(cluster, job_id)`` is unique in ``jobs``: an upsert rewrites the partitions it touches.
+- ``(cluster, job_id)`` is unique in ``jobs`` (and ``job_rollup``): an upsert rewrites the partitions it touches.
+- A transaction that upserts jobs or samples into a store holding derived tables commits only after they were
+  refreshed (``derived_fresh``; ``queries.analytics.rollup.refresh`` does it, in the same transaction).
 - One writer at a time (``flock`` on ``STORE/.lock``); readers never lock.
 - The manifest's ``snapshots`` maps each cluster to the last instant its ingested logs know (the latest submit,
   start, end, start + elapsed or sample time of any file ingested for it: for a ``sacct`` export, its export
@@ -45,7 +49,10 @@ import polars as pl
 from . import schema
 
 MANIFEST = "_manifest.json"
-PARTITIONED = {"jobs": "submit", "samples": "ts"}  # table -> timestamp column giving the month
+PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit", "job_day_rollup": "submit"}  # table -> timestamp column giving the month
+KEYED_BY_JOB = ("jobs", "job_rollup")  # one row per (cluster, job_id): an upsert replaces the job's row wherever it is
+GROUPED_BY_JOB = ("job_day_rollup",)  # several rows per (cluster, job_id): an upsert replaces all of the job's rows
+DERIVED = ("job_rollup", "job_day_rollup")  # derived from jobs and samples (``queries.analytics.rollup``), never ingested
 WRITERS = 2  # partition files written at a time
 
 
@@ -270,6 +277,11 @@ class Transaction:
         self.base_files = {r for files in self.tables.values() for r in files}
         self.snapshots: dict[str, str] = dict(base.get("snapshots", {}))
         self.written: list[Path] = []
+        # what this transaction changed that the derived tables depend on: the (cluster, job_id) of every upserted
+        # job or sample, and the clusters whose snapshot moved (their RUNNING jobs run until it)
+        self.touched: list[pl.DataFrame] = []
+        self.moved_snapshots: set[str] = set()
+        self.derived_fresh = False  # set by whoever brought the derived tables up to date with ``touched``
 
     def record_snapshot(self, cluster: str, last: dt.datetime | None) -> None:
         """The cluster's log knows up to ``last`` (UTC): the store keeps the latest such instant per cluster."""
@@ -279,6 +291,8 @@ class Transaction:
         old = self.snapshots.get(cluster)
         if old is None or dt.datetime.fromisoformat(old) < last:
             self.snapshots[cluster] = last.isoformat()
+            self.moved_snapshots.add(cluster)
+            self.derived_fresh = False
 
     def _stage(self, table: str, rel_dir: str) -> tuple[str, Path]:
         """A new file of ``table`` under ``rel_dir`` (relative and absolute path), registered for commit and abort
@@ -307,7 +321,7 @@ class Transaction:
         ``YYYY-MM`` once per partition, not per row."""
         keyed = df.with_columns(pl.col("cluster").fill_null("default"), _month_number(table).alias("__month"))
         order = ["cluster", "__month", key] + (["ts"] if table == "samples" else [])
-        if table == "jobs" and keyed.select(pl.col(key).is_sorted()).item():
+        if table in KEYED_BY_JOB + GROUPED_BY_JOB and keyed.select(pl.col(key).is_sorted()).item():
             # rows already in key order (sacct lists jobs by id): a stable sort by partition keeps it, and sorts
             # integers (plus the cluster, when there are several) instead of comparing job id strings
             one_cluster = keyed.select(pl.col("cluster").n_unique()).item() == 1
@@ -330,7 +344,10 @@ class Transaction:
         if df.height == 0:
             return 0
         df = schema.conform(df, table)
-        if table == "jobs":
+        if table in ("jobs", "samples"):
+            self.touched.append(df.select(pl.col("cluster").fill_null("default"), "job_id").unique())
+            self.derived_fresh = False
+        if table in KEYED_BY_JOB:
             # a 64-bit hash per key first (equal keys hash equal, so no duplicate is missed); the exact check
             # only when the hashes collide
             if not df.select(pl.struct("cluster", "job_id").hash().is_unique().all()).item():
@@ -381,6 +398,34 @@ class Transaction:
                     if rest.height:
                         self._write(table, rel.rsplit("/", 1)[0], rest)
 
+    def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id") -> None:
+        """Remove every row of ``table`` whose (cluster, ``key``) is in ``keys``, whatever its partition (the rows
+        of a derived table for the jobs about to be re-derived: a job may now have fewer rows, or none). Only the
+        key column of the cluster's files is read to look."""
+        for (cluster,), part in keys.group_by(["cluster"], maintain_order=True):
+            prefix = _partition_dir(table, cluster, None) + "/"
+            ids = part.select(pl.col(key).cast(pl.String)).unique()
+            for rel in [r for r in self.tables.get(table, []) if r.startswith(prefix)]:
+                path = self.store.root / rel
+                if pl.read_parquet(path, columns=[key]).join(ids, on=key, how="semi").height:
+                    rest = schema.conform(pl.read_parquet(path), table).join(ids, on=key, how="anti")
+                    self.tables[table].remove(rel)
+                    if rest.height:
+                        self._write(table, rel.rsplit("/", 1)[0], rest)
+
+    def replace_table(self, table: str, df: pl.DataFrame) -> int:
+        """Replace every file of a partitioned ``table`` by ``df`` (a rebuild of a derived table, a compaction)."""
+        self.tables[table] = []
+        if df.height == 0:
+            return 0
+        key = "job_id"
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            pending = [self._write_async(pool, table, _partition_dir(table, cluster, month), part)
+                       for cluster, month, part in self._month_groups(schema.conform(df, table), table, key)]
+            for done in pending:
+                done.result()
+        return df.height
+
     def replace_nodes(self, cluster: str, df: pl.DataFrame) -> int:
         rel_dir = _partition_dir("nodes", cluster, None)
         self.tables["nodes"] = [r for r in self.tables.get("nodes", []) if not r.startswith(rel_dir + "/")]
@@ -420,6 +465,10 @@ class Transaction:
 
     def commit(self) -> None:
         root = self.store.root
+        if any(self.tables.get(t) for t in DERIVED) and (self.touched or self.moved_snapshots) and not self.derived_fresh:
+            # a writer that changes jobs or samples of a store holding a rollup must refresh it in this commit
+            # (``queries.analytics.rollup.refresh``): a stale rollup would give wrong answers, not slow ones
+            raise AssertionError(f"store {root}: jobs or samples changed without refreshing job_rollup")
         live = {r for files in self.tables.values() for r in files}
         # Files this commit replaces stay on disk until the next commit: a reader that opened the old
         # manifest a moment ago can still read them.

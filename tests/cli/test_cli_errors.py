@@ -143,6 +143,7 @@ COMMAND_ARGS = {
     "scenario": ["backfill", "--store", "{store}", "--out", "{out}"],
     "report": ["--store", "{store}", "--end", "2026-01-05", "--out", "{out}"],
     "serve": ["--store", "{store}", "--dry-run"],
+    "rollup": ["--store", "{store}", "--rebuild"],
     "sample": ["--store", "{store}", "--days", "1", "--nodes", "8", "--export-dir", "{out}"],
 }
 CREATES_STORE = {"ingest", "sample"}

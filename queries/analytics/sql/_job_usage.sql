@@ -11,6 +11,15 @@
 -- A job whose level of r is unknown (no CPU count, no memory request: SWF logs often lack one) has used(r)
 -- null, not its uncapped usage: the cap is unknown, and a used amount without its requested one would push
 -- efficiencies above 1 in every sum (used known implies requested known).
+-- Rollup: a job whose whole run lies inside the window takes its sample figures (counts, capped integrals,
+-- sampled peaks) from its `job_rollup` row (kept by ingest, queries.analytics.rollup) instead of its samples,
+-- when that row was derived for the same run interval and the same levels (a RUNNING job's run grows with its
+-- cluster's snapshot; a row that does not match is ignored). Those are exactly the figures sample_usage
+-- derives for such a job: clipping to [lo, hi) = [t_start, t_end) is the rollup's clipping, and counts and
+-- peaks never depended on the window. A job the window cuts takes them from the row as well when both window
+-- bounds are UTC midnights (or open): its integrals are then the sums of its per-day integrals (`job_day_rollup`)
+-- over the window's days. Every other job (cut by a window that is not whole days, no row, a stale row) is
+-- derived from its samples as before; a store without a rollup is answered entirely from samples.
 jobs_in_window as not materialized (
     -- not materialized (see stg_jobs); jobs are keyed by (cluster, job_id), unique in the store. (A dense
     -- row_number() key would need this materialised and numbered by one thread: dearer than string keys.)
@@ -26,8 +35,40 @@ jobs_in_window as not materialized (
            or (t_end = t_start and t_start >= w_start and t_start < w_end))
 ),
 
+rollup_match as not materialized (
+    -- the jobs in the window their rollup row answers for (see above), with the row's figures: counts null
+    -- unless the job has samples (sample_usage has no row for a job without samples); the whole run's
+    -- integrals only when the window holds the whole run (a job the window cuts sums its days: day_usage).
+    -- Apart from jobs_in_window, so that what does not need the rollup (gap_area, quota_backtest) never joins it
+    select
+        j.cluster,
+        j.job_id,
+        not (j.w_start <= j.t_start and j.t_end <= j.w_end) as by_day,
+        case when r.n_samples > 0 then r.n_samples end as n_samples,
+        case when r.n_samples > 0 then r.n_cpu end as n_cpu,
+        case when r.n_samples > 0 then r.n_gpu end as n_gpu,
+        case when r.n_samples > 0 then r.n_mem end as n_mem,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.cpu_used_s end as cpu_used_s,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.gpu_used_s end as gpu_used_s,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.mem_used_gbs end as mem_used_gbs,
+        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.sampled_s end as sampled_s,
+        r.peak_cpus_sampled,
+        r.peak_gpu_util_sampled,
+        r.peak_mem_gb_sampled
+    from jobs_in_window as j
+    join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    where (j.w_start <= j.t_start and j.t_end <= j.w_end
+           -- a window of whole UTC days (or open at that end)
+           or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
+               and (j.w_end = 'inf'::double or j.w_end % 86400 = 0)))
+      and r.t_start = j.t_start and r.t_end = j.t_end
+      and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
+      and r.mem_gb is not distinct from j.mem_gb
+),
+
 clipped_samples as (
-    -- every sample of every job in the window, clipped to [lo, hi) and capped at the request
+    -- every sample of every job in the window the rollup does not answer for, clipped to [lo, hi) and capped
+    -- at the request
     select
         s.cluster,
         s.job_id,
@@ -46,7 +87,9 @@ clipped_samples as (
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
-    join jobs_in_window as j on s.cluster = j.cluster and s.job_id = j.job_id
+    join (select * from jobs_in_window as w
+          where not exists (select 1 from rollup_match as m where m.cluster = w.cluster and m.job_id = w.job_id)) as j
+        on s.cluster = j.cluster and s.job_id = j.job_id
     where s.ts is not null and s.interval_s is not null
 ),
 
@@ -69,6 +112,22 @@ sample_usage as (
         max(mem_gb_used) as peak_mem_gb_sampled
     from clipped_samples
     group by cluster, job_id
+),
+
+day_usage as (
+    -- the integrals of the jobs a window of whole days cuts: their per-day integrals over the window's days
+    select
+        j.cluster,
+        j.job_id,
+        sum(d.cpu_used_s) as cpu_used_s,
+        sum(d.gpu_used_s) as gpu_used_s,
+        sum(d.mem_used_gbs) as mem_used_gbs,
+        sum(d.sampled_s) as sampled_s
+    from (select cluster, job_id from rollup_match where by_day) as j
+    join job_day_rollup as d on d.cluster = j.cluster and d.job_id = j.job_id
+    cross join window_bounds as w
+    where d.day_s >= w.w_start and d.day_s < w.w_end
+    group by j.cluster, j.job_id
 ),
 
 job_rates as (
@@ -113,7 +172,30 @@ job_usage as (
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
     from job_rates as j
-    left join sample_usage as su on su.cluster = j.cluster and su.job_id = j.job_id
+    left join rollup_match as rm on rm.cluster = j.cluster and rm.job_id = j.job_id
+    left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
+    left join day_usage as du on du.cluster = j.cluster and du.job_id = j.job_id
+    -- a job has figures from its samples (su0) or from its rollup row (rm, du), never both. A sum over the
+    -- window's days is 0, not null, when the samples exist but none reaches into the window, as the sum over
+    -- the samples is: null only when no sample has a value with a known level
+    cross join lateral (
+        select
+            coalesce(su0.n_samples, rm.n_samples) as n_samples,
+            coalesce(su0.n_cpu, rm.n_cpu) as n_cpu,
+            coalesce(su0.n_gpu, rm.n_gpu) as n_gpu,
+            coalesce(su0.n_mem, rm.n_mem) as n_mem,
+            coalesce(su0.cpu_used_s, rm.cpu_used_s,
+                     case when rm.by_day and rm.n_cpu > 0 and j.cpus is not null then coalesce(du.cpu_used_s, 0.0) end) as cpu_used_s,
+            coalesce(su0.gpu_used_s, rm.gpu_used_s,
+                     case when rm.by_day and rm.n_gpu > 0 then coalesce(du.gpu_used_s, 0.0) end) as gpu_used_s,
+            coalesce(su0.mem_used_gbs, rm.mem_used_gbs,
+                     case when rm.by_day and rm.n_mem > 0 and j.mem_gb is not null then coalesce(du.mem_used_gbs, 0.0) end) as mem_used_gbs,
+            coalesce(su0.sampled_s, rm.sampled_s,
+                     case when rm.by_day and rm.n_samples > 0 then coalesce(du.sampled_s, 0.0) end) as sampled_s,
+            coalesce(su0.peak_cpus_sampled, rm.peak_cpus_sampled) as peak_cpus_sampled,
+            coalesce(su0.peak_gpu_util_sampled, rm.peak_gpu_util_sampled) as peak_gpu_util_sampled,
+            coalesce(su0.peak_mem_gb_sampled, rm.peak_mem_gb_sampled) as peak_mem_gb_sampled
+    ) as su
 ),
 
 window_span as (

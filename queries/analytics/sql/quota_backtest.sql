@@ -25,6 +25,31 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
+backtest_samples as (
+    -- _job_usage's clipped_samples for every job in the window, the rolled-up ones too: a period cuts most
+    -- runs, so the rollup's whole-run figures cannot answer per period
+    select
+        s.cluster,
+        s.job_id,
+        j.lo as job_lo,
+        j.hi as job_hi,
+        greatest(epoch_us(s.ts) / 1e6, j.lo) as t_from,
+        least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) as t_to,
+        s.cpu_used,
+        s.gpu_util,
+        s.mem_bytes / 1e9 as mem_gb_used,
+        -- `case` rather than least(): a null usage or a null level must give null, least() would skip it
+        case when s.cpu_used <= j.cpus then s.cpu_used when s.cpu_used > j.cpus then j.cpus end as cpu_level,
+        case when s.gpu_util > 1.0 then 1.0 else s.gpu_util end * j.gpus as gpu_level,
+        case when s.mem_bytes / 1e9 <= j.mem_gb then s.mem_bytes / 1e9 when s.mem_bytes / 1e9 > j.mem_gb then j.mem_gb end
+            as mem_level,
+        greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
+            as overlap_s
+    from samples as s
+    join jobs_in_window as j on s.cluster = j.cluster and s.job_id = j.job_id
+    where s.ts is not null and s.interval_s is not null
+),
+
 sample_pieces as (
     -- every sample of the window's jobs, split by period. A piece never leaves its job's periods: a sample
     -- outside its job's clipped run keeps one piece of length 0 in the job's nearest period, so that the job
@@ -34,7 +59,7 @@ sample_pieces as (
         s.cluster, s.job_id, s.t_from, s.t_to, s.cpu_used, s.gpu_util, s.mem_gb_used, s.cpu_level, s.gpu_level,
         s.mem_level, b.job_k_to > b.job_k_from as multi_period,
         unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
-    from clipped_samples as s, periods as p,
+    from backtest_samples as s, periods as p,
          lateral (select floor((s.job_lo - p.origin) / p.period_s)::bigint as job_k_from,
                          greatest(ceil((s.job_hi - p.origin) / p.period_s) - 1,
                                   floor((s.job_lo - p.origin) / p.period_s))::bigint as job_k_to) as bj,

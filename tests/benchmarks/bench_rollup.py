@@ -1,0 +1,140 @@
+"""The named queries with the per-job usage rollup (``job_rollup``) against the same queries derived from the raw
+samples, on a generated store (``bench_queries.build_store``: default 1,000,000 jobs and 10,000,000 samples,
+``QUOTALOOP_BENCH_ROLLUP_JOBS`` to change it), with ratios against a bare DuckDB aggregate over the **jobs table
+alone** at the query's grain (the samples are not read), measured in the same run.
+
+Per query: the rollup-backed run (the store as ingest leaves it), the raw run (the same store with its rollup
+hidden: ``job_rollup`` registered empty, every job derived from its samples, as before the rollup) and the bare
+jobs aggregate, alternately ``QUOTALOOP_BENCH_REPEATS`` times (default 2), best of each, wall-clock and CPU
+seconds of every DuckDB thread. 2 threads, ``memory_limit`` ``QUOTALOOP_BENCH_MEMORY`` (default 4GB). Also
+timed: ``rollup.rebuild`` of the whole store, and one more day of jobs and samples ingested into the big store
+against the same day into an empty store (the incremental refresh's cost is proportional to what the day
+touches, not to the store). Nothing is asserted but that both runs return the same rows (this is a measurement;
+see the printed table). The store is cached under ``QUOTALOOP_BENCH_CACHE``/rollup-jobs-N between runs.
+
+Run: ``python -m pytest tests/benchmarks/bench_rollup.py -m benchmark -s`` (or ``scripts/bench -k rollup``).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import queries
+from queries.analytics import rollup
+from queries.ingest import ingest
+from queries.store import schema
+
+from bench_queries import CACHE, _consumed, _j_aggs, _jobs_chunk, _samples_chunk, _time, build_store
+
+N_JOBS = int(os.environ.get("QUOTALOOP_BENCH_ROLLUP_JOBS", "1000000"))
+MEMORY = os.environ.get("QUOTALOOP_BENCH_MEMORY", "4GB")
+REPEATS = int(os.environ.get("QUOTALOOP_BENCH_REPEATS", "2"))
+
+_COLS = ("cluster", "job_id", "user", "account", "start", "end", "elapsed_s", "req_cpus", "req_gpus",
+         "req_mem_bytes", "cpu_seconds_used", "max_rss_bytes", "mean_gpu_util", "max_cpu_util")
+
+
+def _jobs_only(key: str | None) -> str:
+    inner = f"select {key + ', ' if key else ''}{_j_aggs(_COLS)} from jobs" + (" group by all" if key else "")
+    return _consumed(inner)
+
+
+# query, params, the bare jobs aggregate at its grain
+CASES = [
+    ("job_waste", {}, "cluster, job_id"),
+    ("user_ranking", {}, '"user"'),
+    ("team_ranking", {"team_level": 2}, "account"),
+    ("overview", {}, None),
+    ("metric_pyramid", {}, "account"),
+    ("user_low_efficiency_jobs", {"user": "u7"}, "cluster, job_id"),
+    ("gap_area", {"bucket_s": 86400.0, "resource": "gpu", "group_by": "team"},
+     "account, epoch_us(start) // 86400000000"),
+    ("quota_backtest", {}, '"user", epoch_us(start) // 604800000000'),
+    ("job_waste", {"start": "2025-03-01", "end": "2025-04-01"}, "cluster, job_id"),
+]
+
+
+@pytest.fixture(scope="module")
+def rolled_store() -> Path:
+    root = CACHE / f"rollup-jobs-{N_JOBS}"
+    t = time.perf_counter()
+    build_store(root, n_jobs=N_JOBS)
+    built = time.perf_counter() - t
+    if not (root / "job_day_rollup").is_dir():  # built by an older layout, or not yet
+        t, c = time.perf_counter(), time.process_time()
+        n = rollup.rebuild(root, threads=2)
+        print(f"\nrollup.rebuild: {n:,} rows in {time.perf_counter() - t:.1f} s (cpu {time.process_time() - c:.1f})")
+    print(f"\nstore {root}: {N_JOBS:,} jobs (ready in {built:.1f} s)")
+    return root
+
+
+def _connect(store: Path, raw: bool):
+    extra = {"job_rollup": schema.empty("job_rollup")} if raw else None
+    con = queries.connect(store, threads=2, memory_limit=MEMORY, extra=extra)
+    con.execute("set preserve_insertion_order = false")
+    return con
+
+
+@pytest.mark.benchmark
+def test_queries_with_the_rollup_against_the_raw_derivation(rolled_store):
+    rolled, raw = _connect(rolled_store, False), _connect(rolled_store, True)
+    n_samples = rolled.sql("select count(*) from samples").fetchall()[0][0]
+    print(f"{N_JOBS:,} jobs, {n_samples:,} samples; seconds, best of {REPEATS} (CPU seconds of all threads); "
+          "ratios against the bare jobs aggregate at the query's grain")
+    for name, params, key in CASES:
+        best = {"rollup": [], "raw": [], "jobs": []}
+        out = {}
+        for _ in range(REPEATS):
+            best["jobs"].append(_time(lambda key=key: rolled.sql(_jobs_only(key)).fetchall())[0])
+            r, out["rollup"] = _time(lambda name=name, params=params: queries.run(name, con=rolled, **params))
+            best["rollup"].append(r)
+            r, out["raw"] = _time(lambda name=name, params=params: queries.run(name, con=raw, **params))
+            best["raw"].append(r)
+        assert_frame_equal(out["rollup"], out["raw"], check_exact=False, rel_tol=1e-9, abs_tol=1e-6)
+        w = {k: min(x[0] for x in v) for k, v in best.items()}
+        c = {k: min(x[1] for x in v) for k, v in best.items()}
+        label = name + ("" if not params.get("start") else " (1 month)")
+        print(f"{label:26s} rollup {w['rollup']:6.2f} s (cpu {c['rollup']:6.2f}) {w['rollup'] / w['jobs']:5.1f}x   "
+              f"raw {w['raw']:6.2f} s (cpu {c['raw']:6.2f}) {w['raw'] / w['jobs']:5.1f}x   "
+              f"jobs aggregate {w['jobs']:5.2f} s (cpu {c['jobs']:5.2f})   raw/rollup {w['raw'] / w['rollup']:4.1f}x "
+              f"(cpu {c['raw'] / c['rollup']:4.1f}x)", flush=True)
+    rolled.close()
+    raw.close()
+
+
+def _one_day(tmp: Path, first_id: int) -> list[str]:
+    """A day of jobs (1/365 of the store's jobs) and their samples as canonical Parquet files."""
+    rng = np.random.default_rng(99)
+    n = max(N_JOBS // 365, 100)
+    jobs, run = _jobs_chunk(rng, first_id, n, 12)  # month 12 = 2026-01: after the store's year
+    jobs = jobs.filter(pl.col("submit") < dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))
+    samples = schema.conform(_samples_chunk(rng, run, 10), "samples").join(jobs.select("cluster", "job_id"),
+                                                                         on=["cluster", "job_id"], how="semi")
+    paths = [tmp / "day-jobs.parquet", tmp / "day-samples.parquet"]
+    jobs.write_parquet(paths[0])
+    samples.write_parquet(paths[1])
+    return [str(p) for p in paths]
+
+
+@pytest.mark.benchmark
+def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_path):
+    big = tmp_path / "big"
+    shutil.copytree(rolled_store, big)
+    paths = _one_day(tmp_path, 10 * N_JOBS)
+    t = time.perf_counter()
+    ingest(paths, tmp_path / "empty", fmt="parquet")
+    empty_s = time.perf_counter() - t
+    t = time.perf_counter()
+    ingest(paths, big, fmt="parquet")
+    big_s = time.perf_counter() - t
+    n_day = pl.read_parquet(paths[0]).height
+    print(f"\none more day ({n_day:,} jobs): into the {N_JOBS:,}-job store {big_s:.2f} s, into an empty store "
+          f"{empty_s:.2f} s, ratio {big_s / empty_s:.1f}x")
