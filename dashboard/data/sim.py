@@ -197,7 +197,8 @@ def _named_inputs(store: str, token: str, start, end, cluster):
     tree, source = budget_tree()
     lo, hi = _window(jobs, start, end)
     return runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source,
-                         warm_start=start is not None)
+                         warm_start=start is not None,
+                         layout_inferred=nodes.height > 0 and loader.layout_inferred(store, cluster))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

@@ -102,6 +102,7 @@ class Inputs:
     cluster: str | None = None
     budgets_source: str = ""
     warm_start: bool = True   # both runs start from the logged state at ``start`` (``engine.warm_start``)
+    layout_inferred: bool = False  # ``nodes`` read from the jobs' node lists (``loader.infer_nodes``): say so
 
     @property
     def capacity_gpus(self) -> float:
@@ -166,7 +167,8 @@ def load_inputs(store, tree: bt.BudgetTree, *, window_s: float, end=None, cluste
     start = end - dt.timedelta(seconds=window_s)
     jobs, nodes = loader.load(store, cluster=cluster, start=start, end=end, warm_start=warm_start,
                               lookback_s=lookback_s)
-    return Inputs(jobs, nodes, tree, start, end, str(store), cluster, budgets_source, warm_start)
+    return Inputs(jobs, nodes, tree, start, end, str(store), cluster, budgets_source, warm_start,
+                  layout_inferred=nodes.height > 0 and loader.layout_inferred(store, cluster))
 
 
 @dataclass
@@ -277,7 +279,7 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
         raise ValueError(loader.NO_LAYOUT)
     say(0.05, f"Preparing {spec.label.lower()} ...")
     base_jobs, base_cfg, scen_jobs, scen_cfg, extra, notes = configs(spec, inputs)
-    if inputs.store and loader.layout_inferred(inputs.store, inputs.cluster):
+    if inputs.layout_inferred:
         notes = [*notes, loader.INFERRED_NOTE]
     if baseline is None:
         say(0.15, "Replaying the baseline ...")
@@ -323,10 +325,9 @@ def window_fidelity(store, tree: bt.BudgetTree | None, start: dt.datetime, end: 
         return {**unavailable, "reason": loader.NO_LAYOUT}
     if not inputs.counts()["jobs"]:
         return {**unavailable, "reason": "no job was submitted in this window: nothing to check the baseline against"}
-    inferred = loader.layout_inferred(store, inputs.cluster)
-    return fidelity_of(spec, inputs, baseline(spec, inputs)) | {"cluster": inputs.cluster,
-                                                                "baseline": f"{spec.policy}/{spec.backfill}",
-                                                                "layout_note": loader.INFERRED_NOTE if inferred else None}
+    return fidelity_of(spec, inputs, baseline(spec, inputs)) | {
+        "cluster": inputs.cluster, "baseline": f"{spec.policy}/{spec.backfill}",
+        "layout_note": loader.INFERRED_NOTE if inputs.layout_inferred else None}
 
 
 def fidelity_of(spec: ScenarioSpec, inputs: Inputs, base: engine.SimResult) -> dict:
