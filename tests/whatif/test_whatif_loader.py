@@ -10,7 +10,8 @@ import pytest
 
 import queries
 from dashboard.whatif import budgets as whatif_budgets
-from dashboard.whatif import loader
+from dashboard.whatif import loader, runner
+from engine.tenants import to_tree
 from engine.warm_start import window_filter
 from queries.store import schema
 from queries.store import Store
@@ -101,6 +102,10 @@ def test_a_store_without_a_node_list_replays_on_the_layout_its_jobs_name(tmp_pat
     assert loader.layout_inferred(store) and not loader.layout_inferred(sample_store)
     nodes = loader.replay_nodes(store, "acme")
     assert nodes.height == Store(sample_store).read("nodes").height
+    # the what-if inputs carry it, so the scenario and the page say the layout was inferred
+    tree = to_tree({"a": 1.0})
+    assert runner.load_inputs(store, tree, window_s=86400.0).layout_inferred
+    assert not runner.load_inputs(sample_store, tree, window_s=86400.0).layout_inferred
 
 
 def test_logged_contracts_by_hand():
