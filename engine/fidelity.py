@@ -210,6 +210,8 @@ def _occupancy(logged, simulated, size_col, capacity, t0, t1) -> dict:
     curves = []
     for df in (logged, simulated):
         s, e = seconds(df["start"]), seconds(df["end"])
+        if "elapsed_s" in df.columns:  # a job still RUNNING in the log has no end: it ran start + elapsed_s by then
+            e = np.where(np.isnan(e), s + df["elapsed_s"].cast(pl.Float64).fill_null(np.nan).to_numpy(), e)
         w = df[size_col].cast(pl.Float64).fill_null(0.0).to_numpy().astype(float)
         if run_col in df.columns:  # what the run held, when known (as attainment counts it)
             held = df[run_col].cast(pl.Float64).fill_null(np.nan).to_numpy().astype(float)

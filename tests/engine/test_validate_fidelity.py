@@ -131,6 +131,23 @@ def test_compare_on_hand_made_frames():
     assert rep["occupancy"]["mean_abs_diff"] == pytest.approx(0.0)
 
 
+def test_occupancy_counts_a_job_still_running_in_the_log():
+    # job 6 was RUNNING when the log was written: no end, elapsed 1800 s from 1000 (10 processors: 18,000
+    # resource-seconds in the first hour); the replay ends it at 2800. Before, the log side dropped it.
+    logged, simulated = _frames()
+    logged = pl.concat([logged.with_columns(pl.lit(None, dtype=pl.Float64).alias("elapsed_s")),
+                        pl.DataFrame({"job_id": ["6"], "submit": [1000.0], "start": [1000.0], "end": [None],
+                                      "req_cpus": [10.0], "job_class": ["batch"], "elapsed_s": [1800.0]},
+                                     schema_overrides={"end": pl.Float64})], how="diagonal_relaxed")
+    simulated = pl.concat([simulated, pl.DataFrame({"job_id": ["6"], "submit": [1000.0], "start": [1000.0],
+                                                    "end": [2800.0], "req_cpus": [10.0], "job_class": ["batch"],
+                                                    "attempt": [0], "pinned": [False]})])
+    rep = fidelity.compare(logged, simulated, size_col="req_cpus", capacity=100.0, window_start=0.0,
+                           window_end=4000.0)
+    assert rep["occupancy"]["mean_log"] == pytest.approx(((12200 + 18000) / 360000 + 0.0) / 2)
+    assert rep["occupancy"]["mean_abs_diff"] == pytest.approx(0.0)
+
+
 def test_attainment_error_and_missing_teams():
     logged, simulated = _frames()
     rep = fidelity.compare(logged, simulated, size_col="req_cpus", capacity=100.0,
