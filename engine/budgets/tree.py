@@ -369,7 +369,7 @@ def validate(tree: BudgetTree, cluster_gpus: float | None = None, accounts=None)
         if capacity is not None:
             warnings += [f"{key}: {n.path}: max_gpus {n.max_gpus:g} is above the cluster's {capacity:g} GPUs"
                          for n in version.root.walk() if n.max_gpus is not None and n.max_gpus > capacity]
-    if capacity is None:
+    if capacity is None and any(_committed(v.root) for v in tree.versions):  # nothing to check without guarantees
         warnings.append("cluster capacity unknown (cluster_gpus): guarantees were not checked against it")
     if accounts is not None:
         accounts = sorted({a or "" for a in accounts})
@@ -389,7 +389,7 @@ def validate(tree: BudgetTree, cluster_gpus: float | None = None, accounts=None)
         if lost:
             more = f" (+{len(lost) - 10} more)" if len(lost) > 10 else ""
             warnings.append(f"{len(lost)} account(s) not in the tree count as '{UNBUDGETED}': "
-                            + ", ".join(repr(a) for a in lost[:10]) + more)
+                            + ", ".join(repr(a) if a else "(jobs without an account)" for a in lost[:10]) + more)
     return warnings
 
 

@@ -58,3 +58,15 @@ def test_attainment_summary_is_one_formula_under_two_names():
     assert summarize(table) == {"teams": 3, "mean": s["mean"], "worst": 0.5, "worst_node": "a", "at_least_95": 2,
                                 "over_entitled": 1}
     assert bt.summary([])["teams"] == 0 and bt.summary([])["mean"] is None
+
+
+def test_validate_warnings_say_what_is_unchecked_and_who_is_unbudgeted():
+    plain = bt.parse("[tree.a]\nshare = 1\n")
+    # no guarantee: nothing went unchecked for want of the cluster's size
+    assert bt.validate(plain, accounts=["a"]) == []
+    guaranteed = bt.parse("[tree.a]\nshare = 1\nguaranteed_gpus = 8\n")
+    assert bt.validate(guaranteed, accounts=["a"]) == [
+        "cluster capacity unknown (cluster_gpus): guarantees were not checked against it"]
+    # jobs without an account are named as such, not as ''
+    assert bt.validate(plain, accounts=[None, "a", "b"]) == [
+        "2 account(s) not in the tree count as 'unbudgeted': (jobs without an account), 'b'"]
