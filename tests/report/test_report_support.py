@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from queries.analytics import rollup
 from queries.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,6 +131,7 @@ def report_store(base_tmp: Path) -> Path:
     team, user = _subject(root)
     with Store(root).transaction() as tx:
         tx.upsert("jobs", evil_jobs(end - dt.timedelta(days=2), team, user))
+        rollup.refresh(tx)  # the copied sample store keeps usage rollups: they must follow the new jobs
     _CACHE.update(store=root, end=end, team=team, user=user)
     return root
 
