@@ -3,7 +3,7 @@
 Sources, later wins: built-in defaults < TOML file (``$QUOTALOOP_CONFIG``, else ``./quotaloop.toml``; the
 ``[dashboard]`` table) < environment (``QUOTALOOP_STORE``, ``QUOTALOOP_AUTH``, ``QUOTALOOP_AUTH_HEADER``,
 ``QUOTALOOP_ADMINS`` and ``QUOTALOOP_EMAIL_DOMAINS`` comma-separated, ``QUOTALOOP_BUDGETS``,
-``QUOTALOOP_MEMORY_LIMIT``).
+``QUOTALOOP_MEMORY_LIMIT``, ``QUOTALOOP_CALIBRATION``).
 
 Example::
 
@@ -16,6 +16,8 @@ Example::
     email_domains = ["example.org"]  # "local-part" maps only addresses at these domains; others are nobody
     budgets = "/srv/quotaloop/budgets.toml"
     memory_limit = "8GB"             # DuckDB's memory bound for the dashboard's queries (default: 80 % of RAM)
+    calibration = "/srv/quotaloop/calibration.json"  # the Fair share page's simulator knobs (default: the
+                                     # store's own calibration.json, written by validate --calibrate --save)
 
 Invariants: the config is read fresh on every call (cheap; lets tests and operators change it without a
 restart); it never reads URL query parameters; ``auth = "auto"`` never trusts a request header, because only
@@ -54,6 +56,7 @@ class Config:
     email_domains: tuple[str, ...] = field(default_factory=tuple)  # lower-case domains "local-part" maps
     budgets: Path | None = None
     memory_limit: str | None = None
+    calibration: Path | None = None
 
     @property
     def is_sample_store(self) -> bool:
@@ -78,6 +81,15 @@ class Config:
                 return candidate
         return SAMPLE_BUDGETS if self.is_sample_store and SAMPLE_BUDGETS.is_file() else None
 
+    @property
+    def calibration_path(self) -> Path | None:
+        """The simulator calibration the Fair share page replays under: the configured file, else the store's own
+        (``dashboard.whatif.calibration``), else none (the engine's defaults)."""
+        if self.calibration is not None:
+            return self.calibration
+        candidate = self.store / "calibration.json"
+        return candidate if candidate.is_file() else None
+
 
 def _split(value) -> tuple[str, ...]:
     if isinstance(value, str):
@@ -99,7 +111,8 @@ def load(env: dict | None = None) -> Config:
     for key, var in (("store", "QUOTALOOP_STORE"), ("auth", "QUOTALOOP_AUTH"),
                      ("auth_header", "QUOTALOOP_AUTH_HEADER"), ("admins", "QUOTALOOP_ADMINS"),
                      ("email_domains", "QUOTALOOP_EMAIL_DOMAINS"),
-                     ("budgets", "QUOTALOOP_BUDGETS"), ("memory_limit", "QUOTALOOP_MEMORY_LIMIT")):
+                     ("budgets", "QUOTALOOP_BUDGETS"), ("memory_limit", "QUOTALOOP_MEMORY_LIMIT"),
+                     ("calibration", "QUOTALOOP_CALIBRATION")):
         if env.get(var):
             values[key] = env[var]
     unknown = sorted(set(values) - set(Config.__dataclass_fields__))
@@ -126,4 +139,5 @@ def load(env: dict | None = None) -> Config:
         email_domains=tuple(d.lower().lstrip("@") for d in _split(values.get("email_domains"))),
         budgets=Path(values["budgets"]).expanduser() if values.get("budgets") else None,
         memory_limit=memory,
+        calibration=Path(values["calibration"]).expanduser() if values.get("calibration") else None,
     )

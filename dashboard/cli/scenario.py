@@ -32,6 +32,8 @@ Without ``--budgets`` each account gets share 1.
 same loader as ``simulate --config-file``) to the baseline, and so to the scenario, which the kind then changes;
 ``--sched-interval`` / ``--sched-cycle`` given explicitly win over the file. (``--reservation-depth`` is the
 ``backfill`` kind's scenario depth here, never the baseline's: a calibrated depth applies to the baseline.)
+Without ``--config-file`` the store's own calibration (``STORE/calibration.json``, ``validate --calibrate --save``)
+applies, said on stderr; ``--no-calibration`` ignores it.
 Fidelity: the baseline replay is compared with the log over the window (``engine.fidelity``, as ``validate``):
 the output says how closely it reproduces the logged waits and which deltas are inside that error
 (``dashboard.whatif.fidelity``; ``fidelity.csv`` and ``scenario.json``'s ``fidelity``).
@@ -71,6 +73,8 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate` "
                                                          "(applied to the baseline and the scenario)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="ignore the store's calibration.json (replay on the engine's defaults)")
     p.add_argument("--sched-interval", metavar="DURATION",
                    help="scheduler cycle of both runs: a pass every DURATION (wins over --config-file)")
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
@@ -176,7 +180,9 @@ def sim_knobs(args) -> dict:
     from .simulate import calibrated_knobs
 
     return calibrated_knobs(argparse.Namespace(config_file=args.config_file, sched_interval=args.sched_interval,
-                                               sched_cycle=args.sched_cycle, reservation_depth=None))
+                                               sched_cycle=args.sched_cycle, reservation_depth=None,
+                                               store=args.store, no_calibration=args.no_calibration,
+                                               policy=args.policy), discover=True)
 
 
 def _end(text):

@@ -38,7 +38,8 @@ bf_interval, Maui's poll interval; default 0 = a pass at every event); ``--sched
 (queue order, no backfill) at every event and lets only backfilling wait for the cycle, as Slurm's
 event-triggered scheduler does. ``--config-file`` applies the knobs a
 ``quotaloop validate --calibrate`` saved (its ``calibration.json``: cycle, scope, reservation depth); a flag given
-explicitly wins over the file.
+explicitly wins over the file. With ``--store`` and no ``--config-file``, the store's own calibration
+(``STORE/calibration.json``, ``validate --calibrate --save``) applies, said on stderr; ``--no-calibration`` ignores it.
 With ``--workload`` the summary (and ``metrics.json``'s ``workload``) first counts what reading the file found,
 ``read = accepted + rejected``: a record the reader rejects is never simulated nor counted as skipped.
 """
@@ -111,7 +112,10 @@ def register(sub):
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
                    help="with --sched-interval: all passes wait for the cycle (all, default) or only backfilling "
                         "(backfill: a main pass in queue order at every event, as Slurm's)")
-    p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate`")
+    p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate` "
+                   "(default with --store: the store's own calibration.json, if any)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="with --store: ignore the store's calibration.json (run on the engine's defaults)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -289,7 +293,10 @@ def run(args) -> int:
         attainment_history=args.attainment_history, seed=args.seed, node_events=tuple(events),
         node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
         repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
-    cfg = dataclasses.replace(cfg, **calibrated_knobs(args))
+    knobs = calibrated_knobs(args, discover=bool(args.store))
+    if knobs.get("node_events") and cfg.node_events:  # the calibration's drains join --drain's, never replace them
+        knobs["node_events"] = (*knobs["node_events"], *cfg.node_events)
+    cfg = dataclasses.replace(cfg, **knobs)
     res = simulate(jobs, cluster, cfg)
     if read:
         res.metrics["workload"] = read
@@ -318,17 +325,26 @@ def run(args) -> int:
     return 0
 
 
-def calibrated_knobs(args) -> dict:
-    """SimConfig fields from ``--config-file`` (a validate --calibrate output), then ``--sched-interval``."""
+def calibrated_knobs(args, *, discover: bool = False) -> dict:
+    """SimConfig fields from the calibration (``--config-file``; with ``discover`` also the store's own
+    ``calibration.json`` unless ``--no-calibration``: ``dashboard.whatif.calibration``), then the explicit
+    ``--sched-interval`` / ``--sched-cycle`` / ``--reservation-depth`` / ``--walltime-margin`` flags, which win."""
+    from dashboard.whatif import calibration
     from engine import parse_duration
-    from engine.calibrate import read_config_file
 
     knobs = {}
-    if args.config_file:
-        try:
-            knobs = read_config_file(args.config_file)
-        except ValueError as exc:
-            raise _user_error(f"--config-file {exc}") from None
+    try:
+        cal = calibration.resolve(getattr(args, "store", None) if discover else None, args.config_file,
+                                  ignore_store=getattr(args, "no_calibration", False))
+    except ValueError as exc:
+        flag = "--config-file" if args.config_file else "--store's calibration:"
+        raise _user_error(f"{flag} {exc} (--no-calibration ignores a store's file)") from None
+    if cal is not None and cal.discovered:  # said aloud: a replay must never run calibrated without saying so
+        knobs, notes = cal.for_policy(args.policy)
+        print(f"{cal.path}: applying the store's {cal.describe()} (--no-calibration to ignore it)",
+              *(f"  note: {n}" for n in notes), sep="\n", file=sys.stderr)
+    elif cal is not None:
+        knobs = dict(cal.knobs)
     if args.sched_interval is not None:
         knobs["sched_interval_s"] = parse_duration(args.sched_interval, "--sched-interval")
     if args.sched_cycle is not None:

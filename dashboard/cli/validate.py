@@ -10,7 +10,7 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--walltime-margin F]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
                      [--weights A:S:F,...] [--drain-fractions F,F,...] [--train-fraction F]
-                     [--workers N | --ray ADDRESS]]
+                     [--workers N | --ray ADDRESS] [--save]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -19,7 +19,9 @@ class and size bucket, start-order agreement, share of jobs started at once, hou
 ``--budgets``, per-team attainment error. ``--out DIR`` gets ``validation.json`` (the report and a verdict).
 ``--calibrate`` fits the scheduler's cycle (``--sched-interval``) on the first ``--train-fraction`` (0.7) of the
 window's jobs, one replay per ``--grid`` value in a process pool of ``--workers`` (default min(2, CPUs)), reports
-the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it.
+the held-back rest before and after, and writes ``calibration.json`` to --out: ``simulate --config-file`` reads it;
+``--save`` also saves it as the store's own ``STORE/calibration.json``, which the Fair share page, ``scenario`` and
+``simulate --store`` then apply (``dashboard.whatif.calibration``).
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
 weights of age, size and fair share, ``--drain-fractions`` (on a cluster of named nodes) the capacity over time:
@@ -72,6 +74,9 @@ def register(sub):
     p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
     p.add_argument("--cycles", metavar="all,backfill", default="all,backfill",
                    help="--calibrate: the --sched-cycle values to try with each --grid value (default both)")
+    p.add_argument("--save", action="store_true",
+                   help="--calibrate: also save the fitted configuration as the store's own calibration.json, "
+                        "which the Fair share page, scenario and simulate --store then apply")
     p.add_argument("--format", default="table", choices=["table", "csv", "json"])
     p.add_argument("--out", metavar="DIR", help="write validation.json (and calibration.json) here")
     p.add_argument("--calibrate", action="store_true", help="fit the scheduler cycle on the first part of the "
@@ -125,6 +130,12 @@ def run(args) -> int:
     budgets = load_budgets(args.budgets)
     if args.out:
         check_output_dir(args.out)
+    if args.save and not args.calibrate:
+        raise _err("--save: saves what --calibrate fits; add --calibrate")
+    if args.save:
+        from queries.store import Store
+
+        Store(args.store).check_writable()  # before the replays, not after them
     args.workload = None
     jobs, nodes, _read = _load_workload(args)  # validate replays a store; the read counts are for --workload
     if jobs.height == 0:
@@ -169,14 +180,21 @@ def run(args) -> int:
     if args.calibrate:
         cal = _calibrate(args, jobs, cluster, cfg, warm, end, m["capacity"])
         doc["calibration"] = cal
+    saved = None if cal is None else json.loads(json.dumps(calibrate.config_file(cfg, cal["chosen"], {
+        "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
+        "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]},
+        jobs, cluster, warm, end), default=str))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         _dump(os.path.join(args.out, "validation.json"), doc)
-        if cal is not None:
-            _dump(os.path.join(args.out, "calibration.json"), calibrate.config_file(cfg, cal["chosen"], {
-                "window": doc["window"], "split": cal["split"], "candidates": cal["candidates"],
-                "held_back": {k: v["overall"] for k, v in cal["held_back"].items()}, "evidence": cal["evidence"]},
-                jobs, cluster, warm, end))
+        if saved is not None:
+            _dump(os.path.join(args.out, "calibration.json"), saved)
+    if saved is not None and args.save:
+        from dashboard.whatif import calibration
+
+        path = calibration.save(saved, args.store)
+        print(f"{path}: saved as the store's calibration (the Fair share page, scenario and simulate --store "
+              f"apply it; --no-calibration ignores it)", file=sys.stderr)
     _print(doc, args.format)
     return 0
 

@@ -30,7 +30,7 @@ from .prewarm import (BUCKETS_S, GANTT_SPAN_H, default_bucket_s, default_layout_
 from .query_cache import (Filters, NotAvailable, SimulationError, config, ignored_filters, options, param_default, query,
                           store_dir, store_token)
 from .reports import report_files, report_request
-from .sim import (attainment_history, budget_tree, budget_unit, budgets, explain_team, is_cached, last_scenario,
+from .sim import (attainment_history, budget_tree, budget_unit, budgets, calibration, explain_team, is_cached, last_scenario,
                   logged_contracts, mark_done, replay_filters, run_scenario, sim_cluster, sim_occupancy, sim_slots_at)
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "quota_backtest", "rank_default", "resource", "score_drivers", "team_depth", "team_ranking", "user_ranking",
     "user_row", "waste_by", "waste_trend", "wasted_column",
     # sim
-    "attainment_history", "budget_tree", "budget_unit", "budgets", "explain_team", "is_cached", "last_scenario",
+    "attainment_history", "budget_tree", "budget_unit", "budgets", "calibration", "explain_team", "is_cached", "last_scenario",
     "logged_contracts", "mark_done", "replay_filters", "run_scenario", "sim_cluster", "sim_occupancy", "sim_slots_at",
     # reports
     "report_files", "report_request",

@@ -16,6 +16,7 @@ import streamlit as st
 
 from dashboard import shaping
 from dashboard.whatif import budgets as whatif_budgets
+from dashboard.whatif import calibration as whatif_calibration
 from dashboard.whatif import explain as ex
 from dashboard.whatif import frames, loader, runner
 from dashboard.whatif.spec import ScenarioSpec
@@ -46,6 +47,25 @@ def budgets():
     if path is not None and Path(path).is_file():
         return _budget_tree(str(path), Path(path).stat().st_mtime_ns), str(path)
     return whatif_budgets.default_budgets(options().accounts), "equal shares per account (no budget file)"
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _calibration(path: str, mtime_ns: int, discovered: bool):
+    return whatif_calibration.load(path, discovered=discovered)
+
+
+def calibration():
+    """The simulator calibration the Fair share page replays under (``Config.calibration_path``), or None.
+    A file that is not one raises ValueError (one line naming it): the page says so instead of hiding it."""
+    cfg = config()
+    path = cfg.calibration_path
+    if path is None:
+        return None
+    try:
+        mtime_ns = Path(path).stat().st_mtime_ns
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return _calibration(str(path), mtime_ns, cfg.calibration is None)
 
 
 def replay_filters(flt: Filters, days: int) -> Filters:
@@ -203,18 +223,18 @@ def _named_inputs(store: str, token: str, start, end, cluster):
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _named_baseline(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
-                    budgets_key: str):
+                    budgets_key: str, sim_knobs: tuple = ()):
     """The baseline replay every scenario of this window shares (a slider re-runs only the scenario)."""
-    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed, sim_knobs=dict(sim_knobs))
     return runner.baseline(spec, _named_inputs(store, token, start, end, cluster))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _named_fidelity(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
-                    budgets_key: str, _baseline):
+                    budgets_key: str, sim_knobs: tuple, _baseline):
     """The baseline's fidelity against the log of its window (``whatif.fidelity``), kept beside the baseline: no
     replay, one comparison per window and baseline."""
-    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed)
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed, sim_knobs=dict(sim_knobs))
     return runner.fidelity_of(spec, _named_inputs(store, token, start, end, cluster), _baseline)
 
 
@@ -240,8 +260,9 @@ def run_scenario(flt: Filters, spec, progress=None):
     budgets_key = _budgets_key()
     try:
         say(0.1, "Replaying the baseline (kept for every scenario of this window) ...")
-        base = _named_baseline(*key, spec.policy, spec.backfill, spec.seed, budgets_key)
-        fidelity = _named_fidelity(*key, spec.policy, spec.backfill, spec.seed, budgets_key, base)
+        # the calibrated knobs are part of the baseline: a spec with other knobs must not reuse it
+        base = _named_baseline(*key, spec.policy, spec.backfill, spec.seed, budgets_key, spec.sim_knobs)
+        fidelity = _named_fidelity(*key, spec.policy, spec.backfill, spec.seed, budgets_key, spec.sim_knobs, base)
         say(0.5, f"Replaying the scenario ({spec.label.lower()}) and comparing ...")
         result = _run_named(*key, spec, budgets_key, base, fidelity)
     except Exception as exc:  # an engine or scenario error must read as a message, never a traceback

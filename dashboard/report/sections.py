@@ -431,14 +431,22 @@ def validation(q: Runner, scope: Scope, tree=None) -> Section:
     (``engine.fidelity`` through ``whatif.fidelity``; one replay). Cluster-wide whatever the team or partition:
     the simulator replays the whole cluster. The figures are ``engine.fidelity``'s, not a named query's."""
     from dashboard.cli.validate import rows
-    from dashboard.whatif import runner
+    from dashboard.whatif import calibration, runner
+    from dashboard.whatif.spec import ScenarioSpec
 
+    cal = None
     try:
+        cal = calibration.resolve(q.store)  # the store's own, as the Fair share page and scenario apply it
+        spec = ScenarioSpec.make("shares", sim_knobs=cal.for_policy("fairshare")[0] if cal else None)
         fid = runner.window_fidelity(q.store, tree, scope.window.start, scope.window.end,
-                                     cluster=scope.filters.get("cluster"))
+                                     cluster=scope.filters.get("cluster"), spec=spec)
+    except ValueError as exc:
+        fid = {"available": False, "reason": f"the store's calibration cannot be used: {exc}"}
     except Exception as exc:  # noqa: BLE001 - a failed replay leaves the rest of the report standing, and says so
         fid = {"available": False, "reason": f"the replay failed: {type(exc).__name__}: {str(exc)[:200]}"}
     policy = fid.get("baseline", "fairshare/easy").replace("/", " queue, backfill ")
+    if cal is not None:
+        policy += ", under the " + cal.describe()
     intro = (f"The simulator's baseline (the what-if baseline: {policy}) replayed over "
              "this window from the logged state at its start and compared with what the cluster logged, job by job: "
              "a what-if's delta smaller than these errors is inside the simulator's error. Cluster-wide: team, "

@@ -26,6 +26,12 @@ try:
 except Exception as exc:  # noqa: BLE001 - a broken budget file is a message, not a traceback
     st.error(f"The budget file could not be read: {exc}", icon=":material/error:")
     st.stop()
+try:
+    calibration = data.calibration()
+except ValueError as exc:  # said, never silently dropped: an uncalibrated replay must not pass for a calibrated one
+    calibration = None
+    st.error(f"The simulator calibration cannot be used, so replays run on the engine's defaults: {exc}",
+             icon=":material/error:")
 cluster = data.sim_cluster(flt)
 unit = data.budget_unit(cluster)  # "gpu", or "cpu" on a cluster without GPUs: attainment in core-hours
 held_unit = shaping.RESOURCE_WORDS[unit][1]  # "GPUs", or "CPU cores"
@@ -35,6 +41,11 @@ st.caption(f":material/account_tree: Budgets: `{budget_source}` · replaying clu
            + (" · **Measured in core-hours**: this cluster has no GPUs, so shares, entitlement and attainment count "
               "CPU cores x hours; teams are the log's accounts (an SWF log's group ids, `swf/groupN`)."
               if unit == "cpu" else ""))
+
+if calibration is not None:
+    st.caption(f":material/tune: Replays use the {calibration.describe()}"
+               + (f" (`{calibration.path}`)." if not calibration.discovered else
+                  " (this store's own, saved by `quotaloop validate --calibrate --save`)."))
 
 if st.toggle("Show the logged attainment history (7-day windows, stepped daily)", key="fs_history"):
     try:
@@ -178,8 +189,11 @@ if submitted:
         named.update(min_runtime_s=whatif_budgets.overrides(base_mrt, mrt), checkpoint_interval_s=float(ckpt) or None,
                      scenario_policy=policy, scenario_backfill=backfill)
         policy, backfill = "fairshare", "easy"
+    knobs, cal_notes = calibration.for_policy(policy) if calibration is not None else ({}, [])
+    st.session_state["fs_calibration_notes"] = cal_notes
     try:
-        st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill, **named)
+        st.session_state["fs_scenario"] = ScenarioSpec.make(kind, policy=policy, backfill=backfill,
+                                                            sim_knobs=knobs, **named)
     except ScenarioError as exc:
         st.error(f"Cannot build the scenario: {exc}", icon=":material/error:")
         st.stop()
@@ -211,7 +225,7 @@ st.subheader("Baseline vs scenario")
 same = result.scenario is result.baseline  # the runner simulates a scenario equal to its baseline only once
 st.caption(f"**Replayed:** {sim_flt.describe()} · **Scenario:** {scn.describe()}"
            + ("  \n_Same settings as the baseline: both columns are equal._" if same else ""))
-for note in result.notes:
+for note in [*result.notes, *st.session_state.get("fs_calibration_notes", [])]:
     st.caption(f":material/info: {note}")
 cmp, t = result.comparison, result.teams
 judged = result.judged()

@@ -12,5 +12,6 @@ never imports Streamlit. Rooms:
 - ``runner``: baseline and scenario runs through ``engine.simulate``, measured alike, written out;
   ``transforms``: what the kinds change in a workload or a budget tree; ``budgets``: the tree as the forms see
   it; ``frames``: comparison frames; ``explain``: one team's shortfall cause by cause; ``fidelity``: the
-  baseline's fidelity against the log and which deltas are inside that error.
+  baseline's fidelity against the log and which deltas are inside that error; ``calibration``: the knobs a store's
+  ``validate --calibrate --save`` fitted, which every replay of that store applies unless told otherwise.
 """

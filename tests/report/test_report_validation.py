@@ -122,3 +122,28 @@ def test_the_user_report_and_no_validation_leave_it_out(tmp_path, capsys):
     names = capsys.readouterr().out
     assert ".html" in names and "-validation" not in names
     assert "How far to trust a what-if" not in next((tmp_path / "p").glob("*.html")).read_text()
+
+
+def test_the_section_replays_under_the_stores_calibration_and_names_it(tmp_path):
+    """A store's own calibration.json (``validate --calibrate --save``) is what the Fair share page and ``scenario``
+    replay under, so the report's baseline does too, and its intro says which knobs; a broken file is said, not
+    skipped."""
+    import json
+
+    from engine.calibrate import FILE_FORMAT
+
+    store = tiny_store(tmp_path / "store")
+    (store / "calibration.json").write_text(json.dumps({"format": FILE_FORMAT, "config": {"sched_interval_s": 900},
+                                                        "modeled": {"policy": "fcfs", "backfill": "easy"}}))
+    html = html_lib.unescape(build_report(store, 7 * 86400.0, end=END, out_dir=tmp_path / "cal",
+                                          formats=("html",))[0].read_text())
+    assert "under the calibrated knobs from calibration.json (fitted under fcfs/easy): sched_interval_s=900" in html
+    plain = html_lib.unescape(build_report(tiny_store(tmp_path / "plain"), 7 * 86400.0, end=END,
+                                           out_dir=tmp_path / "p", formats=("html",))[0].read_text())
+    # the knob changed the replay, so the validation figures differ from the uncalibrated report's
+    figures = [re.search(r"On the last 7 days the modeled baseline [^.]*", h).group(0) for h in (html, plain)]
+    assert figures[0] != figures[1]
+    (store / "calibration.json").write_text("{}")
+    html = html_lib.unescape(build_report(store, 7 * 86400.0, end=END, out_dir=tmp_path / "bad",
+                                          formats=("html",))[0].read_text())
+    assert "Not validated: the store's calibration cannot be used:" in html and "not a quotaloop calibration" in html
