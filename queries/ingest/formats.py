@@ -64,6 +64,7 @@ for _fmt in (
     Format("parquet", f"{_HERE}.canonical", "parse_parquet", "sniff_parquet", detect_rank=10, job_log=True),
     Format("samples", f"{_HERE}.canonical", "parse_samples", "sniff_samples", detect_rank=70),
     Format("prometheus", f"{_HERE}.prometheus", "parse", "sniff", detect_rank=30),
+    Format("scontrol", f"{_HERE}.scontrol", "parse", "sniff", detect_rank=35),
 ):
     register(_fmt)
 
