@@ -298,6 +298,7 @@ HAND_MADE = {  # key: (file, name it is ingested under, delimiter, options)
     "pai-machines": (FIX / "alibaba" / "pai" / "pai_machine_spec.csv", "pai_machine_spec.csv", b",", {}),
     "csv-jobs": (FIX / "canonical" / "jobs.csv", "jobs.csv", b",", {}),
     "csv-samples": (FIX / "canonical" / "samples.csv", "samples.csv", b",", {}),
+    "scontrol": (FIX / "scontrol" / "nodes.txt", "nodes.txt", b" ", {}),
 }
 REAL = {  # key: (path under shared data, name, delimiter, options, lines kept)
     "real-sacct": ("sacct/slurm-jobinfo/sacct.txt", "sacct.txt", "\u2603".encode(),
@@ -306,6 +307,7 @@ REAL = {  # key: (path under shared data, name, delimiter, options, lines kept)
     "real-openb": ("gpu-clusters/alibaba-gpu-v2023/openb_pod_list_default.csv", "openb_pod_list_default.csv", b",",
                    {}, 40),
     "real-pai": ("gpu-clusters/alibaba-gpu-v2020/pai_machine_spec.csv", "pai_machine_spec.csv", b",", {}, 40),
+    "real-scontrol": ("sacct/slurm-jobinfo/scontrol.txt", "scontrol.txt", b" ", {}, 40),
 }
 
 
