@@ -44,6 +44,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ..store import schema
@@ -161,6 +162,62 @@ def _job_class(qos: pl.Expr, gpus: pl.Expr) -> pl.Expr:
             .otherwise(pl.lit("batch")))
 
 
+def _split_lines(text: str) -> list[str]:
+    """``_LINE_END.split(text)``, with plain ``str`` methods when the text has no CR (6x faster: measured 0.05 s
+    against 0.29 s CPU on HPC2N's 203k lines)."""
+    return text.split("\n") if "\r" not in text else _LINE_END.split(text)
+
+
+def _tokens(data: pl.DataFrame) -> pl.DataFrame:
+    """Each record's whitespace-separated tokens: ``__n`` their count, ``__s_<field>`` the text and ``<field>`` the
+    number (null when not one) of each of the 18 fields."""
+    tokens = pl.col("raw").str.strip_chars().str.replace_all(r"\s+", " ").str.split(" ")
+    data = data.with_columns(tokens.alias("__tok")).with_columns(pl.col("__tok").list.len().alias("__n"))
+    data = data.with_columns(
+        [pl.col("__tok").list.get(i, null_on_oob=True).alias(f"__s_{f}") for i, f in enumerate(FIELDS)])
+    return data.with_columns([pl.col(f"__s_{f}").cast(pl.Float64, strict=False).alias(f) for f in FIELDS])
+
+
+def _numbers(raw: pl.Series) -> pl.DataFrame | None:
+    """The 18 fields of every record as numbers, read by Polars' CSV reader, when every record is 18 plain
+    decimals (digits, ``.``, ``-``) separated by spaces, as in every log of the archive; None otherwise (a tab, a
+    letter, a wrong field count, a token that is not a number), and ``_tokens`` reads them instead.
+
+    Why: tokenising every line with a regex and casting 18 string columns took 0.75 s CPU on HPC2N, this 0.35 s.
+    Same numbers: for tokens of these characters the CSV reader accepts exactly what ``cast(pl.Float64)``
+    accepts (``5.``, ``.5``, ``-0``; it raises on ``1-2``, ``-``, ``1.2.3``) with the same parser, and a short
+    line leaves nulls, so any doubt falls back to ``_tokens`` (``tests/queries/ingest/test_ingest_swf.py`` compares
+    the two on every trace of ``../shared/data`` and on odd tokens)."""
+    try:
+        text = "\n".join(raw.to_list()).encode("ascii")
+    except UnicodeEncodeError:
+        return None
+    if text.translate(None, b"0123456789.- \n"):
+        return None
+    try:
+        nums = pl.read_csv(_single_spaced(text), separator=" ", has_header=False, quote_char=None,
+                           schema={f: pl.Float64 for f in FIELDS})
+    except pl.exceptions.PolarsError:
+        return None
+    if nums.height != raw.len() or nums.null_count().sum_horizontal().item():
+        return None
+    return nums
+
+
+def _single_spaced(text: bytes) -> bytes:
+    """Lines of tokens separated by runs of spaces -> separated by one space, none at a line's start or end (the
+    columns of a log are aligned with spaces). numpy: 3x faster than repeated ``bytes.replace`` on HPC2N."""
+    a = np.frombuffer(text, np.uint8)
+    space = a == 32
+    stop = np.ones(len(a), dtype=bool)  # the next byte ends a token: a space, a newline or the end
+    stop[:-1] = space[1:] | (a[1:] == 10)
+    a = a[~(space & stop)]  # the last space of an inner run is left
+    space = a == 32
+    line_start = np.ones(len(a), dtype=bool)
+    line_start[1:] = a[:-1] == 10
+    return a[~(space & line_start)].tobytes()
+
+
 def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node: int | None = None, **_) -> Parsed:
     path = Path(path)
     for opt, val in (("procs_per_node", procs_per_node), ("gpus_per_node", gpus_per_node)):
@@ -168,7 +225,7 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
             raise IngestError(path, f"{opt} must be a positive integer, got {val}", field=opt)
     text, bad_utf8 = read_text(path)
     # LF, CRLF and lone CR (classic Mac) all end a line: a CR-only file is records, not one long comment
-    lines = pl.DataFrame({"raw": _LINE_END.split(text)}).with_row_index("line", offset=1)
+    lines = pl.DataFrame({"raw": _split_lines(text)}).with_row_index("line", offset=1)
     lines = lines.with_columns(pl.col("line").cast(pl.Int64))
     stripped = pl.col("raw").str.strip_chars()
     is_comment = stripped.str.starts_with(";")
@@ -177,12 +234,6 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     data = lines.filter(~is_comment & (stripped != ""))
     if data.height == 0:  # as every other format: a file without a single record is an error, not "read 0"
         raise IngestError(path, "no SWF record: the file is empty or holds only header comments", line=1)
-
-    tokens = stripped.str.replace_all(r"\s+", " ").str.split(" ")
-    data = data.with_columns(tokens.alias("__tok")).with_columns(pl.col("__tok").list.len().alias("__n"))
-    data = data.with_columns(
-        [pl.col("__tok").list.get(i, null_on_oob=True).alias(f"__s_{f}") for i, f in enumerate(FIELDS)])
-    data = data.with_columns([pl.col(f"__s_{f}").cast(pl.Float64, strict=False).alias(f) for f in FIELDS])
 
     checks = []
     if bad_utf8:
@@ -210,24 +261,36 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     checks.append((pl.col("submit") < 0, "submit", "submit time missing"))
     checks.append((~pl.col("status").is_in([-1.0, *map(float, STATUS)]), "status",
                    pl.format("unknown status: {}", text_of("status"))))
+    # Speed: the checks' conditions are cheap numeric tests, their messages are strings built per row. So every
+    # row is tested first, and only the rows that fail some test (none in a clean log) get the first failure's
+    # field and message; the numbers come from the CSV reader when the records are plain decimals (``_numbers``).
+    nums = _numbers(data["raw"])
+    data = _tokens(data) if nums is None else \
+        pl.concat([data, nums], how="horizontal").with_columns(pl.lit(18, pl.UInt32).alias("__n"))
+    data = data.with_columns(pl.any_horizontal([cond for cond, _, _ in checks]).fill_null(False).alias("__failed"))
+    flagged = data.filter(pl.col("__failed")).select("line", "raw")
     field, reason = first_failure(checks)
-    data = data.with_columns(field.alias("__field"), reason.alias("__reason"))
+    flagged = _tokens(flagged).with_columns(field.alias("__field"), reason.alias("__reason"))
 
-    ok = data.filter(pl.col("__field").is_null())
+    ok = data.filter(~pl.col("__failed"))
     # Partial executions (status 2) get their own id; any other repeated job number is a duplicate.
     ok = ok.with_columns(
         pl.col("job").cast(pl.Int64).alias("__job"),
         (pl.col("status") == 2).alias("__partial"),
-    ).with_columns(
-        pl.int_range(1, pl.len() + 1).over(["__job", "__partial"]).alias("__k"),
-        pl.col("line").min().over(["__job", "__partial"]).alias("__first"),
     )
+    if ok["__partial"].any() or ok["__job"].n_unique() < ok.height:
+        ok = ok.with_columns(
+            pl.int_range(1, pl.len() + 1).over(["__job", "__partial"]).alias("__k"),
+            pl.col("line").min().over(["__job", "__partial"]).alias("__first"),
+        )
+    else:  # speed: each job number once, no partial executions (most logs): no window over every row (0.35 s)
+        ok = ok.with_columns(pl.lit(1, pl.Int64).alias("__k"), pl.col("line").alias("__first"))
     dup = ~pl.col("__partial") & (pl.col("__k") > 1)
     dups = ok.filter(dup).with_columns(pl.lit("job").alias("__field"),
                                        pl.format("duplicate job number (first at line {})", pl.col("__first"))
                                        .alias("__reason"))
     ok = ok.filter(~dup)
-    rej = pl.concat([data.filter(pl.col("__field").is_not_null()), dups], how="diagonal_relaxed")
+    rej = pl.concat([flagged, dups], how="diagonal_relaxed")
     rej = rej.select(pl.col("line"), pl.col("__field").alias("field"), pl.col("__reason").alias("reason"),
                      pl.col("raw")).sort("line")
     if data.height and ok.height == 0:

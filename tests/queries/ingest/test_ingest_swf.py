@@ -252,3 +252,79 @@ def test_hpc2n_ingest_into_store_end_to_end(shared_data, tmp_path):
     assert jobs.height == 202_871 and jobs["cluster"].unique().to_list() == ["hpc2n-seth"]
     nodes = store.read("nodes")
     assert nodes.height == 120 and nodes["cpus"].sum() == 240  # MaxProcs 240 at 2 per node
+
+
+# ------------------------------------------------------------------ the CSV fast path (swf._numbers)
+PLAIN = """; UnixStartTime: 1000000000
+; MaxProcs: 8
+   1    0   10  100  4  50 1024  4  200 2048  1  1  1  1  1  1 -1 -1
+   2  5.5   -1 30.25 1  -1   -1 -1   -1   -1  0  2 -1 -1  2 -1 -1 -1
+   3    7  -20   -1 -1  -1   -1  8  500   -1  5  1  1  2  1  1 -1 -1
+   4    8    0   60 2.5 60   -1  2   60   -1 -1  3  2  1  1  1 -1 -1
+   5   10    0   40  2  40   -1  2  100   -1  2  1  1  1  1  1 -1 -1
+   5   10   60   50  2  50   -1  2  100   -1  3  1  1  1  1  1 -1 -1
+   1   14    0   10  1  10   -1  1   60   -1  1  1  1  1  1  1 -1 -1
+   9   15    0   10  1  10   -1  1   60   -1  7  1  1  1  1  1 -1 -1
+  10  16.   .5  -.0 3.  15   -1 03   60   -1  1  4  1  1  3  1 -1 -1
+"""
+
+
+def _same_parsed(a, b) -> None:
+    assert (a.rows_read, a.rows_accepted, a.cluster, a.time_zone) == (b.rows_read, b.rows_accepted, b.cluster,
+                                                                      b.time_zone)
+    for name in ("jobs", "rejects", "nodes"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.schema == y.schema and x.equals(y), name
+
+
+def _tokenised(path, monkeypatch, **kw):
+    """The parse with the fast path switched off: every record tokenised and cast (the reference)."""
+    with monkeypatch.context() as m:
+        m.setattr(swf, "_numbers", lambda raw: None)
+        return swf.parse(path, **kw)
+
+
+def test_plain_decimals_take_the_csv_path_and_keep_every_rule(tmp_path, monkeypatch):
+    path = tmp_path / "plain.swf"
+    path.write_text(PLAIN)
+    raw = pl.Series([ln for ln in PLAIN.splitlines() if not ln.startswith(";")])
+    nums = swf._numbers(raw)
+    assert nums is not None and nums.shape == (9, 18)
+    assert nums.row(8)[:5] == (10.0, 16.0, 0.5, -0.0, 3.0)  # "16." ".5" "-.0" "3." read as the cast reads them
+    res = swf.parse(path, procs_per_node=2)
+    # by hand: line 5 negative wait, line 6 fractional alloc_procs, line 9 job 1 again, line 10 status 7
+    assert res.rejects.select("line", "field", "reason").rows() == [
+        (5, "wait", "negative value other than -1: -20"), (6, "alloc_procs", "not an integer: 2.5"),
+        (9, "job", "duplicate job number (first at line 3)"), (10, "status", "unknown status: 7")]
+    assert (res.rows_read, res.rows_accepted) == (9, 5)
+    assert set(res.jobs["job_id"]) == {"1", "2", "5-part1", "5", "10"}
+    _same_parsed(res, _tokenised(path, monkeypatch, procs_per_node=2))
+
+
+@pytest.mark.parametrize("bad", ["  11  12 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1",  # 17 fields
+                                 "  11  12 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 -1 5",  # 19
+                                 "  11  1-2 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 -1",  # not a number
+                                 "  11  12 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 --1",
+                                 "  11  12 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 1.2.3",
+                                 "  11  12 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 .",
+                                 "  11  12\t-1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 -1",  # a tab
+                                 "  11  1e3 -1 -1 1 1 -1 1 1 -1 1 1 1 1 1 1 -1 -1"])
+def test_anything_but_plain_decimals_falls_back_to_tokens(tmp_path, monkeypatch, bad):
+    text = PLAIN + bad + "\n"
+    raw = pl.Series([ln for ln in text.splitlines() if not ln.startswith(";")])
+    assert swf._numbers(raw) is None  # 1e3 too: the cast reads it, the CSV path leaves it to the cast
+    path = tmp_path / "odd.swf"
+    path.write_text(text)
+    res = swf.parse(path)
+    assert res.rows_read == 10 and res.rows_accepted + res.rejects.height == 10
+    _same_parsed(res, _tokenised(path, monkeypatch))
+
+
+@pytest.mark.parametrize("name", SWF_FILES)
+def test_real_logs_csv_path_equals_tokenised(shared_data, monkeypatch, name):
+    """The fast path on every real log gives exactly what tokenising every record gives."""
+    path = shared_data / "swf" / f"{name}.swf.gz"
+    raw = pl.Series([ln for ln in gzip.open(path, "rt").read().split("\n")
+                     if ln.strip() and not ln.strip().startswith(";")])
+    assert swf._numbers(raw) is not None  # the logs are plain decimals: the CSV path is the one taken
+    _same_parsed(_parse_real(path), _tokenised(path, monkeypatch))
