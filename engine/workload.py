@@ -206,8 +206,8 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False, warm_s
     else:
         part = _col(df, "partition", pl.String)
         gtype = pl.when(gm > 0).then(_col(df, "gpu_type", pl.String))
-    x = x.join(df.select("__row", part.alias("__part"), gtype.alias("__gtype")), on="__row", how="left",
-               maintain_order="left")
+    x = x.with_columns(df.select("__row", part.alias("__part"), gtype.alias("__gtype"))[x["__row"]]
+                       .drop("__row").get_columns())  # by row number: a gather, not a join
     keys = x.select("__part", "__gtype", "__gm", "__cm", "__mm").unique(maintain_order=True)
     verdicts = [_fit(pool, *k) for k in keys.iter_rows()]
     keys = keys.with_columns(pl.Series("__key", range(keys.height), dtype=pl.Int64),
@@ -248,7 +248,7 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False, warm_s
             return None
         return (v - origin_us) / 1e6 if is_dt and origin_us is not None else v / 1e6 if is_dt else v
 
-    kept = x.select("__row").join(df, on="__row", how="left", maintain_order="left").drop("__row")
+    kept = df.drop("__row")[x["__row"]]  # the kept rows in simulation order (a gather: no join needed)
     return Workload(kept, x, sub_dtype if is_dt else None, origin_us, group, gang, skipped, clock(warm_abs),
                     clock(end_abs))
 
