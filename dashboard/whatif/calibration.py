@@ -20,8 +20,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.calibrate import WEIGHTS, read_config_file
-
 FILE_NAME = "calibration.json"
 WEIGHTED_POLICY = "multifactor"  # the only policy that reads the priority weights
 
@@ -36,6 +34,8 @@ class Calibration:
 
     def for_policy(self, policy: str) -> tuple[dict, list[str]]:
         """(knobs to apply under ``policy``, notes on what was left out)."""
+        from engine.calibrate import WEIGHTS
+
         if policy == WEIGHTED_POLICY or not any(k in self.knobs for k in WEIGHTS):
             return dict(self.knobs), []
         kept = {k: v for k, v in self.knobs.items() if k not in WEIGHTS}
@@ -75,6 +75,8 @@ def beside(store) -> Path:
 
 def load(path, *, discovered: bool = False) -> Calibration:
     """The calibration in ``path``; ValueError with one line naming the file (and field) when it is not one."""
+    from engine.calibrate import read_config_file  # numpy and Polars: only when there is a file to read
+
     path = Path(path)
     knobs = read_config_file(path)  # the checks and messages of every knob live there
     with open(path, encoding="utf-8") as fh:
