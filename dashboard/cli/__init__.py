@@ -27,7 +27,7 @@ import sys
 
 from .errors import UserError
 
-COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario", "validate", "rollup")
+COMMANDS = ("ingest", "query", "sample", "simulate", "serve", "report", "scenario", "validate", "rollup", "compact")
 
 
 class _Parser(argparse.ArgumentParser):

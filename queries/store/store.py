@@ -426,6 +426,19 @@ class Transaction:
                 done.result()
         return df.height
 
+    def rewrite_partition(self, table: str, rel_dir: str, df: pl.DataFrame, changed: pl.DataFrame) -> int:
+        """Replace every live file of one partition directory ``rel_dir`` of ``table`` by ``df`` (a compaction of
+        ``samples``). ``changed`` are the (cluster, job_id) whose rows differ: for jobs or samples they count as
+        touched, so the commit requires the rollup refreshed for them."""
+        self.tables[table] = [r for r in self.tables.get(table, []) if not r.startswith(rel_dir + "/")]
+        if table in ("jobs", "samples") and changed.height:
+            self.touched.append(changed.select("cluster", "job_id"))
+            self.derived_fresh = False
+        if df.height:
+            order = ["job_id", "ts"] if table == "samples" else ["job_id"]
+            self._write(table, rel_dir, df.sort(order, maintain_order=True))
+        return df.height
+
     def replace_nodes(self, cluster: str, df: pl.DataFrame) -> int:
         rel_dir = _partition_dir("nodes", cluster, None)
         self.tables["nodes"] = [r for r in self.tables.get("nodes", []) if not r.startswith(rel_dir + "/")]

@@ -144,6 +144,7 @@ COMMAND_ARGS = {
     "report": ["--store", "{store}", "--end", "2026-01-05", "--out", "{out}"],
     "serve": ["--store", "{store}", "--dry-run"],
     "rollup": ["--store", "{store}", "--rebuild"],
+    "compact": ["--store", "{store}", "--keep-samples", "90d"],
     "sample": ["--store", "{store}", "--days", "1", "--nodes", "8", "--export-dir", "{out}"],
 }
 CREATES_STORE = {"ingest", "sample"}
