@@ -26,6 +26,7 @@ the sample files, then the touched jobs' samples), and the upsert rewrites the m
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import polars as pl
@@ -39,23 +40,63 @@ QUERY = "_job_rollup"
 DAY_TABLE = "job_day_rollup"  # the same integrals per job and UTC day (several rows per job)
 DAY_QUERY = "_job_day_rollup"
 KEYS = ["cluster", "job_id"]
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _scope(tx) -> pl.DataFrame:
-    """The (cluster, job_id) whose rows ``tx`` makes stale: touched jobs and samples, and the RUNNING jobs of
-    clusters whose snapshot moved."""
-    parts = [t.select(KEYS) for t in tx.touched]
-    if tx.moved_snapshots:
-        files = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
-        for f in files:
-            part = (pl.scan_parquet(f).filter(pl.col("cluster").is_in(sorted(tx.moved_snapshots))
-                                               & (pl.col("state") == "RUNNING") & pl.col("end").is_null())
-                    .select(KEYS).collect())
-            if part.height:
-                parts.append(part)
-    if not parts:
+def _running(tx) -> pl.DataFrame:
+    """The (cluster, job_id) of the RUNNING jobs without an end of the clusters whose snapshot moved: they run
+    until it, so their rows' run interval moved with it."""
+    if not tx.moved_snapshots:
         return pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
-    return pl.concat([p.cast(pl.String) for p in parts]).unique()
+    files = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
+    parts = [pl.scan_parquet(f).filter(pl.col("cluster").is_in(sorted(tx.moved_snapshots))
+                                       & (pl.col("state") == "RUNNING") & pl.col("end").is_null())
+             .select(pl.col(k).cast(pl.String) for k in KEYS).collect() for f in files]
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts).unique() if parts else pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
+
+
+def _touched(tx) -> pl.DataFrame:
+    """The (cluster, job_id) of every job or sample row ``tx`` upserted."""
+    parts = [t.select(pl.col(k).cast(pl.String) for k in KEYS) for t in tx.touched]
+    return pl.concat(parts).unique() if parts else pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
+
+
+def _epoch_s(text: str) -> float:
+    """An ISO instant -> epoch seconds as DuckDB's ``epoch_us(t) / 1e6`` gives it (whole microseconds first)."""
+    t = dt.datetime.fromisoformat(text)
+    return ((t - _EPOCH) // dt.timedelta(microseconds=1)) / 1e6
+
+
+def _old_rows(tx, keys: pl.DataFrame) -> pl.DataFrame:
+    """The ``job_rollup`` rows the store holds for ``keys`` (one pass over the table's files)."""
+    files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
+    if not keys.height or not files:
+        return schema.empty(TABLE)
+    return schema.conform(pl.concat([pl.scan_parquet(f).join(keys.lazy(), on=KEYS, how="semi").collect()
+                                     for f in files], how="diagonal_relaxed"), TABLE)
+
+
+def _extended(tx, running: pl.DataFrame, old: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split the untouched RUNNING jobs of moved snapshots into ``(rows only their run end moves, jobs to
+    re-derive)``; ``old`` holds their current rows. A job whose samples all end by its row's ``t_end`` (or that
+    has none) keeps every integral, count, peak and day row when its run grows to the new snapshot: only
+    ``t_end`` changes, to ``greatest(snapshot, t_start)`` as ``_jobs`` stages it. Any other (no row, no
+    recorded samples end, a sample reaching past the old end, no start, a run that would shrink) is re-derived
+    from its samples."""
+    if not running.height:
+        return schema.empty(TABLE), running
+    rows = old.join(running, on=KEYS, how="semi")
+    snap = pl.DataFrame({"cluster": list(tx.snapshots), "__snap": [_epoch_s(t) for t in tx.snapshots.values()]},
+                        schema={"cluster": pl.String, "__snap": pl.Float64})
+    rows = rows.join(snap, on="cluster", how="left")
+    still = (pl.col("t_start").is_not_null() & pl.col("t_end").is_not_null() & pl.col("__snap").is_not_null()
+             & (pl.max_horizontal("__snap", "t_start") >= pl.col("t_end"))  # a run that grows, never shrinks
+             & ((pl.col("n_samples") == 0)
+                | (pl.col("samples_end_s").is_not_null() & (pl.col("samples_end_s") <= pl.col("t_end")))))
+    moved = (rows.filter(still)
+             .with_columns(pl.max_horizontal("__snap", "t_start").alias("t_end")).drop("__snap"))
+    return schema.conform(moved, TABLE), running.join(moved.select(KEYS), on=KEYS, how="anti")
 
 
 def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame:
@@ -75,20 +116,39 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
     con = connect(pending=tx, extra=extra, threads=threads)
     con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
     try:
-        return schema.conform(run(QUERY, con=con), TABLE), schema.conform(run(DAY_QUERY, con=con), DAY_TABLE)
+        rows, days = run(QUERY, con=con), run(DAY_QUERY, con=con)
     finally:
         con.close()
+    if scope is not None:
+        samples = extra["samples"].lazy()
+    else:
+        files = [str(tx.store.root / r) for r in tx.tables.get("samples", [])]
+        samples = pl.scan_parquet(files) if files else schema.empty("samples").lazy()
+    ends = (samples.filter(pl.col("ts").is_not_null() & pl.col("interval_s").is_not_null())
+            .group_by(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
+            .agg((pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6 + pl.col("interval_s")).max()
+                 .alias("samples_end_s")).collect())
+    rows = schema.conform(rows, TABLE).drop("samples_end_s").join(ends, on=KEYS, how="left")
+    return schema.conform(rows, TABLE), schema.conform(days, DAY_TABLE)
 
 
 def refresh(tx) -> int:
     """Bring ``tx``'s rollup up to date with the jobs and samples it upserted; the number of rows written."""
-    scope = _scope(tx)
-    if not scope.height:
+    touched = _touched(tx)
+    running = _running(tx).join(touched, on=KEYS, how="anti")
+    old = _old_rows(tx, pl.concat([touched, running]).unique())
+    moved, again = _extended(tx, running, old)
+    scope = pl.concat([touched, again]).unique()
+    if not scope.height and not moved.height:
         tx.derived_fresh = True
         return 0
-    rows, days = derive(tx, scope)
-    n = tx.upsert(TABLE, rows)
-    tx.delete_keys(DAY_TABLE, scope)  # a job may now reach fewer days (or none): drop all, write what it has
+    rows, days = derive(tx, scope) if scope.height else (schema.empty(TABLE), schema.empty(DAY_TABLE))
+    n = tx.upsert(TABLE, pl.concat([rows, moved]))
+    # a re-derived job may now reach fewer days (or none): drop all its day rows, write what it has. They exist
+    # only for a job that had a row, in the partition of that row's submit month
+    had = old.join(scope, on=KEYS, how="semi").select(*KEYS, "submit")
+    if had.height:
+        tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
     tx.derived_fresh = True
     return n

@@ -140,6 +140,7 @@ JOB_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
     "peak_cpus_sampled": (pl.Float64, "largest sampled cpu_used, CPUs"),
     "peak_gpu_util_sampled": (pl.Float64, "largest sampled gpu_util, 0..1"),
     "peak_mem_gb_sampled": (pl.Float64, "largest sampled memory, GB (whole job)"),
+    "samples_end_s": (pl.Float64, "latest end (ts + interval_s) of the job's samples, epoch seconds; null = none or not recorded (lets a snapshot move skip a RUNNING job its samples do not reach past)"),
 }
 
 # Per job and UTC day its run's samples reach: the integrals of job_rollup over that day's part of the run. Summed

@@ -398,14 +398,20 @@ class Transaction:
                     if rest.height:
                         self._write(table, rel.rsplit("/", 1)[0], rest)
 
-    def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id") -> None:
+    def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id", where: bool = False) -> None:
         """Remove every row of ``table`` whose (cluster, ``key``) is in ``keys``, whatever its partition (the rows
         of a derived table for the jobs about to be re-derived: a job may now have fewer rows, or none). Only the
-        key column of the cluster's files is read to look."""
+        key column of the cluster's files is read to look. ``where``: ``keys`` also holds the table's partition
+        column, the partition each key's rows are known to be in, and only those partitions are looked at."""
+        if where:
+            keys = keys.with_columns(_month_number(table).alias("__month"))
         for (cluster,), part in keys.group_by(["cluster"], maintain_order=True):
             prefix = _partition_dir(table, cluster, None) + "/"
             ids = part.select(pl.col(key).cast(pl.String)).unique()
-            for rel in [r for r in self.tables.get(table, []) if r.startswith(prefix)]:
+            dirs = None if not where else tuple(
+                _partition_dir(table, cluster, _month_name(m)) + "/" for m in part["__month"].unique())
+            for rel in [r for r in self.tables.get(table, [])
+                        if r.startswith(prefix) and (dirs is None or r.startswith(dirs))]:
                 path = self.store.root / rel
                 if pl.read_parquet(path, columns=[key]).join(ids, on=key, how="semi").height:
                     rest = schema.conform(pl.read_parquet(path), table).join(ids, on=key, how="anti")

@@ -216,6 +216,58 @@ def test_late_samples_update_an_old_job_row(tmp_path):
     assert run("job_waste", store).filter(pl.col("job_id") == "1")["cpu_seconds_used"].item() == pytest.approx(7200.0)
 
 
+def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypatch):
+    """RUNNING jobs across three ingests that each move the snapshot: a job whose samples end by its row's run
+    end only has its ``t_end`` moved (not re-derived); one with a sample reaching past it is re-derived; the rows
+    equal a rebuild after every ingest."""
+    derived = []
+    real = rollup.derive
+
+    def spy(tx, scope=None, threads=None):
+        derived.append(set() if scope is None else set(scope["job_id"].to_list()))
+        return real(tx, scope, threads)
+
+    monkeypatch.setattr(rollup, "derive", spy)
+    jobs = pl.DataFrame({"cluster": ["c"] * 4, "job_id": ["r1", "r2", "r3", "c1"],
+                         "state": ["RUNNING", "RUNNING", "RUNNING", "COMPLETED"],
+                         "submit": [_ts(0)] * 4, "start": [_ts(0)] * 4, "end": [None, None, None, _ts(600)],
+                         "elapsed_s": [0.0, 0.0, 0.0, 600.0], "req_cpus": [4.0] * 4})
+    samples = pl.DataFrame({"cluster": ["c"] * 4, "job_id": ["r1", "r1", "r2", "r2"],
+                            "ts": [_ts(0), _ts(600), _ts(1800), _ts(2400)], "interval_s": [600.0] * 4,
+                            "cpu_used": [1.0, 2.0, 3.0, 4.0]})
+    store = tmp_path / "store"
+    ingest([_write(jobs, tmp_path / "jobs.parquet"), _write(samples, tmp_path / "s.parquet")], store, fmt="parquet")
+    rows = _rows(store)
+    # snapshot 2400 (the last sample's time): r2's last sample holds until 3000, clipped at 2400
+    assert rows.filter(pl.col("job_id") == "r2")["cpu_used_s"].item() == pytest.approx(3 * 600.0)
+    assert rows.filter(pl.col("job_id") == "r1")["samples_end_s"].item() == pytest.approx(T0.timestamp() + 1200)
+
+    def later(k: int, t_s: float) -> str:
+        job = pl.DataFrame({"cluster": ["c"], "job_id": [f"n{k}"], "state": ["COMPLETED"], "submit": [_ts(t_s)],
+                            "start": [_ts(t_s)], "end": [_ts(t_s + 600)], "elapsed_s": [600.0],
+                            "req_cpus": [1.0]})
+        return _write(job, tmp_path / f"n{k}.parquet")
+
+    derived.clear()
+    ingest([later(1, 5400)], store, fmt="parquet")  # snapshot 2400 -> 6000
+    assert derived == [{"n1", "r2"}]  # r1 (samples end 1200) and r3 (no samples) only moved their t_end
+    rows = _rows(store)
+    assert rows.filter(pl.col("job_id") == "r1")["t_end"].item() == pytest.approx(T0.timestamp() + 6000)
+    assert rows.filter(pl.col("job_id") == "r2")["cpu_used_s"].item() == pytest.approx(3 * 600.0 + 4 * 600.0)
+    _assert_same_rows(rows, _rebuilt(store, tmp_path / "r1"))
+    _assert_same_rows(_days(store), _rebuilt(store, tmp_path / "d1", days=True))
+
+    derived.clear()
+    ingest([later(2, 9000)], store, fmt="parquet")  # snapshot 6000 -> 9600: now r2 ends by its row's end too
+    assert derived == [{"n2"}]
+    _assert_same_rows(_rows(store), _rebuilt(store, tmp_path / "r2"))
+    _assert_same_rows(_days(store), _rebuilt(store, tmp_path / "d2", days=True))
+    # and the queries read the moved rows (their whole run lies in the window: the rollup answers them)
+    waste = run("job_waste", store).filter(pl.col("job_id") == "r1")
+    assert waste["cpu_seconds_used"].item() == pytest.approx(600.0 + 1200.0)
+    assert waste["cpu_seconds_requested"].item() == pytest.approx(4 * 9600.0)
+
+
 # ------------------------------------------------------------------ all or nothing
 def test_failed_ingest_leaves_no_half_written_rollup(tmp_path, monkeypatch):
     paths = _files(tmp_path, 5)
