@@ -12,9 +12,11 @@ Invariants:
   transaction as the jobs and samples it derives from: a failed ingest leaves the old rows, a committed one
   the new ones (``Transaction.commit`` refuses to commit changed jobs or samples with a stale rollup).
 - Incremental = rebuild: ``refresh`` re-derives only the jobs a transaction touched (every job or sample row it
-  upserted, whatever the file; the RUNNING jobs of a cluster whose snapshot moved, since they run until it),
-  from the store as the transaction will commit it, and gives the rows ``rebuild`` gives (up to the last bits
-  of a floating-point sum, whose order DuckDB does not fix).
+  upserted, whatever the file; the RUNNING jobs of a cluster whose snapshot moved whose samples reach past
+  their row's ``t_end``), from the store as the transaction will commit it, and gives the rows ``rebuild``
+  gives (up to the last bits of a floating-point sum, whose order DuckDB does not fix). A RUNNING job whose
+  samples all end by its row's ``t_end`` (``samples_end_s``) has only its ``t_end`` moved to the new snapshot:
+  clipping its samples to a longer run changes no integral, count, peak or day row.
 - A query uses a row only when it was derived for the job's run interval and levels as that query stages them
   (a RUNNING job without a snapshot runs until the window's end: such a row is ignored and the samples
   answer); a store without a rollup (older than it, or a simulation's output) is answered from the samples.
@@ -22,7 +24,9 @@ Invariants:
 Cost of an incremental refresh: the touched jobs' rows are derived from their samples only (the jobs and
 samples of the pending store are narrowed to them before DuckDB sees them: one pass over the key columns of
 the sample files, then the touched jobs' samples), and the upsert rewrites the month partitions of
-``job_rollup`` those jobs are in, as the jobs upsert does for ``jobs``.
+``job_rollup`` those jobs are in (and those of the RUNNING jobs whose ``t_end`` moved), as the jobs upsert
+does for ``jobs``; a re-derived job's old day rows are looked for in its old row's submit month only. The
+pass over the sample keys is what still grows with the store (queries/README.md, "Rollups").
 """
 from __future__ import annotations
 
