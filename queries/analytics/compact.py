@@ -13,8 +13,9 @@ its run grows) is replaced, per job and UTC hour its clipped interval lies in, b
 So every figure the queries integrate (the capped CPU / GPU / memory integrals, the sampled seconds) is the same
 for any window, bucket or period whose bounds are whole UTC hours (the dashboard's days and weeks, ``gap_area``
 buckets and ``quota_backtest`` periods of whole hours from an origin on the hour). Per job a zero-length sample
-at its first compacted sample's time keeps the sampled peaks of the samples it replaced, and one more, without
-values, at its last, so ``window_bounds``' first and last sample times hold: a zero-length sample adds nothing
+at its first compacted sample's time keeps the sampled peaks of the samples it replaced, and per partition one
+more, without values, at its last sample's time when that was replaced, so ``window_bounds``' first and last
+sample times hold: a zero-length sample adds nothing
 to an integral but counts as "sampled" wherever the raw ones did. All compaction rows have ``source = 'compact'``
 and are never compacted again.
 
@@ -178,11 +179,15 @@ def coarsen(samples: pl.DataFrame, runs: pl.DataFrame, cutoff_s: float) -> tuple
         pl.col("cpu_used").max(), pl.col("mem_bytes").max(), pl.col("gpu_util").max(), pl.col("gpu_mem_bytes").max())
     peaks = firsts.select(*KEYS, "ts", pl.lit(0.0).alias("interval_s"), "cpu_used", "mem_bytes", "gpu_util",
                           "gpu_mem_bytes", pl.lit(SOURCE).alias("source"))
-    lasts = firsts.filter(pl.col("__last") > pl.col("ts")).select(
-        *KEYS, pl.col("__last").alias("ts"), pl.lit(0.0).alias("interval_s"), pl.lit(SOURCE).alias("source"))
     kept = s.filter(~pl.col("__drop")).sort("__i").select(cols)
     out = pl.concat([schema.conform(kept, "samples"), schema.conform(coarse, "samples"),
-                     schema.conform(peaks, "samples"), schema.conform(lasts, "samples")])
+                     schema.conform(peaks, "samples")])
+    # the partition's last sample time (``window_bounds``): one value-less zero-length sample when it was replaced
+    last = firsts.sort("__last", descending=True, nulls_last=True).head(1)
+    if last.height and last["__last"][0] is not None and (out["ts"].max() is None or last["__last"][0] > out["ts"].max()):
+        out = pl.concat([out, schema.conform(last.select(
+            *KEYS, pl.col("__last").alias("ts"), pl.lit(0.0).alias("interval_s"), pl.lit(SOURCE).alias("source")),
+            "samples")])
     dropped_mask = s.sort("__i")["__drop"]
     return out, dropped.height, coarse.height, dropped_mask
 
