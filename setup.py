@@ -32,11 +32,14 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # noqa: BLE001 - as above
             self._note(exc)
 
-    @staticmethod
-    def _note(exc):
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        print(f"quotaloop: compiled engine kernel not built ({first}); the pure-Python kernel will run",
-              file=sys.stderr)
+    noted = False
+
+    @classmethod
+    def _note(cls, exc):
+        if not cls.noted:  # a failed compile also fails the copy that follows: one line is enough
+            cls.noted = True
+            print(f"quotaloop: compiled engine kernel not built ({type(exc).__name__}); the pure-Python kernel will "
+                  "run (slower; see README: Speed of the simulator)", file=sys.stderr)
 
 
 setup(

@@ -9,8 +9,9 @@
  * - ends pop in (end, seq) order and the running set is kept sorted by (estimated end, seq): seq is unique, so
  *   any correct heap pops what heapq pops;
  * - the queue is the jobs in index order (FCFS appends in submission order), a linked list;
- * - wait-reason sums go into ``waits.acc`` as they happen (same keys, same insertion order as ``WaitReasons``);
- *   the other per-job lists are written once at the end, only where the Python kernel writes them.
+ * - wait-reason sums are kept per job and reason and written into ``waits.acc`` at the end, with the keys in the
+ *   insertion order ``WaitReasons`` would give them; the per-job lists are written once at the end, only where
+ *   the Python kernel writes them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -153,67 +154,69 @@ static int check_list(PyObject *obj, Py_ssize_t n, const char *name)
 }
 
 /* ---------------------------------------------------------------- wait reasons (WaitReasons.note / close) */
-/* acc[j][name] += d, creating the entries in the order WaitReasons would (attempts are all 0 in this kernel) */
-static int acc_add(PyObject *acc, Py_ssize_t j, PyObject *name, double d)
-{
-    PyObject *key = PyLong_FromSsize_t(j);
-    if (key == NULL)
-        return -1;
-    PyObject *inner = PyDict_GetItemWithError(acc, key);  /* borrowed */
-    if (inner == NULL) {
-        if (PyErr_Occurred() || (inner = PyDict_New()) == NULL) {
-            Py_DECREF(key);
-            return -1;
-        }
-        int rc = PyDict_SetItem(acc, key, inner);
-        Py_DECREF(inner);  /* the dict holds it */
-        if (rc < 0) {
-            Py_DECREF(key);
-            return -1;
-        }
-    }
-    Py_DECREF(key);
-    PyObject *old = PyDict_GetItemWithError(inner, name);
-    double v = 0.0;
-    if (old != NULL) {
-        v = PyFloat_AsDouble(old);
-        if (v == -1.0 && PyErr_Occurred())
-            return -1;
-    } else if (PyErr_Occurred()) {
-        return -1;
-    }
-    PyObject *nv = PyFloat_FromDouble(v + d);
-    if (nv == NULL)
-        return -1;
-    int rc = PyDict_SetItem(inner, name, nv);
-    Py_DECREF(nv);
-    return rc;
-}
-
+/* The sums are kept in C (one slot per job and reason) and turned into ``waits.acc`` at the end with the keys in
+ * the order WaitReasons would have inserted them: jobs by their first sum, reasons within a job by their first
+ * sum (attempts are all 0 in this kernel, so a job's key is the job). */
 typedef struct {
-    PyObject *acc;
     PyObject *names[N_REASONS];
-    signed char *code;  /* current reason per job */
+    signed char *code;   /* current reason per job */
     double *since;
+    double *sum;         /* [j * N_REASONS + r] */
+    signed char *rank;   /* [j * N_REASONS + r]: 0 absent, else the order of r's first sum within job j (1..3) */
+    Py_ssize_t *order;   /* jobs in the order of their first sum */
+    Py_ssize_t norder;
 } Waits;
 
-static inline int w_note(Waits *w, Py_ssize_t j, int r, double now)
+static inline void w_add(Waits *w, Py_ssize_t j, int r, double d)
 {
-    if (w->code[j] == r)
-        return 0;
-    double d = now - w->since[j];
-    if (d > 0 && acc_add(w->acc, j, w->names[(int)w->code[j]], d) < 0)
-        return -1;
-    w->since[j] = now;
-    w->code[j] = (signed char)r;
-    return 0;
+    Py_ssize_t k = j * N_REASONS;
+    if (!w->rank[k + r]) {
+        int n = (w->rank[k] != 0) + (w->rank[k + 1] != 0) + (w->rank[k + 2] != 0);
+        if (n == 0)
+            w->order[w->norder++] = j;
+        w->rank[k + r] = (signed char)(n + 1);
+    }
+    w->sum[k + r] += d;  /* from 0.0: the first sum is 0.0 + d, as acc.get(old, 0.0) + d */
 }
 
-static inline int w_close(Waits *w, Py_ssize_t j, double now)
+static inline void w_note(Waits *w, Py_ssize_t j, int r, double now)
+{
+    if (w->code[j] == r)
+        return;
+    double d = now - w->since[j];
+    if (d > 0)
+        w_add(w, j, w->code[j], d);
+    w->since[j] = now;
+    w->code[j] = (signed char)r;
+}
+
+static inline void w_close(Waits *w, Py_ssize_t j, double now)
 {
     double d = now - w->since[j];
     if (d > 0)
-        return acc_add(w->acc, j, w->names[(int)w->code[j]], d);
+        w_add(w, j, w->code[j], d);
+}
+
+static int w_flush(Waits *w, PyObject *acc)
+{
+    for (Py_ssize_t q = 0; q < w->norder; q++) {
+        Py_ssize_t j = w->order[q], k = j * N_REASONS;
+        PyObject *inner = PyDict_New(), *key = PyLong_FromSsize_t(j);
+        int rc = (inner && key) ? 0 : -1;
+        for (int pos = 1; pos <= N_REASONS && rc == 0; pos++)
+            for (int r = 0; r < N_REASONS && rc == 0; r++)
+                if (w->rank[k + r] == pos) {
+                    PyObject *v = PyFloat_FromDouble(w->sum[k + r]);
+                    rc = v ? PyDict_SetItem(inner, w->names[r], v) : -1;
+                    Py_XDECREF(v);
+                }
+        if (rc == 0)
+            rc = PyDict_SetItem(acc, key, inner);
+        Py_XDECREF(inner);
+        Py_XDECREF(key);
+        if (rc < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -270,9 +273,12 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
     long long *size = PyMem_Malloc(nn * sizeof(long long)), *seq_of = PyMem_Malloc(nn * sizeof(long long));
     Py_ssize_t *qnext = PyMem_Malloc(nn * sizeof(Py_ssize_t)), *qprev = PyMem_Malloc(nn * sizeof(Py_ssize_t));
     Entry *ends = PyMem_Malloc(nn * sizeof(Entry)), *running = PyMem_Malloc(nn * sizeof(Entry));
-    signed char *code = PyMem_Malloc(nn), *state = PyMem_Calloc(nn, 1);  /* state bits: 1 started, 2 ended, 4 reserved now, 8 reserved before */
+    signed char *code = PyMem_Malloc(nn), *state = PyMem_Calloc(nn, 1);
+    double *sums = PyMem_Calloc(nn * N_REASONS, sizeof(double));
+    signed char *ranks = PyMem_Calloc(nn * N_REASONS, 1);
+    Py_ssize_t *order = PyMem_Malloc(nn * sizeof(Py_ssize_t));  /* state bits: 1 started, 2 ended, 4 reserved now, 8 reserved before */
     if (!submit || !est || !rem || !start || !end || !since || !resv || !size || !seq_of || !qnext || !qprev || !ends ||
-        !running || !code || !state) {
+        !running || !code || !state || !sums || !ranks || !order) {
         PyErr_NoMemory();
         goto done;
     }
@@ -283,8 +289,12 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
         if (PyList_GET_ITEM(l_reserved, k) != Py_None)
             state[k] |= 8;
 
-    Waits w = {acc, {PyTuple_GET_ITEM(o_names, 0), PyTuple_GET_ITEM(o_names, 1), PyTuple_GET_ITEM(o_names, 2)},
-               code, since};
+    if (PyDict_GET_SIZE(acc) != 0) {
+        PyErr_SetString(PyExc_ValueError, "acc: the kernel starts a run, with no wait recorded yet");
+        goto done;
+    }
+    Waits w = {{PyTuple_GET_ITEM(o_names, 0), PyTuple_GET_ITEM(o_names, 1), PyTuple_GET_ITEM(o_names, 2)},
+               code, since, sums, ranks, order, 0};
     const Py_ssize_t NIL = n;  /* the queue's sentinel */
     qnext[NIL] = qprev[NIL] = NIL;
     Py_ssize_t qlen = 0, nends = 0, nrun = 0;
@@ -303,8 +313,8 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
         start[j_] = t;                                                                     \
         seq_of[j_] = seq;                                                                  \
         state[j_] |= 1;                                                                    \
-        if (t != submit[j_] && w_close(&w, j_, t) < 0)                                     \
-            goto done;                                                                     \
+        if (t != submit[j_])                                                               \
+            w_close(&w, j_, t);                                                            \
         heap_push(ends, &nends, (Entry){t + (rem[j_] < est[j_] ? rem[j_] : est[j_]), seq, j_}); \
         sorted_insert(running, &nrun, (Entry){t + est[j_], seq, j_});                      \
         qnext[qprev[j_]] = qnext[j_];                                                      \
@@ -360,8 +370,7 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
                     START_JOB(j, s);
                     continue;
                 }
-                if (w_note(&w, j, R_RESOURCES, t) < 0)
-                    goto done;
+                w_note(&w, j, R_RESOURCES, t);
                 if (depth == 0) {
                     stopped = 1;
                     break;
@@ -395,8 +404,7 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
                     break;
                 long long s = size[j];
                 if (s > free_) {
-                    if (w_note(&w, j, R_RESOURCES, t) < 0)
-                        goto done;
+                    w_note(&w, j, R_RESOURCES, t);
                     continue;
                 }
                 if (t + est[j] * inv <= T) {
@@ -404,8 +412,7 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
                 } else if (s <= extra) {
                     extra -= s;
                 } else {
-                    if (w_note(&w, j, R_RESERVATION, t) < 0)
-                        goto done;
+                    w_note(&w, j, R_RESERVATION, t);
                     continue;
                 }
                 START_JOB(j, s);
@@ -414,17 +421,29 @@ static PyObject *fp_run(PyObject *self, PyObject *args)
     }
 #undef START_JOB
 
+    if (w_flush(&w, acc) < 0)
+        goto done;
+    int reuse_submit = PyList_CheckExact(o_submit);
+    for (Py_ssize_t k = 0; reuse_submit && k < n; k++)
+        reuse_submit = PyFloat_CheckExact(PyList_GET_ITEM(o_submit, k));
     /* write back where the Python kernel writes: every submitted job's reason and since, the started jobs'
      * start / seq, the ended jobs' end, the new reservations */
     for (Py_ssize_t k = 0; k < i; k++) {
         PyObject *r = w.names[(int)code[k]], *x;
         Py_INCREF(r);
         PyList_SetItem(l_reason, k, r);
-        if ((x = PyFloat_FromDouble(since[k])) == NULL)
+        /* a time equal to the job's submit time is the submit float itself (as in the Python kernel, where it is
+         * the same object): no new float */
+        PyObject *sub = reuse_submit ? PyList_GET_ITEM(o_submit, k) : NULL;
+        if (sub && since[k] == submit[k])
+            Py_INCREF(x = sub);
+        else if ((x = PyFloat_FromDouble(since[k])) == NULL)
             goto done;
         PyList_SetItem(l_since, k, x);
         if (state[k] & 1) {
-            if ((x = PyFloat_FromDouble(start[k])) == NULL)
+            if (sub && start[k] == submit[k])
+                Py_INCREF(x = sub);
+            else if ((x = PyFloat_FromDouble(start[k])) == NULL)
                 goto done;
             PyList_SetItem(l_start, k, x);
             if ((x = PyLong_FromLongLong(seq_of[k])) == NULL)
@@ -463,6 +482,9 @@ done:
     PyMem_Free(running);
     PyMem_Free(code);
     PyMem_Free(state);
+    PyMem_Free(sums);
+    PyMem_Free(ranks);
+    PyMem_Free(order);
     return result;
 }
 

@@ -19,7 +19,7 @@ Two implementations of one kernel, selected per run by ``QUOTALOOP_ENGINE``:
   byte-identical (tests/engine/test_compiled_kernel.py: random workloads, every SWF trace in shared data).
 
 ``QUOTALOOP_ENGINE`` unset or empty: the compiled kernel when it was built, else the Python one (a package
-installed without a C compiler still runs); ``python``: the reference; ``compiled``: the compiled kernel or a
+installed without a C compiler still runs, and says so in one line on stderr, once per process); ``python``: the reference; ``compiled``: the compiled kernel or a
 ``ConfigError`` when it is absent. Any other value is a ``ConfigError``.
 
 Why plain C and not Cython: no build dependency beyond gcc and the Python headers (Cython would be one more
@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import os
+import sys
 
 from ..units import INF
 
@@ -43,6 +44,7 @@ except ImportError:  # built without a C compiler: the Python kernel runs (see `
 
 ENABLED = True  # tests switch it off to compare against the generic path
 ENGINE_ENV = "QUOTALOOP_ENGINE"
+_noted = False  # the missing compiled kernel is said once per process
 
 
 def applies(sim) -> bool:
@@ -60,7 +62,12 @@ def fast_kernel(sim):
 
 def engine_choice() -> str:
     """"compiled" or "python": the kernel ``run`` uses, from ``QUOTALOOP_ENGINE`` (read at every run)."""
+    global _noted
     want = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if want == "" and compiled is None and not _noted:
+        _noted = True
+        sys.stderr.write(f"quotaloop: note: the compiled engine kernel is not built (no C compiler at install?); "
+                         f"running the Python kernel (set {ENGINE_ENV}=python to choose it and silence this)\n")
     if want == "python" or (want == "" and compiled is None):
         return "python"
     if want in ("", "compiled") and compiled is not None:
