@@ -19,14 +19,18 @@ Two implementations of one kernel, selected per run by ``QUOTALOOP_ENGINE``:
   byte-identical (tests/engine/test_compiled_kernel.py: random workloads, every SWF trace in shared data).
 
 ``QUOTALOOP_ENGINE`` unset or empty: the compiled kernel when it was built, else the Python one (a package
-installed without a C compiler still runs, and says so in one line on stderr, once per process); ``python``: the reference; ``compiled``: the compiled kernel or a
-``ConfigError`` when it is absent. Any other value is a ``ConfigError``.
+installed without a C compiler still runs, and says so in one line on stderr, once per process); ``python``: the
+reference; ``compiled``: the compiled kernel, or a ``ConfigError`` when it is absent. Any other value is a
+``ConfigError``. The variable is read at every run.
 
-Why plain C and not Cython: no build dependency beyond gcc and the Python headers (Cython would be one more
-package at build time), and the kernel is small (~250 lines). Measured on HPC2N (202,871 jobs, FCFS + EASY,
-one run, CPU): the Python kernel 2.6 s, the C kernel 0.05 s including reading the Python lists and writing them
-back, against 0.76 s for the whole textbook C loop process (reading a text file): no compiler-generated code could
-make the kernel matter less, so there was nothing for Cython to win.
+Why plain C and not Cython: Cython would be one more build dependency (fetched at install) for a kernel of
+~300 lines of arrays, a heap and a sorted array; it was not measured, because the C kernel already costs a fifth
+of the textbook C process below, so at best Cython could match it. Measured
+on HPC2N (202,871 jobs, FCFS + EASY, CPU seconds on the loaded 2-core machine): the Python kernel 1.4-1.5 s, the C
+kernel 0.13-0.15 s of which ~0.05 s is writing the per-job lists back as Python objects, against 0.7 s for the
+whole textbook C loop process (tests/benchmarks/easy_baseline.c, reading a text file). The first C version
+updated ``waits.acc`` (Python dicts) at every note: 0.20 s; keeping the sums in C arrays and writing the dicts
+once took it to 0.13 s. What is left of the gap to the textbook C process is outside the kernel.
 """
 from __future__ import annotations
 
