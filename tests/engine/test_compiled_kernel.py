@@ -136,9 +136,10 @@ def test_kernel_alone_identical(jobs, depth, margin, resource):
 
 
 def test_kernel_alone_hand_computed():
-    """4 processors, EASY. t=0: A (3 procs, 10 s) starts; B (2 procs, est 5) blocks: its reservation is A's
-    estimated end, 10, with 4 + 0 - ... extra = 3 + 1 - 2 = 2; C (1 proc, est 20) fits in the extra processor
-    count? 1 free now, 1 <= 2 extra: starts at 0. At 10 A ends, B starts (waited 10 s for resources)."""
+    """4 processors, EASY, all submitted at 0. A (3 procs, 10 s) starts; B (2 procs) does not fit the 1 free:
+    its reservation is A's estimated end, 10, with 4 - 2 = 2 extra processors then; C (1 proc, 20 s) ends after 10
+    but fits in the extra: starts at 0. At 10 A ends and B starts, after 10 s waiting for resources. Passes at 0
+    and 10 (full: a job ended); none at 15 and 20 (queue empty)."""
     k = KernelOnly([0.0, 0.0, 0.0], [10.0, 5.0, 20.0], [10.0, 5.0, 20.0], [3, 2, 1], 4, 1, 0.0, "cpus")
     kernel = fastpath.run_compiled if fastpath.compiled is not None else fastpath.run_python
     kernel(k)
