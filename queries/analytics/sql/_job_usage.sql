@@ -35,23 +35,44 @@ jobs_in_window as not materialized (
            or (t_end = t_start and t_start >= w_start and t_start < w_end))
 ),
 
+job_rates as (
+    -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
+    -- usage or a null level null: DuckDB's least() would ignore it)
+    select
+        *,
+        case when cpus is null then null
+             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
+             when cpu_seconds_total / run_s > cpus then cpus
+             else cpu_seconds_total / run_s end as cpu_rate_totals,
+        case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
+        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
+    from jobs_in_window
+),
+
+jobs_rolled as materialized (
+    select
+        j.*,
+        coalesce(
+            r.t_start = j.t_start and r.t_end = j.t_end
+            and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
+            and r.mem_gb is not distinct from j.mem_gb
+            and (j.w_start <= j.t_start and j.t_end <= j.w_end
+                 or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
+                     and (j.w_end = 'inf'::double or j.w_end % 86400 = 0))),
+            false) as rollup_answers,
+        r.n_samples as r_n_samples, r.n_cpu as r_n_cpu, r.n_gpu as r_n_gpu, r.n_mem as r_n_mem,
+        r.cpu_used_s as r_cpu_used_s, r.gpu_used_s as r_gpu_used_s, r.mem_used_gbs as r_mem_used_gbs,
+        r.sampled_s as r_sampled_s, r.peak_cpus_sampled as r_peak_cpus_sampled,
+        r.peak_gpu_util_sampled as r_peak_gpu_util_sampled, r.peak_mem_gb_sampled as r_peak_mem_gb_sampled
+    from job_rates as j
+    -- rows without a run interval can never answer; saying so also makes DuckDB estimate the rollup side
+    -- smaller than the jobs side and build its hash table on it (numbers) rather than on the jobs (strings)
+    left join (select * from job_rollup where t_start is not null and t_end is not null and t_start <= t_end) as r
+        on r.cluster = j.cluster and r.job_id = j.job_id
+),
+
 jobs_from_samples as (
-    -- the jobs in the window their rollup row does not answer for (see above: no row, a row derived for another
-    -- run interval or other levels, or a window that cuts the run inside a day), with what clipping and capping
-    -- need. The match is the one job_usage applies; one narrow join, so that a window the rollup answers whole
-    -- builds an empty side and DuckDB never scans the samples
-    select j.cluster, j.job_id, j.lo, j.hi, j.cpus, j.gpus, j.mem_gb
-    from jobs_in_window as j
-    left join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
-    where not coalesce(
-        r.t_start = j.t_start and r.t_end = j.t_end
-        and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
-        and r.mem_gb is not distinct from j.mem_gb
-        and (j.w_start <= j.t_start and j.t_end <= j.w_end
-             -- a window of whole UTC days (or open at that end)
-             or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
-                 and (j.w_end = 'inf'::double or j.w_end % 86400 = 0))),
-        false)
+    select cluster, job_id, lo, hi, cpus, gpus, mem_gb from jobs_rolled where not rollup_answers
 ),
 
 clipped_samples as (
@@ -121,23 +142,10 @@ day_usage as (
     group by d.cluster, d.job_id
 ),
 
-job_rates as (
-    -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
-    -- usage or a null level null: DuckDB's least() would ignore it)
-    select
-        *,
-        case when cpus is null then null
-             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
-             when cpu_seconds_total / run_s > cpus then cpus
-             else cpu_seconds_total / run_s end as cpu_rate_totals,
-        case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
-        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
-    from jobs_in_window
-),
-
 job_usage as (
     select
-        j.*,
+        j.* exclude (rollup_answers, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s,
+                     r_mem_used_gbs, r_sampled_s, r_peak_cpus_sampled, r_peak_gpu_util_sampled, r_peak_mem_gb_sampled),
         coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
         coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
         coalesce(su.n_mem, 0) > 0 as mem_sampled,
@@ -162,40 +170,25 @@ job_usage as (
             / nullif(j.mem_node_gb, 0) as peak_mem_util,
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
-    from job_rates as j
-    -- one join with the rollup: rm holds the row's figures when it answers for the job (the match of
-    -- jobs_from_samples), else nulls
-    left join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
+    from jobs_rolled as j
     left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
     left join day_usage as du on du.cluster = j.cluster and du.job_id = j.job_id
-    cross join lateral (
-        select
-            coalesce(
-                r.t_start = j.t_start and r.t_end = j.t_end
-                and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
-                and r.mem_gb is not distinct from j.mem_gb
-                and (j.w_start <= j.t_start and j.t_end <= j.w_end
-                     or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
-                         and (j.w_end = 'inf'::double or j.w_end % 86400 = 0))),
-                false) as answers,
-            j.w_start <= j.t_start and j.t_end <= j.w_end as whole_run
-    ) as m
     -- counts null unless the job has samples (sample_usage has no row for a job without samples); the whole
     -- run's integrals only when the window holds the whole run (a job the window cuts sums its days: day_usage)
     cross join lateral (
         select
-            case when m.answers and r.n_samples > 0 then r.n_samples end as n_samples,
-            case when m.answers and r.n_samples > 0 then r.n_cpu end as n_cpu,
-            case when m.answers and r.n_samples > 0 then r.n_gpu end as n_gpu,
-            case when m.answers and r.n_samples > 0 then r.n_mem end as n_mem,
-            m.answers and not m.whole_run as by_day,
-            case when m.answers and m.whole_run then r.cpu_used_s end as cpu_used_s,
-            case when m.answers and m.whole_run then r.gpu_used_s end as gpu_used_s,
-            case when m.answers and m.whole_run then r.mem_used_gbs end as mem_used_gbs,
-            case when m.answers and m.whole_run then r.sampled_s end as sampled_s,
-            case when m.answers then r.peak_cpus_sampled end as peak_cpus_sampled,
-            case when m.answers then r.peak_gpu_util_sampled end as peak_gpu_util_sampled,
-            case when m.answers then r.peak_mem_gb_sampled end as peak_mem_gb_sampled
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_samples end as n_samples,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_cpu end as n_cpu,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_gpu end as n_gpu,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_mem end as n_mem,
+            j.rollup_answers and not (j.w_start <= j.t_start and j.t_end <= j.w_end) as by_day,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_cpu_used_s end as cpu_used_s,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_gpu_used_s end as gpu_used_s,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_mem_used_gbs end as mem_used_gbs,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_sampled_s end as sampled_s,
+            case when j.rollup_answers then j.r_peak_cpus_sampled end as peak_cpus_sampled,
+            case when j.rollup_answers then j.r_peak_gpu_util_sampled end as peak_gpu_util_sampled,
+            case when j.rollup_answers then j.r_peak_mem_gb_sampled end as peak_mem_gb_sampled
     ) as rm
     -- a job has figures from its samples (su0) or from its rollup row (rm, du), never both. A sum over the
     -- window's days is 0, not null, when the samples exist but none reaches into the window, as the sum over
