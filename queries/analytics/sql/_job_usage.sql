@@ -50,6 +50,11 @@ job_rates as (
 ),
 
 jobs_rolled as materialized (
+    -- every job in the window with its rollup row's figures (r_*) and whether that row answers for it (see
+    -- above: same run interval and levels, and the window holds the whole run or is whole days). The one join
+    -- with job_rollup: materialized (DuckDB keeps only the columns the query reads), so that job_usage and the
+    -- samples fallback both read it; a `not materialized` match CTE referenced three times cost three scans of
+    -- jobs and job_rollup and three hash joins, more than the samples join the rollup replaces
     select
         j.*,
         coalesce(
@@ -72,6 +77,8 @@ jobs_rolled as materialized (
 ),
 
 jobs_from_samples as (
+    -- the jobs their rollup row does not answer for (no row, a stale row, a window cutting a day): derived from
+    -- their samples. Usually empty, and DuckDB then never scans the samples
     select cluster, job_id, lo, hi, cpus, gpus, mem_gb from jobs_rolled where not rollup_answers
 ),
 
