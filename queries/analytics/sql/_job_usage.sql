@@ -35,35 +35,51 @@ jobs_in_window as not materialized (
            or (t_end = t_start and t_start >= w_start and t_start < w_end))
 ),
 
-rollup_match as not materialized (
-    -- the jobs in the window their rollup row answers for (see above), with the row's figures: counts null
-    -- unless the job has samples (sample_usage has no row for a job without samples); the whole run's
-    -- integrals only when the window holds the whole run (a job the window cuts sums its days: day_usage).
-    -- Apart from jobs_in_window, so that what does not need the rollup (gap_area, quota_backtest) never joins it
+job_rates as (
+    -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
+    -- usage or a null level null: DuckDB's least() would ignore it)
     select
-        j.cluster,
-        j.job_id,
-        not (j.w_start <= j.t_start and j.t_end <= j.w_end) as by_day,
-        case when r.n_samples > 0 then r.n_samples end as n_samples,
-        case when r.n_samples > 0 then r.n_cpu end as n_cpu,
-        case when r.n_samples > 0 then r.n_gpu end as n_gpu,
-        case when r.n_samples > 0 then r.n_mem end as n_mem,
-        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.cpu_used_s end as cpu_used_s,
-        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.gpu_used_s end as gpu_used_s,
-        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.mem_used_gbs end as mem_used_gbs,
-        case when j.w_start <= j.t_start and j.t_end <= j.w_end then r.sampled_s end as sampled_s,
-        r.peak_cpus_sampled,
-        r.peak_gpu_util_sampled,
-        r.peak_mem_gb_sampled
-    from jobs_in_window as j
-    join job_rollup as r on r.cluster = j.cluster and r.job_id = j.job_id
-    where (j.w_start <= j.t_start and j.t_end <= j.w_end
-           -- a window of whole UTC days (or open at that end)
-           or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
-               and (j.w_end = 'inf'::double or j.w_end % 86400 = 0)))
-      and r.t_start = j.t_start and r.t_end = j.t_end
-      and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
-      and r.mem_gb is not distinct from j.mem_gb
+        *,
+        case when cpus is null then null
+             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
+             when cpu_seconds_total / run_s > cpus then cpus
+             else cpu_seconds_total / run_s end as cpu_rate_totals,
+        case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
+        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
+    from jobs_in_window
+),
+
+jobs_rolled as materialized (
+    -- every job in the window with its rollup row's figures (r_*) and whether that row answers for it (see
+    -- above: same run interval and levels, and the window holds the whole run or is whole days). The one join
+    -- with job_rollup: materialized (DuckDB keeps only the columns the query reads), so that job_usage and the
+    -- samples fallback both read it; a `not materialized` match CTE referenced three times cost three scans of
+    -- jobs and job_rollup and three hash joins, more than the samples join the rollup replaces
+    select
+        j.*,
+        coalesce(
+            r.t_start = j.t_start and r.t_end = j.t_end
+            and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
+            and r.mem_gb is not distinct from j.mem_gb
+            and (j.w_start <= j.t_start and j.t_end <= j.w_end
+                 or ((j.w_start = '-inf'::double or j.w_start % 86400 = 0)
+                     and (j.w_end = 'inf'::double or j.w_end % 86400 = 0))),
+            false) as rollup_answers,
+        r.n_samples as r_n_samples, r.n_cpu as r_n_cpu, r.n_gpu as r_n_gpu, r.n_mem as r_n_mem,
+        r.cpu_used_s as r_cpu_used_s, r.gpu_used_s as r_gpu_used_s, r.mem_used_gbs as r_mem_used_gbs,
+        r.sampled_s as r_sampled_s, r.peak_cpus_sampled as r_peak_cpus_sampled,
+        r.peak_gpu_util_sampled as r_peak_gpu_util_sampled, r.peak_mem_gb_sampled as r_peak_mem_gb_sampled
+    from job_rates as j
+    -- rows without a run interval can never answer; saying so also makes DuckDB estimate the rollup side
+    -- smaller than the jobs side and build its hash table on it (numbers) rather than on the jobs (strings)
+    left join (select * from job_rollup where t_start is not null and t_end is not null and t_start <= t_end) as r
+        on r.cluster = j.cluster and r.job_id = j.job_id
+),
+
+jobs_from_samples as (
+    -- the jobs their rollup row does not answer for (no row, a stale row, a window cutting a day): derived from
+    -- their samples. Usually empty, and DuckDB then never scans the samples
+    select cluster, job_id, lo, hi, cpus, gpus, mem_gb from jobs_rolled where not rollup_answers
 ),
 
 clipped_samples as (
@@ -87,9 +103,7 @@ clipped_samples as (
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
-    join (select * from jobs_in_window as w
-          where not exists (select 1 from rollup_match as m where m.cluster = w.cluster and m.job_id = w.job_id)) as j
-        on s.cluster = j.cluster and s.job_id = j.job_id
+    join jobs_from_samples as j on s.cluster = j.cluster and s.job_id = j.job_id
     where s.ts is not null and s.interval_s is not null
 ),
 
@@ -115,38 +129,30 @@ sample_usage as (
 ),
 
 day_usage as (
-    -- the integrals of the jobs a window of whole days cuts: their per-day integrals over the window's days
+    -- per job, its per-day integrals summed over the window's days: what a job the window cuts takes when the
+    -- window is whole days (job_usage uses it for those jobs only). Empty for a window with no finite bound
+    -- (it cuts no job) or a bound inside a day (its cut jobs are derived from their samples), so that DuckDB
+    -- reads no day row then
     select
-        j.cluster,
-        j.job_id,
+        d.cluster,
+        d.job_id,
         sum(d.cpu_used_s) as cpu_used_s,
         sum(d.gpu_used_s) as gpu_used_s,
         sum(d.mem_used_gbs) as mem_used_gbs,
         sum(d.sampled_s) as sampled_s
-    from (select cluster, job_id from rollup_match where by_day) as j
-    join job_day_rollup as d on d.cluster = j.cluster and d.job_id = j.job_id
+    from job_day_rollup as d
     cross join window_bounds as w
     where d.day_s >= w.w_start and d.day_s < w.w_end
-    group by j.cluster, j.job_id
-),
-
-job_rates as (
-    -- the constant rates a job's totals imply over its run, capped at the request (`case` keeps a null
-    -- usage or a null level null: DuckDB's least() would ignore it)
-    select
-        *,
-        case when cpus is null then null
-             when run_s = 0 then cpu_seconds_total * 0  -- a zero-length run: known usage, 0 seconds of it
-             when cpu_seconds_total / run_s > cpus then cpus
-             else cpu_seconds_total / run_s end as cpu_rate_totals,
-        case when mean_gpu_util > 1.0 then 1.0 else mean_gpu_util end * gpus as gpu_rate_totals,
-        case when max_rss_gb <= mem_gb then max_rss_gb when max_rss_gb > mem_gb then mem_gb end as mem_rate_peak
-    from jobs_in_window
+      and (w.w_start > '-inf'::double or w.w_end < 'inf'::double)
+      and (w.w_start = '-inf'::double or w.w_start % 86400 = 0)
+      and (w.w_end = 'inf'::double or w.w_end % 86400 = 0)
+    group by d.cluster, d.job_id
 ),
 
 job_usage as (
     select
-        j.*,
+        j.* exclude (rollup_answers, r_n_samples, r_n_cpu, r_n_gpu, r_n_mem, r_cpu_used_s, r_gpu_used_s,
+                     r_mem_used_gbs, r_sampled_s, r_peak_cpus_sampled, r_peak_gpu_util_sampled, r_peak_mem_gb_sampled),
         coalesce(su.n_cpu, 0) > 0 as cpu_sampled,
         coalesce(su.n_gpu, 0) > 0 as gpu_sampled,
         coalesce(su.n_mem, 0) > 0 as mem_sampled,
@@ -171,10 +177,26 @@ job_usage as (
             / nullif(j.mem_node_gb, 0) as peak_mem_util,
         coalesce(j.max_cpu_util * j.cpus, su.peak_cpus_sampled) as peak_cpus,
         greatest(j.max_rss_node_gb, su.peak_mem_gb_sampled / greatest(coalesce(j.nodes, 1), 1)) as peak_mem_node_gb
-    from job_rates as j
-    left join rollup_match as rm on rm.cluster = j.cluster and rm.job_id = j.job_id
+    from jobs_rolled as j
     left join sample_usage as su0 on su0.cluster = j.cluster and su0.job_id = j.job_id
     left join day_usage as du on du.cluster = j.cluster and du.job_id = j.job_id
+    -- counts null unless the job has samples (sample_usage has no row for a job without samples); the whole
+    -- run's integrals only when the window holds the whole run (a job the window cuts sums its days: day_usage)
+    cross join lateral (
+        select
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_samples end as n_samples,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_cpu end as n_cpu,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_gpu end as n_gpu,
+            case when j.rollup_answers and j.r_n_samples > 0 then j.r_n_mem end as n_mem,
+            j.rollup_answers and not (j.w_start <= j.t_start and j.t_end <= j.w_end) as by_day,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_cpu_used_s end as cpu_used_s,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_gpu_used_s end as gpu_used_s,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_mem_used_gbs end as mem_used_gbs,
+            case when j.rollup_answers and j.w_start <= j.t_start and j.t_end <= j.w_end then j.r_sampled_s end as sampled_s,
+            case when j.rollup_answers then j.r_peak_cpus_sampled end as peak_cpus_sampled,
+            case when j.rollup_answers then j.r_peak_gpu_util_sampled end as peak_gpu_util_sampled,
+            case when j.rollup_answers then j.r_peak_mem_gb_sampled end as peak_mem_gb_sampled
+    ) as rm
     -- a job has figures from its samples (su0) or from its rollup row (rm, du), never both. A sum over the
     -- window's days is 0, not null, when the samples exist but none reaches into the window, as the sum over
     -- the samples is: null only when no sample has a value with a known level
