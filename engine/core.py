@@ -123,6 +123,7 @@ class Simulator:
         self.ledger = Ledger(len(wl.accounts), cfg.lookback_s)
         self.track_usage = policy.tracks_usage
         self.queue = policy.make_queue(self)
+        self._touch = getattr(self.queue, "touch", None)  # optional: jobs a pass examines outside the order
         self.depth = cfg.depth
         self.waits = reasons.WaitReasons(n, "priority" if self.depth == 0 else "resources", self.attempt)
         self.preempting = preempt.PreemptState(self)
@@ -268,6 +269,8 @@ class Simulator:
                 jobs = self.queue.order(now)
         else:
             jobs = new
+            if self._touch is not None:
+                self._touch(new)
         self.ordered = jobs is not new
         started = self.pass_fn(self, now, jobs, self.pstate)
         self.ordered = True

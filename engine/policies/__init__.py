@@ -42,6 +42,8 @@ class Queue(Protocol):
     def jobs(self) -> Iterable[int]:
         """The queued jobs, in no particular order."""
 
+    # Optional: ``touch(jobs)``, called with the jobs a pass examines outside ``order`` (an incremental pass's new
+    # submissions), for a queue that keeps facts about its jobs' wait reasons (``buckets.BucketQueue``).
     # Optional: a queue with a ``hint`` attribute (None between passes) lets an EASY pass install its scan hint,
     # a function j -> failure reason (skip j), False (stop) or None (hand j over); see ``backfill.easy``.
 

@@ -7,15 +7,28 @@ Invariants:
 - jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order, and a pass's
   ``hint`` lets the order skip those whose answer the pass already knows, noting the same wait reason it would;
 - ``_Plan.pending`` counts, per tree node, the funded jobs pending under it (kept by ``add``/``remove``).
+- class index (a queue whose order skips capped jobs, ``indexes_classes``, in a run with borrowing caps):
+  ``classes[a][g]`` holds account a's funded jobs requesting g milli-GPUs, in index order, and ``dirty[a][g]``
+  those of them not known to hold the wait reason "quota". A job leaves ``dirty`` only when the order notes it
+  "quota", and re-enters it whenever it is queued (``add``: a new wait starts with the default reason), handed
+  to a pass or its hint by the order, or examined by a pass outside the order (``touch``, which the simulator
+  calls for an incremental pass's new submissions): nothing else notes a queued funded job's reason. So a job outside
+  ``dirty`` holds "quota" and noting it "quota" again changes nothing; the order may skip it unseen.
 """
 from __future__ import annotations
 
+import bisect
+
 from .fcfs import FCFSQueue
+
+SKIP = True  # tests switch it off: the orders then walk every capped job, and both must agree exactly
 
 
 class BucketQueue:
     """Per-account FIFOs of funded jobs, merged by a subclass's ``funded_order(now)``, then the unallocated
     jobs in FCFS order (skipped with the pass's ``hint``)."""
+
+    indexes_classes = False  # a subclass whose order skips capped request classes sets it
 
     def __init__(self, sim):
         self.sim = sim
@@ -24,6 +37,9 @@ class BucketQueue:
         self.members: set[int] = set()
         self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
         self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
+        self.indexed = None     # the class index is kept (decided at the first ``add``: the caps exist then)
+        self.classes: dict[int, dict[int, list]] = {}  # account -> milli-GPUs -> funded jobs, index order
+        self.dirty: dict[int, dict[int, set]] = {}     # account -> milli-GPUs -> jobs maybe not noted "quota"
 
     def __len__(self):
         return len(self.members)
@@ -42,6 +58,16 @@ class BucketQueue:
         a = self.sim.acct[j]
         for plan in self._plans.values():
             plan.count(a, 1)
+        if self.indexed is None:
+            self.indexed = SKIP and self.indexes_classes and self.sim.caps.on
+        if self.indexed:
+            g = self.sim.req_g[j]
+            lst = self.classes.setdefault(a, {}).setdefault(g, [])
+            if lst and j < lst[-1]:
+                bisect.insort(lst, j)
+            else:
+                lst.append(j)
+            self.dirty.setdefault(a, {}).setdefault(g, set()).add(j)
         q = self.funded.setdefault(a, {})
         if q and j < next(reversed(q)):
             items = sorted([*q, j])
@@ -59,6 +85,23 @@ class BucketQueue:
         for plan in self._plans.values():
             plan.count(a, -1)
         del self.funded[a][j]
+        if self.indexed:
+            g = self.sim.req_g[j]
+            cls, lst = self.classes[a], self.classes[a][g]
+            del lst[bisect.bisect_left(lst, j)]
+            self.dirty[a][g].discard(j)
+            if not lst:
+                del cls[g]
+                del self.dirty[a][g]
+
+    def touch(self, jobs) -> None:
+        """A pass examines ``jobs`` outside ``order`` (an incremental pass's new submissions): their reasons may
+        change, so the class index no longer knows them to hold "quota"."""
+        if self.indexed:
+            acct, req_g, members, min_rt, dirty = self.sim.acct, self.sim.req_g, self.members, self.sim.min_rt, self.dirty
+            for j in jobs:
+                if j in members and min_rt[j] != 0:
+                    dirty[acct[j]][req_g[j]].add(j)
 
     def order(self, now):
         yield from self.funded_order(now)

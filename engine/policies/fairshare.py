@@ -18,14 +18,19 @@ outside the hole, a borrowing cap), noting the same wait reason the pass would.
 """
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 
 from ..jobstate import RUNNING
 from ..units import INF
 from .buckets import BucketQueue
 
+_ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held back
+
 
 class FairShareQueue(BucketQueue):
+    indexes_classes = True
     def funded_order(self, now):
         sim = self.sim
         ten = sim.budgeting.at(now)
@@ -49,6 +54,9 @@ class FairShareQueue(BucketQueue):
         reason, note, status = sim.waits.reason, sim.waits.note, sim.status
         chains = ten.depth_chain
         heads: dict = {}
+        pos_of: dict = {}  # capped bucket -> the last job it offered that started (class-skipping segments)
+        indexed = self.indexed
+        dirty, acct, classes = self.dirty, sim.acct, self.classes
         seen = failed = shape = state = None
         n_shapes = 0
         while total > 0:
@@ -76,14 +84,46 @@ class FairShareQueue(BucketQueue):
                         room = r
             else:
                 room = None
+            mark = tracked = cn and indexed
+            if mark:  # a class over the room: skip the classes it holds back, unseen (``_capped_segment``)
+                for a in bucket_accts[node]:
+                    top = classes.get(a)
+                    if top and max(top) > room:
+                        break
+                else:
+                    mark = False
+            if mark:
+                res = yield from self._capped_segment(node, room, pos_of, bucket_accts[node], now)
+                if res is None:
+                    return
+                if res is not _ALL_WITHIN:
+                    heads.pop(node, None)  # the plain iterator (below) no longer continues where this left off
+                    started, taken, j = res
+                    total -= taken
+                    chain = chains[node]
+                    for i in chain:
+                        rem[i] -= taken
+                    if not started:
+                        rem[node] = 0
+                        continue
+                    proj = charge[j] * (est[j] if est[j] < horizon else horizon)
+                    for i in chain:
+                        usage[i] += proj
+                    continue
             taken = 0
             started = False
             it = heads.get(node)
             if it is None:  # the bucket's FIFOs (one account: its dict; several: an index-ordered merge)
                 qs = [q for q in (funded.get(a) for a in bucket_accts[node]) if q]
-                it = heads[node] = iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs)
+                it = iter(qs[0]) if len(qs) == 1 else heapq.merge(*qs)
+                pos = pos_of.get(node, -1) if tracked else -1
+                if pos >= 0:  # continue after the last job a class-skipping segment offered
+                    it = itertools.dropwhile(pos.__ge__, it)
+                heads[node] = it
             for j in it:
                 taken += 1
+                if tracked:  # every class is within the room: the same walk, noting what it hands over
+                    dirty[acct[j]][req_g[j]].add(j)
                 if room is not None and req_g[j] > room:
                     # held back by a borrowing cap: left out of this pass's order
                     if reason[j] != "quota":
@@ -107,6 +147,8 @@ class FairShareQueue(BucketQueue):
                 yield j
                 if status[j] == RUNNING:
                     started = True
+                    if tracked:
+                        pos_of[node] = j
                     break
             total -= taken
             chain = chains[node]
@@ -118,6 +160,86 @@ class FairShareQueue(BucketQueue):
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
             for i in chain:
                 usage[i] += proj
+
+    def _capped_segment(self, node, room, pos_of, accts, now):
+        """Offer capped bucket ``node``'s funded jobs after the last one it offered this pass (``heads[node]``),
+        as the plain loop does, but walking only the request classes within ``room`` (milli-GPUs under the
+        tightest cap) and, of the others, only the jobs not yet noted "quota" (``BucketQueue.dirty``): every job
+        the plain loop would note "quota" already holds it. Notes and hand-overs keep the plain loop's order
+        (index order), so a pass that stops anywhere leaves the same reasons. Returns (started, jobs consumed,
+        the started job), None when the pass's hint stops the order, or ``_ALL_WITHIN`` (before offering anything)
+        when the room holds no class back: the plain loop then walks the bucket's FIFOs, which is cheaper."""
+        sim = self.sim
+        reason, note, status, acct, req_g = sim.waits.reason, sim.waits.note, sim.status, sim.acct, sim.req_g
+        classes, dirty = self.classes, self.dirty
+        pos = pos_of.get(node, -1)
+        lists, vis, held_back = [], [], []
+        left = 0
+        skips = False
+        for a in accts:
+            cls = classes.get(a)
+            if not cls:
+                continue
+            dcls = dirty[a]
+            for g, lst in cls.items():
+                k = bisect.bisect_right(lst, pos) if pos >= 0 else 0
+                n = len(lst)
+                if k == n:
+                    continue
+                lists.append(lst)
+                left += n - k
+                if g <= room:
+                    vis.append(map(lst.__getitem__, range(k, n)))
+                else:
+                    skips = True
+                    d = dcls[g]
+                    if d:
+                        held_back.extend(x for x in d if x > pos)
+        if not skips:
+            return _ALL_WITHIN
+        held_back.sort()
+        di, nd = 0, len(held_back)
+        it = vis[0] if len(vis) == 1 else heapq.merge(*vis)
+        seen = failed = shape = state = None
+        n_shapes = 0
+        for j in it:
+            while di < nd and held_back[di] < j:  # held back by the cap: noted as the plain loop would
+                x = held_back[di]
+                di += 1
+                if reason[x] != "quota":
+                    note(x, "quota", now)
+                dirty[acct[x]][req_g[x]].discard(x)
+            dirty[acct[j]][req_g[j]].add(j)  # handed over or hinted: its reason may change
+            hint = self.hint
+            if hint is not None:
+                if hint is not seen:
+                    seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                if state.n_failed_short >= n_shapes:
+                    return None
+                r = failed.get(shape[j])
+                if r is None or r == "long":
+                    r = hint(j)
+                    if r is False:
+                        return None
+                if r is not None:
+                    if reason[j] != r:
+                        note(j, r, now)
+                    continue
+            yield j
+            if status[j] == RUNNING:
+                pos_of[node] = j
+                after = 0
+                for lst in lists:
+                    after += len(lst) - bisect.bisect_right(lst, j)
+                return True, left - after, j
+        while di < nd:
+            x = held_back[di]
+            di += 1
+            if reason[x] != "quota":
+                note(x, "quota", now)
+            dirty[acct[x]][req_g[x]].discard(x)
+        pos_of[node] = INF
+        return False, left, None
 
 
 class FairShare:
