@@ -30,6 +30,17 @@ Invariants:
   jobs queued still gets a main pass (queue order up to the first job that does not fit, no backfill, no
   preemption round), as Slurm's event-triggered scheduler; only backfilling waits for the cycle.
 - Each attempt's wait keeps its own reasons (``waits``, a ``reasons.WaitReasons``), answered per (job, attempt).
+
+Cost per event (one pass per event instant): fair share with borrowing caps walks, per pass, the tree descents
+to the buckets it offers (O(depth x width) each), per visited capped bucket its request classes (O(accounts x
+classes x log queue)), the jobs it hands to the backfill scan or its hint (stopped early by the scan's failed
+shapes and ``qstats.nothing_fits``), and the held-back jobs not yet noted "quota" since they were queued or last
+handed over (each once), sorted: never the whole backlog a cap holds back (``policies.buckets`` class index;
+before it, every pass walked every queued job of every capped bucket, O(queue)). Enqueue / dequeue add O(class
+size) list moves (``bisect``). ``tests/benchmarks/bench_engine.py`` (backlog growth) shows the time per pass
+about flat as the capped backlog grows 10x. Not covered: the other orders (FCFS, priority, multifactor, DRF)
+still test every capped job against its cap at every pass, and jobs that fit no node group are skipped per
+shape by the scan's hint but still visited.
 """
 from __future__ import annotations
 

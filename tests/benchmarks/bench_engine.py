@@ -612,3 +612,96 @@ def test_hpc2n_compiled_kernel_vs_python_and_c_textbook(shared_data, tmp_path):
     print(f"  quotaloop simulate process: compiled {q_c:.2f} s = {q_c / c_cpu:.2f}x the C loop, Python {q_py:.2f} s = "
           f"{q_py / c_cpu:.2f}x (issue 16 asks <= 1.5x)")
     assert diff == 0 and len(c_start) == len(eng) == 202871
+
+
+# ------------------------------------------------------------------------------------------ 5. backlog growth
+def capped_backlog_month(backlog, seed=5):
+    """A fortnight on 32 x 8 GPUs: the same uncapped demand, plus ``backlog`` jobs of a team capped at 8 GPUs,
+    submitted in the first day, that queue for the rest of the run (what the sample's ``max_gpus`` caps do to a
+    bigger cluster)."""
+    rng = np.random.default_rng(seed)
+    n = 12000
+    t0 = 1_790_000_000_000_000
+    submit = np.sort(rng.uniform(0, 14 * 86400, n))
+    gpus = rng.choice([1, 2, 4, 8], n, p=[.4, .3, .2, .1])
+    run = np.maximum(60.0, np.round(rng.lognormal(8, 1.0, n)))
+    base = pl.DataFrame({
+        "job_id": [str(i + 1) for i in range(n)], "submit": (submit * 1e6).astype(np.int64) + t0,
+        "elapsed_s": run, "time_limit_s": np.round(run * rng.uniform(1.2, 3.0, n)), "req_gpus": gpus.astype(float),
+        "account": rng.choice(["lab/a", "lab/b"], n)})
+    sub = np.sort(rng.uniform(0, 86400, backlog))
+    g = rng.choice([2, 4, 8], backlog, p=[.3, .4, .3])
+    r = np.round(rng.uniform(3600, 4 * 3600, backlog))
+    capped = pl.DataFrame({
+        "job_id": [f"c{i}" for i in range(backlog)], "submit": (sub * 1e6).astype(np.int64) + t0,
+        "elapsed_s": r, "time_limit_s": r * 2, "req_gpus": g.astype(float), "account": "ops"})
+    jobs = pl.concat([base, capped]).sort("submit").with_columns(
+        pl.col("submit").cast(pl.Datetime("us", "UTC")), req_cpus=pl.col("req_gpus") * 8,
+        req_mem_bytes=pl.col("req_gpus") * 2.0**35, min_runtime_s=pl.lit(8 * 3600.0), job_class=pl.lit("training"))
+    return jobs, Cluster.uniform(32, 8, 64, 2**39)
+
+
+@pytest.mark.benchmark
+def test_time_per_event_flat_as_the_capped_backlog_grows():
+    # issue 16, "linear in the backlog": the fair-share order skips a capped bucket's held-back request classes
+    # unseen (engine.policies.buckets.SKIP). Engine CPU per scheduling pass (one per event instant) as the capped
+    # backlog grows 1x, 3x, 10x, with the skipping on and off, identical results required.
+    import engine.policies.buckets as buckets
+
+    budgets = {"lab": {"share": 3}, "lab/a": 1, "lab/b": 1, "ops": {"share": 1, "max_gpus": 8}}
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=budgets)
+    print("\ncapped backlog on 32 x 8 GPUs, fair share + EASY + 8 h contracts: CPU per pass (us), skipping on / off")
+    curve = {}
+    for backlog in (500, 1500, 5000):
+        jobs, cluster = capped_backlog_month(backlog)
+        row = {}
+        for on in (True, False):
+            buckets.SKIP = on
+            try:
+                best = None
+                for _ in range(2):
+                    res, cpu, _ = timed(simulate, jobs, cluster, cfg)
+                    best = cpu if best is None else min(best, cpu)
+            finally:
+                buckets.SKIP = True
+            row[on] = (res, best)
+        (on_res, on_cpu), (off_res, off_cpu) = row[True], row[False]
+        assert on_res.jobs.equals(off_res.jobs) and on_res.timeline.equals(off_res.timeline)
+        passes = on_res.metrics["scheduler"]["passes"]
+        queued = (on_res.jobs["wait_s"] > 86400).sum()
+        curve[backlog] = (on_cpu / passes, off_cpu / passes)
+        print(f"  backlog {backlog:>5} ({queued} jobs wait > 1 day), {passes} passes: on {on_cpu:.2f} s = "
+              f"{on_cpu / passes * 1e6:.0f} us/pass; off {off_cpu:.2f} s = {off_cpu / passes * 1e6:.0f} us/pass")
+    on_growth = curve[5000][0] / curve[500][0]
+    off_growth = curve[5000][1] / curve[500][1]
+    print(f"  per-pass time, backlog x10: on x{on_growth:.2f}, off x{off_growth:.2f}")
+    big = REPO.parent / "shared" / "bench-512"  # optional: `quotaloop sample --nodes 512 --days 30 --store` there
+    store = Path(__import__("os").environ.get("QUOTALOOP_BENCH_512", big))
+    if not (store / "_manifest.json").exists():
+        print(f"  (no 512-node store at {store}: set QUOTALOOP_BENCH_512 for the capped vs uncapped ratio)")
+        return
+    from queries.store import Store
+
+    from engine import min_runtime
+    from engine.budgets import load
+
+    s = Store(store)
+    jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+    text = (REPO / "sample_data" / "budgets.toml").read_text()
+    import re
+    import tempfile
+
+    scaled = re.sub(r"^(cluster_gpus|guaranteed_gpus|max_gpus) = (\d+)",
+                    lambda m: f"{m.group(1)} = {int(m.group(2)) * 4}", text, flags=re.M)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(scaled)
+    mr = min_runtime.parse_overrides(["8h"], "--min-runtime")
+    times = {}
+    for label, tree in (("sample budgets.toml (capped)", load(REPO / "sample_data" / "budgets.toml")),
+                        ("caps x4 (scaled to the cluster)", load(Path(f.name)))):
+        res, cpu, wall = timed(simulate, jobs, cluster, SimConfig(policy="fairshare", backfill="easy", budgets=tree,
+                                                                 min_runtime_by_class=mr))
+        times[label] = cpu
+        print(f"  512 nodes, {label}: {cpu:.1f} s CPU ({wall:.1f} s wall), {res.metrics['scheduler']}")
+    a, b = times.values()
+    print(f"  capped / uncapped: {a / b:.2f}x (issue 16 asks <= 3x)")
