@@ -19,6 +19,10 @@
 4. What the Fair share page runs by default (sample store): the last 7 days warm-started from the logged state
    (``engine.warm_start``), fair share + EASY, the engine alone and the whole shares scenario (``whatif.runner``)
    with and without the kept baseline, against the as-logged replay of the same window (baseline in the run).
+5. Issue 16, linear in the backlog: CPU per scheduling pass as a capped team's backlog grows 1x, 3x, 10x on the
+   same cluster, with the fair-share order's class skipping (``engine.policies.buckets.SKIP``) on and off
+   (identical results required); with ``QUOTALOOP_BENCH_512`` (a ``quotaloop sample --nodes 512`` store) also
+   the 512-node capped / caps-scaled ratio.
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.
 Run: ``python -m pytest tests/benchmarks/bench_engine.py -m benchmark -s``
