@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from dashboard.cli import main
 from dashboard.config import load as load_config
 from dashboard.whatif import calibration
 from engine.calibrate import FILE_FORMAT
+from test_scenario_cli_fidelity import run  # the CLI run with its exit code, stdout, stderr
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 KNOBS = {"sched_interval_s": 600, "sched_cycle": "backfill"}
@@ -36,18 +36,6 @@ def write(path: Path, config: dict, **extra) -> Path:
     path.write_text(json.dumps({"format": FILE_FORMAT, "config": config, "modeled": {"policy": "fcfs",
                                                                                      "backfill": "easy"}, **extra}))
     return path
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    old = signal.getsignal(signal.SIGPIPE)
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    finally:
-        signal.signal(signal.SIGPIPE, old)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def params(out: Path, which: str) -> dict:
