@@ -206,6 +206,43 @@ def naive_node_easy(submit, run, est, req, elig, gang, cap):
     return start
 
 
+def _c_baseline(gcc: str, tmp_path, jobs) -> tuple[Path, Path]:
+    """The textbook C loop built with ``gcc -O2`` and its job file (submit, run, estimate, size per line, the
+    jobs the engine simulated): (executable, input)."""
+    import subprocess
+
+    exe = tmp_path / "easy_baseline"
+    subprocess.run([gcc, "-O2", "-o", str(exe), str(Path(__file__).with_name("easy_baseline.c")), "-lm"], check=True)
+    t0 = jobs["submit"].min()
+    sub = ((jobs["submit"] - t0).dt.total_microseconds() / 1e6).to_list()
+    lim = [x if x and x > 0 else r for x, r in zip(jobs["time_limit_s"].to_list(), jobs["run_s"].to_list())]
+    rows = "".join(f"{s!r} {r!r} {e!r} {int(z)}\n" for s, r, e, z in zip(sub, jobs["run_s"].to_list(), lim,
+                                                                         jobs["alloc_cpus"].to_list()))
+    inp = tmp_path / "jobs.txt"
+    inp.write_text(f"{len(sub)} 240\n{rows}")
+    return exe, inp
+
+
+def _child_cpu(cmd, env=None) -> tuple[str, float, float]:
+    """(stdout, CPU seconds, wall seconds) of a child process."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), time.perf_counter() - w0
+
+
+def _c_starts(out: str, jobs) -> tuple[list, list, int]:
+    """(the C loop's start times, the engine's, how many differ by more than 1 ms), seconds from the first submit."""
+    t0 = jobs["submit"].min()
+    c_start = [float(x) for x in out.split()]
+    eng = ((jobs["start"] - t0).dt.total_microseconds() / 1e6).to_list()
+    return c_start, eng, sum(1 for a, b in zip(c_start, eng) if abs(a - b) > 1e-3)
+
+
 # ------------------------------------------------------------------------------------------ 1. HPC2N
 @pytest.mark.benchmark
 def test_hpc2n_fcfs_easy_vs_textbook(shared_data):
@@ -248,9 +285,7 @@ def test_hpc2n_whole_process_vs_compiled_textbook(shared_data, tmp_path):
     The C loop reads the jobs the engine simulated (submit, run, estimate, size: the same skip rules) from a text
     file; both must give identical start times. Times are the child processes' CPU seconds."""
     import os
-    import resource
     import shutil
-    import subprocess
     import sys
 
     from queries.ingest import swf
@@ -258,35 +293,17 @@ def test_hpc2n_whole_process_vs_compiled_textbook(shared_data, tmp_path):
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("no gcc on this machine: the compiled baseline cannot be built")
-    exe = tmp_path / "easy_baseline"
-    subprocess.run([gcc, "-O2", "-o", str(exe), str(Path(__file__).with_name("easy_baseline.c")), "-lm"], check=True)
     path = shared_data / "swf" / "HPC2N-2002-2.2-cln.swf.gz"
     res = simulate(swf.parse(path).jobs, Cluster.procs(240), SimConfig(policy="fcfs", backfill="easy"))
     j = res.jobs
-    t0 = j["submit"].min()
-    sub = ((j["submit"] - t0).dt.total_microseconds() / 1e6).to_list()
-    lim = [x if x and x > 0 else r for x, r in zip(j["time_limit_s"].to_list(), j["run_s"].to_list())]
-    rows = "".join(f"{s!r} {r!r} {e!r} {int(z)}\n" for s, r, e, z in zip(sub, j["run_s"].to_list(), lim,
-                                                                         j["alloc_cpus"].to_list()))
-    inp = tmp_path / "jobs.txt"
-    inp.write_text(f"{len(sub)} 240\n{rows}")
-
-    def child(cmd):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        w0 = time.perf_counter()
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return out, cpu, time.perf_counter() - w0
-
+    exe, inp = _c_baseline(gcc, tmp_path, j)
+    child = _child_cpu
     out, c_cpu, c_wall = child([str(exe), str(inp)])
-    c_start = [float(x) for x in out.split()]
-    eng = ((j["start"] - t0).dt.total_microseconds() / 1e6).to_list()
-    diff = sum(1 for a, b in zip(c_start, eng) if abs(a - b) > 1e-3)
+    c_start, eng, diff = _c_starts(out, j)
     ql = Path(sys.executable).with_name("quotaloop")
     _, q_cpu, q_wall = child([str(ql), "simulate", "--workload", str(path), "--procs", "240", "--policy", "fcfs",
                               "--backfill", "easy", "--out", str(tmp_path / "sim")])
-    print(f"\nHPC2N FCFS+EASY, {len(sub)} jobs, whole processes ({os.cpu_count()} CPUs):")
+    print(f"\nHPC2N FCFS+EASY, {j.height} jobs, whole processes ({os.cpu_count()} CPUs):")
     print(f"  C textbook loop (gcc -O2, reading its job file): {c_cpu:.2f} s CPU, {c_wall:.2f} s wall; "
           f"start times differing from the engine: {diff}")
     print(f"  quotaloop simulate --workload (start-up, SWF parse, run, outputs): {q_cpu:.2f} s CPU, {q_wall:.2f} s wall")
@@ -533,9 +550,7 @@ def test_hpc2n_compiled_kernel_vs_python_and_c_textbook(shared_data, tmp_path):
     job file); then the whole ``quotaloop simulate`` process under each kernel. CPU seconds, best of 3 (the Python
     kernel best of 2); identical start times required (C loop vs engine, and the two kernels' full results)."""
     import os
-    import resource
     import shutil
-    import subprocess
     import sys
 
     from queries.ingest import swf
@@ -578,28 +593,12 @@ def test_hpc2n_compiled_kernel_vs_python_and_c_textbook(shared_data, tmp_path):
     sim_c, sim_py = min(s[1] for s in sims_c), min(s[1] for s in sims_py)
     assert res_c.jobs.equals(res_py.jobs, null_equal=True)
 
-    exe = tmp_path / "easy_baseline"
-    subprocess.run([gcc, "-O2", "-o", str(exe), str(Path(__file__).with_name("easy_baseline.c")), "-lm"], check=True)
     j = res_c.jobs
-    t0 = j["submit"].min()
-    sub = ((j["submit"] - t0).dt.total_microseconds() / 1e6).to_list()
-    lim = [x if x and x > 0 else r for x, r in zip(j["time_limit_s"].to_list(), j["run_s"].to_list())]
-    rows = "".join(f"{s!r} {r!r} {e!r} {int(z)}\n" for s, r, e, z in zip(sub, j["run_s"].to_list(), lim,
-                                                                         j["alloc_cpus"].to_list()))
-    inp = tmp_path / "jobs.txt"
-    inp.write_text(f"{len(sub)} 240\n{rows}")
-
-    def child(cmd, env=None):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return out, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
+    exe, inp = _c_baseline(gcc, tmp_path, j)
+    child = _child_cpu
     runs = [child([str(exe), str(inp)]) for _ in range(3)]
-    c_cpu = min(cpu for _, cpu in runs)
-    c_start = [float(x) for x in runs[0][0].split()]
-    eng = ((j["start"] - t0).dt.total_microseconds() / 1e6).to_list()
-    diff = sum(1 for a, b in zip(c_start, eng) if abs(a - b) > 1e-3)
+    c_cpu = min(cpu for _, cpu, _ in runs)
+    c_start, eng, diff = _c_starts(runs[0][0], j)
     ql = Path(sys.executable).with_name("quotaloop")
     cmd = [str(ql), "simulate", "--workload", str(path), "--procs", "240", "--policy", "fcfs", "--backfill", "easy",
            "--out", str(tmp_path / "sim")]
@@ -607,7 +606,7 @@ def test_hpc2n_compiled_kernel_vs_python_and_c_textbook(shared_data, tmp_path):
     env_c = {k: v for k, v in os.environ.items() if k != fastpath.ENGINE_ENV}
     q_c = min(child(cmd, env_c)[1] for _ in range(3))
     q_py = min(child(cmd, env_py)[1] for _ in range(2))
-    print(f"\nHPC2N FCFS+EASY, {len(sub)} jobs, compiled kernel vs Python reference vs textbook C loop "
+    print(f"\nHPC2N FCFS+EASY, {j.height} jobs, compiled kernel vs Python reference vs textbook C loop "
           f"(CPU s, best of 3 / 2; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}):")
     print(f"  engine alone (Simulator.run): compiled {run_c:.3f} s, Python {run_py:.3f} s = {run_py / run_c:.1f}x")
     print(f"  simulate() (arrays, run, metrics, result frames): compiled {sim_c:.2f} s, Python {sim_py:.2f} s")
