@@ -11,23 +11,15 @@ from polars.testing import assert_frame_equal
 
 from queries.analytics import compact, load, rollup, run
 from queries.ingest import ingest
-from queries.store import Store, connect, schema
+from queries.store import Store
 
 from test_queries_random import random_store
+from test_rollup import _raw  # the query answered from the samples alone (the rollup hidden)
 
 UTC = dt.timezone.utc
 KEYS = ["cluster", "job_id"]
 COUNTS = ["n_samples", "n_cpu", "n_gpu", "n_mem"]
 STORED = [*COUNTS, "samples_end_s"]  # what describes the stored rows, not the usage: compaction changes them
-
-
-def _raw(name: str, store, **params) -> pl.DataFrame:
-    """The query answered from the samples alone (the rollup hidden): what reads the coarse samples."""
-    con = connect(store, extra={"job_rollup": schema.empty("job_rollup")})
-    try:
-        return run(name, con=con, **params)
-    finally:
-        con.close()
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:
