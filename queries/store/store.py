@@ -391,12 +391,7 @@ class Transaction:
             others = [r for r in self.tables.get(table, []) if r.startswith(prefix) and not r.startswith(touched)]
             keys = part.select(pl.col(key).unique()) if others else None
             for rel in others:
-                path = self.store.root / rel
-                if pl.read_parquet(path, columns=[key]).join(keys, on=key, how="semi").height:
-                    rest = schema.conform(pl.read_parquet(path), table).join(keys, on=key, how="anti")
-                    self.tables[table].remove(rel)
-                    if rest.height:
-                        self._write(table, rel.rsplit("/", 1)[0], rest)
+                self._drop_rows(table, rel, keys, key)
 
     def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id", where: bool = False) -> None:
         """Remove every row of ``table`` whose (cluster, ``key``) is in ``keys``, whatever its partition (the rows
@@ -412,12 +407,17 @@ class Transaction:
                 _partition_dir(table, cluster, _month_name(m)) + "/" for m in part["__month"].unique())
             for rel in [r for r in self.tables.get(table, [])
                         if r.startswith(prefix) and (dirs is None or r.startswith(dirs))]:
-                path = self.store.root / rel
-                if pl.read_parquet(path, columns=[key]).join(ids, on=key, how="semi").height:
-                    rest = schema.conform(pl.read_parquet(path), table).join(ids, on=key, how="anti")
-                    self.tables[table].remove(rel)
-                    if rest.height:
-                        self._write(table, rel.rsplit("/", 1)[0], rest)
+                self._drop_rows(table, rel, ids, key)
+
+    def _drop_rows(self, table: str, rel: str, keys: pl.DataFrame, key: str) -> None:
+        """Retire the live file ``rel`` if it holds a row keyed in ``keys`` and write back its other rows. Only the
+        key column is read to look; the whole file only when it must be rewritten."""
+        path = self.store.root / rel
+        if pl.read_parquet(path, columns=[key]).join(keys, on=key, how="semi").height:
+            rest = schema.conform(pl.read_parquet(path), table).join(keys, on=key, how="anti")
+            self.tables[table].remove(rel)
+            if rest.height:
+                self._write(table, rel.rsplit("/", 1)[0], rest)
 
     def replace_table(self, table: str, df: pl.DataFrame) -> int:
         """Replace every file of a partitioned ``table`` by ``df`` (a rebuild of a derived table, a compaction)."""
