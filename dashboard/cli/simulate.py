@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import importlib
 import os
 import sys
 
@@ -67,7 +66,7 @@ def register(sub):
                        description=__doc__.split("\n\n")[1] if __doc__ else None)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--store", help="store directory whose jobs (and nodes) to replay")
-    src.add_argument("--workload", metavar="FILE", help="a scheduler export to replay (SWF, sacct, canonical CSV)")
+    src.add_argument("--workload", metavar="FILE", help="a scheduler export to replay (SWF, sacct, canonical CSV, ...: see --format)")
     p.add_argument("--format", choices=formats.job_log_names(),
                    help="format of --workload (default: detected)")
     add_layout_flags(p, "replay")
@@ -169,11 +168,9 @@ def _load_workload(args):
     from queries.ingest import detect_format
 
     fmt = args.format or detect_format(args.workload)
-    module, func = {"swf": ("swf", "parse"), "sacct": ("sacct", "parse"), "csv": ("canonical", "parse_csv"),
-                    "sacct-json": ("sacct_json", "parse"), "parquet": ("canonical", "parse_parquet")}.get(fmt, (None, None))
-    if module is None:
-        raise _user_error(f"--workload: format {fmt} is not a job log (use swf, sacct or csv)")
-    parsed = getattr(importlib.import_module(f"queries.ingest.{module}"), func)(args.workload)
+    if fmt not in formats.job_log_names():
+        raise _user_error(f"--workload: format {fmt} is not a job log (use {', '.join(formats.job_log_names())})")
+    parsed = formats.REGISTRY[fmt].reader()(args.workload)
     read = {"file": str(args.workload), "rows_read": parsed.rows_read, "rows_accepted": parsed.rows_accepted,
             "rows_rejected": parsed.rejects.height}
     return parsed.jobs, parsed.nodes, read

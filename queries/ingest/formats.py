@@ -65,6 +65,7 @@ for _fmt in (
     Format("samples", f"{_HERE}.canonical", "parse_samples", "sniff_samples", detect_rank=70),
     Format("prometheus", f"{_HERE}.prometheus", "parse", "sniff", detect_rank=30),
     Format("scontrol", f"{_HERE}.scontrol", "parse", "sniff", detect_rank=35),
+    Format("philly", f"{_HERE}.philly", "parse", "sniff", detect_rank=25, job_log=True),
 ):
     register(_fmt)
 

@@ -4,7 +4,7 @@
 Each entry of ``SOURCES`` is one store: the files ingested together and the ingest options the other real-data
 tests use (``test_queries_real.py``, ``test_ingest_sacct_real.py``). ``build`` writes a store under ``root`` and
 returns its path, or raises ``NotIngestible`` with the ingest's one-line reason when the source does not ingest
-(the Philly subset has no parser: the matrix skips it and says so).
+(a source whose ingest fails is skipped by the matrix, which says so).
 """
 from __future__ import annotations
 

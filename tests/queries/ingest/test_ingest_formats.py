@@ -77,8 +77,8 @@ TSV = "\n".join([
 
 def test_builtin_formats_are_registered_in_cli_order_and_detected_specific_first():
     assert formats.names() == ("sacct", "sacct-json", "swf", "pai", "openb", "csv", "parquet", "samples",
-                               "prometheus", "scontrol")
-    assert formats.job_log_names() == ("sacct", "sacct-json", "swf", "csv", "parquet")
+                               "prometheus", "scontrol", "philly")
+    assert formats.job_log_names() == ("sacct", "sacct-json", "swf", "csv", "parquet", "philly")
     order = [f.name for f in formats.detection_order()]
     assert order[0] == "parquet" and order[-1] == "sacct" and sorted(order) == sorted(formats.names())
     for fmt in formats.REGISTRY.values():  # every line names a function that exists
