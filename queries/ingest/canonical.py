@@ -25,7 +25,6 @@ import io
 import json
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from ..store import name_problem_expr, schema
@@ -126,6 +125,8 @@ def _to_timestamp(s: pl.Series) -> pl.Series:
     cast (ISO 8601 with or without offset; naive means UTC). Unparseable -> null."""
     s = s.str.strip_chars()
     num = s.cast(pl.Float64, strict=False)
+    import duckdb  # here, not at the top: reading SWF (which borrows read_text) must not load DuckDB
+
     con = duckdb.connect()
     try:
         con.sql("set timezone = 'UTC'")

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import polars as pl
 
-from ..analytics import rollup
 from ..store import Store, name_problem, schema
 from . import formats
 from . import timezone as TZ
@@ -268,5 +267,7 @@ def ingest(
                 "duration_s": took,
             }]))
         # the usage rollup of every job these files touched, in the same commit as the rows it derives from
+        from ..analytics import rollup  # here: the analytics room loads DuckDB, which parsing alone never needs
+
         rollup.refresh(tx)
     return summaries

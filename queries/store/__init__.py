@@ -5,8 +5,11 @@
 Re-exported here, the entry points of the room: ``Store``, ``Transaction``, ``StoreError``, ``MANIFEST``,
 ``name_problem``, ``name_problem_expr`` (``store``), ``connect``, ``DEFAULT_STORE`` (``connection``).
 """
-from .connection import DEFAULT_STORE, connect
+from ..lazy import exports
 from .store import MANIFEST, Store, StoreError, Transaction, name_problem, name_problem_expr
 
 __all__ = ["DEFAULT_STORE", "MANIFEST", "Store", "StoreError", "Transaction", "connect", "name_problem",
            "name_problem_expr"]
+
+# the connection imports DuckDB (0.1-0.5 s): only the commands that query load it (``simulate --workload`` does not)
+__getattr__ = exports(__name__, {"DEFAULT_STORE": "connection", "connect": "connection"})
