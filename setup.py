@@ -15,6 +15,9 @@ from setuptools.command.build_ext import build_ext
 
 SOURCE = "engine/backfill/_fastpath.c"
 SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SOURCE).read_bytes()).hexdigest()
+# the SWF reader's numbers in C (``queries/ingest/_swfparse.c``; without it the Polars reader runs), same stamp
+SWF_SOURCE = "queries/ingest/_swfparse.c"
+SWF_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SWF_SOURCE).read_bytes()).hexdigest()
 
 
 class OptionalBuildExt(build_ext):
@@ -47,6 +50,10 @@ setup(
         "engine.backfill._fastpath", [SOURCE],
         define_macros=[("QL_SOURCE_SHA256", f'"{SHA256}"')],
         # no fused multiply-add: results must round exactly as the Python reference's separate * and +
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+    ), Extension(
+        "queries.ingest._swfparse", [SWF_SOURCE],
+        define_macros=[("QL_SOURCE_SHA256", f'"{SWF_SHA256}"')],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )],
     cmdclass={"build_ext": OptionalBuildExt},
