@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        if argv is None and args.command in ENDS_WITHOUT_TEARDOWN:
+            _end_process(code)
+        return code
     except UserError as exc:
         print(f"quotaloop {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -64,6 +67,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"quotaloop {args.command}: {exc}", file=sys.stderr)
             return 2
         raise
+
+
+# Commands whose run ends with every output written and closed (``simulate``: the Parquet files and metrics.json
+# are complete before it prints its summary): the process may leave without the interpreter's teardown
+ENDS_WITHOUT_TEARDOWN = ("simulate",)
+
+
+def _end_process(code: int) -> None:
+    """Flush stdout and stderr and leave at once (``os._exit``): freeing every object of a run is CPU spent for
+    nothing (0.15-0.2 s on HPC2N's 202,871 jobs). Only when ``main`` runs as the program (``argv`` None: the
+    ``quotaloop`` script, ``python -m dashboard.cli``), never for an in-process call (tests pass ``argv``). A flush
+    that fails returns to the normal exit, which reports it."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        return
+    os._exit(code)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
