@@ -57,10 +57,15 @@ class SimResult:
         out.mkdir(parents=True, exist_ok=True)
         for name, df in (("jobs", self.jobs), ("timeline", self.timeline)):
             tmp = out / f".{name}.parquet.tmp"
-            df.write_parquet(tmp, compression="zstd", statistics=True)
+            df.write_parquet(tmp, compression="zstd", compression_level=OUTPUT_ZSTD_LEVEL, statistics=True)
             tmp.replace(out / f"{name}.parquet")
         (out / "metrics.json").write_text(metrics_json(self.metrics))
         return out
+
+
+# zstd level 1, as the store's tables (queries.store.store): on HPC2N's outputs 0.35 s CPU against 0.50 s for the
+# default level 3, files 15 % larger; the content is the same (any Parquet reader reads either level)
+OUTPUT_ZSTD_LEVEL = 1
 
 
 def metrics_json(metrics: dict) -> str:
