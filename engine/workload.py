@@ -52,7 +52,7 @@ class Workload:
         acct = self._str("account").fill_null("(none)")
         self.accounts = sorted(acct.unique().to_list())
         index = {a: k for k, a in enumerate(self.accounts)}
-        self.acct = [index[a] for a in acct.to_list()]
+        self.acct = list(map(index.__getitem__, acct.to_list()))  # map: the loop runs in C
 
     @property
     def n(self) -> int:
@@ -236,8 +236,9 @@ def prepare(df: pl.DataFrame, pool, gpu_cap=None, keep_all: bool = False, warm_s
     key_idx = x["__key"].to_list()
     if any(isinstance(verdicts[k], str) for k in set(key_idx)):  # kept misfits (replay, pinned): any node
         verdicts = [v if not isinstance(v, str) else (pool.group(None, None), False) for v in verdicts]
-    group = [verdicts[k][0] for k in key_idx]
-    gang = [verdicts[k][1] for k in key_idx]
+    # per distinct request first, then a gather per job in C (map over __getitem__, not a comprehension)
+    group = list(map([v[0] for v in verdicts].__getitem__, key_idx))
+    gang = list(map([v[1] for v in verdicts].__getitem__, key_idx))
     origin_us = None
     if is_dt and x.height:  # time 0 is the first simulated submit
         origin_us = int(x["__sub"][0])
