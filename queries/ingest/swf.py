@@ -195,8 +195,9 @@ def _numbers(raw: pl.Series) -> pl.DataFrame | None:
     the two on every trace of ``../shared/data`` and on odd tokens).
 
     First ``_swfparse.numbers`` (C, when built): the same numbers for the records it accepts, None for any
-    doubt (its docstring), and the Polars reader then reads them as before; on HPC2N it takes 0.05 s CPU against
-    the Polars path's 0.6 (``tests/queries/ingest/test_swf_compiled.py`` compares the two)."""
+    doubt (its docstring), and the Polars reader then reads them as before. On HPC2N this function took 0.13-0.19 s
+    CPU with it (the C call 0.05-0.08) against 0.48-0.53 s without (``tests/queries/ingest/test_swf_compiled.py``
+    compares the two)."""
     try:
         text = raw.str.join("\n").item().encode("ascii")  # joined by Polars: no Python str per record
     except UnicodeEncodeError:
