@@ -7,13 +7,22 @@ Invariants:
 - jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order, and a pass's
   ``hint`` lets the order skip those whose answer the pass already knows, noting the same wait reason it would;
 - ``_Plan.pending`` counts, per tree node, the funded jobs pending under it (kept by ``add``/``remove``).
-- class index (a queue whose order skips capped jobs, ``indexes_classes``, in a run with borrowing caps):
+- class index (a queue whose order skips capped jobs, ``indexes_classes``, in a run with borrowing caps), kept
+  only while the backlog a cap holds back is big enough to pay for it (``adapt``, below):
   ``classes[a][g]`` holds account a's funded jobs requesting g milli-GPUs, in index order, and ``dirty[a][g]``
   those of them not known to hold the wait reason "quota". A job leaves ``dirty`` only when the order notes it
   "quota", and re-enters it whenever it is queued (``add``: a new wait starts with the default reason), handed
   to a pass or its hint by the order, or examined by a pass outside the order (``touch``, which the simulator
   calls for an incremental pass's new submissions): nothing else notes a queued funded job's reason. So a job outside
   ``dirty`` holds "quota" and noting it "quota" again changes nothing; the order may skip it unseen.
+- adaptive index: ``adapt`` (called by the order when it starts, the one moment no other order of this queue is
+  resumed again: the simulator never continues an order once it made a newer one) builds the index when the
+  orders since the last decision passed, on average, at least ``INDEX_FROM`` held-back jobs each (walked one by
+  one without the index, counted per class with it), and drops it when they passed fewer than ``INDEX_UNTIL``;
+  decisions come every ``INDEX_EVERY`` orders. Building it reads each funded job's reason once: ``dirty`` starts
+  as exactly the jobs not holding "quota", so the invariant above holds from the first skipping order on, and an
+  order without the index is the plain walk. Either way the jobs, notes and hand-overs are the plain walk's; only
+  the cost differs (small backlogs pay no bookkeeping, big ones no per-pass walk).
 """
 from __future__ import annotations
 
@@ -22,6 +31,12 @@ import bisect
 from .fcfs import FCFSQueue
 
 SKIP = True  # tests switch it off: the orders then walk every capped job, and both must agree exactly
+# The index pays for itself once the passes walk a few dozen held-back jobs each (its upkeep: a list insertion
+# per enqueue / dequeue and a set insertion per job handed over); tests force 0 / 1 / huge to switch it on from
+# the start, at every order, or never.
+INDEX_FROM = 64    # held-back jobs passed per order, on average, that make the orders keep the index
+INDEX_UNTIL = 16   # ... and below which they drop it (hysteresis: a backlog near the threshold does not flap)
+INDEX_EVERY = 32   # orders between two decisions
 
 
 class BucketQueue:
@@ -37,7 +52,9 @@ class BucketQueue:
         self.members: set[int] = set()
         self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
         self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
-        self.indexed = None     # the class index is kept (decided at the first ``add``: the caps exist then)
+        self.indexed = False    # the class index is kept (``adapt`` decides)
+        self.held_seen = 0      # held-back jobs the orders passed since the last decision (walked or skipped)
+        self.n_orders = 0       # orders started since the last decision
         self.classes: dict[int, dict[int, list]] = {}  # account -> milli-GPUs -> funded jobs, index order
         self.dirty: dict[int, dict[int, set]] = {}     # account -> milli-GPUs -> jobs maybe not noted "quota"
 
@@ -58,8 +75,6 @@ class BucketQueue:
         a = self.sim.acct[j]
         for plan in self._plans.values():
             plan.count(a, 1)
-        if self.indexed is None:
-            self.indexed = SKIP and self.indexes_classes and self.sim.caps.on
         if self.indexed:
             g = self.sim.req_g[j]
             lst = self.classes.setdefault(a, {}).setdefault(g, [])
@@ -102,6 +117,42 @@ class BucketQueue:
             for j in jobs:
                 if j in members and min_rt[j] != 0:
                     dirty[acct[j]][req_g[j]].add(j)
+
+    def adapt(self) -> None:
+        """An order starts: every ``INDEX_EVERY`` orders, build or drop the class index by the held-back jobs the
+        orders passed since the last decision (module docstring)."""
+        self.n_orders += 1
+        if self.n_orders < INDEX_EVERY:
+            return
+        per_order = self.held_seen / self.n_orders
+        self.held_seen = self.n_orders = 0
+        if self.indexed:
+            if per_order < INDEX_UNTIL:
+                self.indexed = False
+                self.classes, self.dirty = {}, {}
+        elif per_order >= INDEX_FROM and SKIP and self.indexes_classes and self.sim.caps.on:
+            self._build_index()
+
+    def _build_index(self) -> None:
+        """Every funded job into its (account, milli-GPUs) class, in index order; ``dirty``: those whose current
+        reason is not "quota" (the others may be skipped unseen: noting "quota" again changes nothing)."""
+        reason, req_g = self.sim.waits.reason, self.sim.req_g
+        classes, dirty = {}, {}
+        for a, q in self.funded.items():
+            if not q:
+                continue
+            cls = classes[a] = {}
+            d = dirty[a] = {}
+            for j in q:  # index order: each class list comes out sorted
+                g = req_g[j]
+                lst = cls.get(g)
+                if lst is None:
+                    lst = cls[g] = []
+                    d[g] = set()
+                lst.append(j)
+                if reason[j] != "quota":
+                    d[g].add(j)
+        self.classes, self.dirty, self.indexed = classes, dirty, True
 
     def order(self, now):
         yield from self.funded_order(now)

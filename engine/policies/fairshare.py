@@ -32,6 +32,7 @@ _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held ba
 class FairShareQueue(BucketQueue):
     indexes_classes = True
     def funded_order(self, now):
+        self.adapt()  # build or drop the class index now, while no other order is running
         sim = self.sim
         ten = sim.budgeting.at(now)
         plan = self._plan(ten)
@@ -59,6 +60,7 @@ class FairShareQueue(BucketQueue):
         dirty, acct, classes = self.dirty, sim.acct, self.classes
         seen = failed = shape = state = None
         n_shapes = 0
+        n_held = 0  # held-back jobs walked since the last flush into ``held_seen`` (before every yield and return)
         while total > 0:
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
@@ -95,6 +97,7 @@ class FairShareQueue(BucketQueue):
             if mark:
                 res = yield from self._capped_segment(node, room, pos_of, bucket_accts[node], now)
                 if res is None:
+                    self.held_seen += n_held
                     return
                 if res is not _ALL_WITHIN:
                     heads.pop(node, None)  # the plain iterator (below) no longer continues where this left off
@@ -126,6 +129,7 @@ class FairShareQueue(BucketQueue):
                     dirty[acct[j]][req_g[j]].add(j)
                 if room is not None and req_g[j] > room:
                     # held back by a borrowing cap: left out of this pass's order
+                    n_held += 1
                     if reason[j] != "quota":
                         note(j, "quota", now)
                     continue
@@ -134,16 +138,21 @@ class FairShareQueue(BucketQueue):
                     if hint is not seen:
                         seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
                     if state.n_failed_short >= n_shapes:  # as in the unallocated queue below
+                        self.held_seen += n_held
                         return
                     r = failed.get(shape[j])
                     if r is None or r == "long":
                         r = hint(j)
                         if r is False:
+                            self.held_seen += n_held
                             return
                     if r is not None:
                         if reason[j] != r:
                             note(j, r, now)
                         continue
+                if n_held:
+                    self.held_seen += n_held
+                    n_held = 0
                 yield j
                 if status[j] == RUNNING:
                     started = True
@@ -160,6 +169,7 @@ class FairShareQueue(BucketQueue):
             proj = charge[j] * (est[j] if est[j] < horizon else horizon)
             for i in chain:
                 usage[i] += proj
+        self.held_seen += n_held
 
     def _capped_segment(self, node, room, pos_of, accts, now):
         """Offer capped bucket ``node``'s funded jobs after the last one it offered this pass (``heads[node]``),
@@ -173,7 +183,7 @@ class FairShareQueue(BucketQueue):
         reason, note, status, acct, req_g = sim.waits.reason, sim.waits.note, sim.status, sim.acct, sim.req_g
         classes, dirty = self.classes, self.dirty
         pos = pos_of.get(node, -1)
-        lists, vis, held_back = [], [], []
+        lists, vis, held_back, held_lists = [], [], [], []
         left = 0
         skips = False
         for a in accts:
@@ -192,6 +202,8 @@ class FairShareQueue(BucketQueue):
                     vis.append(map(lst.__getitem__, range(k, n)))
                 else:
                     skips = True
+                    held_lists.append(lst)
+                    self.held_seen += n - k  # passed unseen (less those after a job that starts, below)
                     d = dcls[g]
                     if d:
                         held_back.extend(x for x in d if x > pos)
@@ -231,6 +243,8 @@ class FairShareQueue(BucketQueue):
                 after = 0
                 for lst in lists:
                     after += len(lst) - bisect.bisect_right(lst, j)
+                for lst in held_lists:
+                    self.held_seen -= len(lst) - bisect.bisect_right(lst, j)
                 return True, left - after, j
         while di < nd:
             x = held_back[di]

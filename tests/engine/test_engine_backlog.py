@@ -102,3 +102,73 @@ def test_a_capped_backlog_is_skipped_not_walked(monkeypatch):
     assert_identical(on, off)
     assert (on.jobs["wait_reason"] == "quota").sum() > 20  # a real capped backlog
     assert on_reads * 3 < off_reads, (on_reads, off_reads)
+
+
+# the adaptive index (``BucketQueue.adapt``): (INDEX_FROM, INDEX_UNTIL, INDEX_EVERY) forcing it on from the first
+# order, on and off at every order as the held-back count crosses 1 or 3, after a few orders, or never
+THRESHOLDS = [(0, 0, 1), (1, 1, 1), (3, 1, 1), (2, 2, 3), (1, 0, 2), (10**9, 0, 1)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(5, 160), backfill=st.sampled_from(BACKFILL),
+       contract=st.sampled_from(CONTRACTS), budgets=st.sampled_from(CAPPED), thresholds=st.sampled_from(THRESHOLDS),
+       interval=st.sampled_from([0.0, 0.0, 7.0]))
+def test_switching_the_class_index_on_and_off_changes_nothing(monkeypatch, seed, n, backfill, contract, budgets,
+                                                              thresholds, interval):
+    rule, depth = backfill
+    cfg = SimConfig(policy="fairshare", backfill=rule, reservation_depth=depth, budgets=budgets, lookback_s=300,
+                    min_runtime_by_class=contract, checkpoint_interval_s=(None, 15.0)[seed % 2],
+                    sched_interval_s=interval, sched_cycle=("all", "backfill")[seed % 3 == 0])
+    w, cluster = random_capped_workload(seed, n), Cluster.uniform(2, 4, 16)
+    builds = []
+    original = buckets.BucketQueue._build_index
+
+    def counting(self):
+        builds.append(self.sim.now)
+        original(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(buckets, "INDEX_FROM", thresholds[0])
+        m.setattr(buckets, "INDEX_UNTIL", thresholds[1])
+        m.setattr(buckets, "INDEX_EVERY", thresholds[2])
+        m.setattr(buckets.BucketQueue, "_build_index", counting)
+        on = simulate(w, cluster, cfg)
+    with monkeypatch.context() as m:
+        m.setattr(buckets, "SKIP", False)
+        off = simulate(w, cluster, cfg)
+    assert_identical(on, off)
+    if thresholds[0] == 10**9:
+        assert not builds
+
+
+def test_the_class_index_switches_on_and_off_with_the_backlog(monkeypatch):
+    # the switching must actually happen both ways: a deep capped backlog builds the index (and the passes then
+    # skip), a drained one drops it; thresholds 1 / 1 / every order make a small run switch many times
+    w = random_capped_workload(7, 400)
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=CAPPED[0], lookback_s=300,
+                    min_runtime_by_class={"default": 20.0})
+    events = []
+    original_build, original_adapt = buckets.BucketQueue._build_index, buckets.BucketQueue.adapt
+
+    def build(self):
+        events.append("on")
+        original_build(self)
+
+    def adapt(self):
+        was = self.indexed
+        original_adapt(self)
+        if was and not self.indexed:
+            events.append("off")
+
+    with monkeypatch.context() as m:
+        for name, v in (("INDEX_FROM", 1), ("INDEX_UNTIL", 1), ("INDEX_EVERY", 1)):
+            m.setattr(buckets, name, v)
+        m.setattr(buckets.BucketQueue, "_build_index", build)
+        m.setattr(buckets.BucketQueue, "adapt", adapt)
+        on = simulate(w, Cluster.uniform(2, 4, 16), cfg)
+    with monkeypatch.context() as m:
+        m.setattr(buckets, "SKIP", False)
+        off = simulate(w, Cluster.uniform(2, 4, 16), cfg)
+    assert_identical(on, off)
+    assert events.count("on") >= 3 and events.count("off") >= 3, events[:20]
+    assert events[0] == "on" and all(a != b for a, b in zip(events, events[1:]))  # strictly alternating
