@@ -37,7 +37,11 @@ classes x log queue)), the jobs it hands to the backfill scan or its hint (stopp
 shapes and ``qstats.nothing_fits``), and the held-back jobs not yet noted "quota" since they were queued or last
 handed over (each once), sorted: never the whole backlog a cap holds back (``policies.buckets`` class index;
 before it, every pass walked every queued job of every capped bucket, O(queue)). Enqueue / dequeue add O(class
-size) list moves (``bisect``). ``tests/benchmarks/bench_engine.py`` (backlog growth) shows the time per pass
+size) list moves (``bisect``). The index is adaptive (``BucketQueue.adapt``): it is kept only while the passes
+pass, on average, at least ``buckets.INDEX_FROM`` held-back jobs each (decided every ``INDEX_EVERY`` passes, dropped
+below ``INDEX_UNTIL``); without it a pass walks the held-back jobs it meets, fewer than ``INDEX_FROM`` per pass on
+average (a constant), and enqueue / dequeue pay nothing for it; building it reads the queue once, O(queue), at
+most once per ``INDEX_EVERY`` passes. ``tests/benchmarks/bench_engine.py`` (backlog growth) shows the time per pass
 about flat as the capped backlog grows 10x. Not covered: the other orders (FCFS, priority, multifactor, DRF)
 still test every capped job against its cap at every pass, and jobs that fit no node group are skipped per
 shape by the scan's hint but still visited.
