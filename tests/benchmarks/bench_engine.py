@@ -748,14 +748,13 @@ def test_capped_vs_caps_scaled_512_nodes(request):
     mr = min_runtime.parse_overrides(["8h"], "--min-runtime")
     print(f"\n512 nodes ({jobs.height} jobs), fair share + EASY + 8 h contracts, simulate() CPU "
           f"(load average {os.getloadavg()[0]:.1f}):")
-    cpu, rows = {}, set()
+    cpu = {}
     for label, tree in trees.items():
         res, cpu[label], wall = timed(simulate, jobs, cluster, SimConfig(
             policy="fairshare", backfill="easy", budgets=tree, min_runtime_by_class=mr))
         queued = int((res.jobs["wait_s"] > 86400).sum())
         print(f"  {label}: {cpu[label]:.1f} s CPU ({wall:.1f} s wall), {queued} jobs wait > 1 day, "
               f"{res.metrics['scheduler']}")
-        rows.add(res.jobs.height)
-    assert len(rows) == 1  # the same jobs simulated under both trees
+        assert res.jobs.height > 0.99 * jobs.height  # a whole month simulated (a cap may skip a few jobs: over_cap)
     print(f"  capped / caps x4: {cpu['capped'] / cpu['caps x4']:.2f}x, capped / no max_gpus: "
           f"{cpu['capped'] / cpu['no max_gpus']:.2f}x (issue 16 asks <= 3x)")
