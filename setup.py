@@ -18,6 +18,8 @@ SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SOURCE).read_bytes())
 # the SWF reader's numbers in C (``queries/ingest/_swfparse.c``; without it the Polars reader runs), same stamp
 SWF_SOURCE = "queries/ingest/_swfparse.c"
 SWF_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SWF_SOURCE).read_bytes()).hexdigest()
+NODECORE = "engine/_nodecore.c"  # the compiled node-mode pool (engine/nodepool.py), optional in the same way
+NODECORE_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / NODECORE).read_bytes()).hexdigest()
 
 
 class OptionalBuildExt(build_ext):
@@ -54,6 +56,10 @@ setup(
     ), Extension(
         "queries.ingest._swfparse", [SWF_SOURCE],
         define_macros=[("QL_SOURCE_SHA256", f'"{SWF_SHA256}"')],
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+    ), Extension(
+        "engine._nodecore", [NODECORE],
+        define_macros=[("QL_SOURCE_SHA256", f'"{NODECORE_SHA256}"')],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )],
     cmdclass={"build_ext": OptionalBuildExt},

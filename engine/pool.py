@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from . import nodepool
 from .units import UNLIMITED
 
 
@@ -52,6 +53,8 @@ class Pool:
         self._index: dict = {}  # group key -> {free milli-GPUs: set of available nodes} (``place_in``)
         self._parts = {p for p in cluster.partition if p}
         self._types = {t for t in cluster.gpu_type if t}
+        self.ops = None         # node mode: the compiled routines bound on this pool (``nodepool``), if any
+        nodepool.bind(self)
 
     # ------------------------------------------------------------------ eligibility
     def group(self, partition, gpu_type) -> tuple:

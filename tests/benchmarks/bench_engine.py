@@ -758,3 +758,71 @@ def test_capped_vs_caps_scaled_512_nodes(request):
         assert res.jobs.height > 0.99 * jobs.height  # a whole month simulated (a cap may skip a few jobs: over_cap)
     print(f"  capped / caps x4: {cpu['capped'] / cpu['caps x4']:.2f}x, capped / no max_gpus: "
           f"{cpu['capped'] / cpu['no max_gpus']:.2f}x (issue 16 asks <= 3x)")
+
+
+# ------------------------------------------------------------------------------------------ 7. compiled node pool
+def _scaled_budgets(factor: int) -> Path:
+    """The sample's budgets.toml with cluster_gpus and every GPU count times ``factor`` (caps scaled to the cluster)."""
+    import re
+    import tempfile
+
+    text = (REPO / "sample_data" / "budgets.toml").read_text()
+    if factor != 1:
+        text = re.sub(r"^(cluster_gpus|guaranteed_gpus|max_gpus) = (\d+)",
+                      lambda m: f"{m.group(1)} = {int(m.group(2)) * factor}", text, flags=re.M)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(text)
+    return Path(f.name)
+
+
+@pytest.mark.benchmark
+def test_node_mode_compiled_pool_vs_python():
+    # issue 16's node-mode target: 30-day fair share + EASY + --min-runtime 8h on generated clusters, budgets scaled
+    # to each cluster, the engine with the compiled node pool (engine/_nodecore.c) against QUOTALOOP_ENGINE=python
+    # in the same process, identical output required. Stores: the sample (128 GPU nodes), and
+    # QUOTALOOP_BENCH_NODES="256=/path,512=/path,..." (`quotaloop sample --nodes N --days 30 --store /path`).
+    import os
+
+    from queries.store import Store
+
+    import engine.nodepool as nodepool
+    from engine import min_runtime
+    from engine.backfill.fastpath import ENGINE_ENV
+    from engine.budgets import load
+
+    if nodepool.compiled is None:
+        pytest.skip("the compiled node pool is not built")
+    stores = {128: REPO / "sample_data" / "store"}
+    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
+        k, v = item.split("=", 1)
+        stores[int(k)] = Path(v)
+    mr = min_runtime.parse_overrides(["8h"], "--min-runtime")
+    print(f"\nnode mode, 30-day fair share + EASY + 8 h, caps scaled to the cluster: CPU s python / compiled pool "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    rows = []
+    for nodes, path in sorted(stores.items()):
+        if not (path / "_manifest.json").exists():
+            print(f"  {nodes} nodes: no store at {path}")
+            continue
+        s = Store(path)
+        jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+        cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(_scaled_budgets(max(1, nodes // 128))),
+                        min_runtime_by_class=mr)
+        out = {}
+        for engine in ("python", "compiled"):
+            os.environ[ENGINE_ENV] = engine
+            try:
+                out[engine] = timed(simulate, jobs, cluster, cfg)
+            finally:
+                del os.environ[ENGINE_ENV]
+        (py, py_cpu, _), (c, c_cpu, _) = out["python"], out["compiled"]
+        assert py.jobs.equals(c.jobs, null_equal=True) and py.timeline.equals(c.timeline, null_equal=True)
+        n = jobs.height
+        rows.append((nodes, n, py_cpu, c_cpu))
+        print(f"  {nodes} nodes ({cluster.total_gpus:.0f} GPUs), {n} jobs: python {py_cpu:.1f} s, compiled pool "
+              f"{c_cpu:.1f} s = {py_cpu / c_cpu:.2f}x; identical output; {c.metrics['scheduler']}")
+    if len(rows) > 1:
+        n0, j0, _, c0 = rows[0]
+        for nodes, n, _, cpu in rows[1:]:
+            nlogn = (n * math.log(n)) / (j0 * math.log(j0))
+            print(f"  {nodes} vs {n0} nodes: jobs x{n / j0:.2f}, compiled CPU x{cpu / c0:.2f} (n log n: x{nlogn:.2f})")

@@ -1,0 +1,801 @@
+/* The compiled twin of ``engine.pool.Pool``'s node-mode hot routines (issue 16): ``bounds``, the best-fit scan of
+ * ``place``, the free-GPU-index fit of ``place_in``, the whole-node gang of ``_gang`` and the bookkeeping of
+ * ``_move`` (free resources, epochs, running bounds, the free-GPU index, stranded GPUs).
+ *
+ * No state of its own: a ``NodeOps`` holds references to the pool's own Python lists and dicts (``free_g`` ...,
+ * ``_agg``, ``_index``, ``_node_groups``, ``gepoch``, ``_stranded``) and reads and writes them in place, so the
+ * rest of the engine (EASY's reservation, the preemption search, health, warm starts, qstats) sees exactly what
+ * the Python methods would have left. ``engine/nodepool.py`` binds these on a node-mode pool; the Python methods
+ * in ``engine/pool.py`` are the readable reference and the oracle (tests/engine/test_compiled_pool.py).
+ *
+ * Invariants kept equal to the Python methods, statement by statement:
+ * - the same integer arithmetic: per-node values fit in 64 bits (``UNLIMITED`` is 2**60); the running sums of a
+ *   group (``_agg[k][0..5]``) may not (memory sums of several unlimited nodes), so they are updated with Python
+ *   integer arithmetic whenever 64 bits would overflow, and gang sums are compared in 128 bits;
+ * - the same tie-breaks: best fit by (g, c, m left) then the first node in the given order; the index fit by
+ *   the smallest free-GPU class that holds a fit, then (c, m left, node index); gangs in the given order;
+ * - a failed assertion raises ``AssertionError`` with the Python message, after the same partial effects
+ *   (the epoch bump only).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#ifndef QL_SOURCE_SHA256  /* setup.py passes the source's sha256: tests tell a stale build from a current one */
+#define QL_SOURCE_SHA256 "unknown"
+#endif
+
+#define UNLIMITED (1LL << 60)
+
+typedef long long ll;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *pool;
+    PyObject *fg, *fc, *fm, *cg, *cc, *cm, *avail;  /* lists, per node */
+    PyObject *node_groups, *agg, *index, *gepoch, *stranded;
+    int track_stranded;
+} NodeOps;
+
+static PyObject *s_epoch, *s_stranded_g;
+
+/* ------------------------------------------------------------------------------------------- helpers */
+static inline int get_ll(PyObject *o, ll *out)
+{
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static inline int item_ll(PyObject *list, Py_ssize_t i, ll *out)
+{
+    return get_ll(PyList_GET_ITEM(list, i), out);
+}
+
+static inline int set_item_ll(PyObject *list, Py_ssize_t i, ll v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o == NULL)
+        return -1;
+    return PyList_SetItem(list, i, o);  /* steals o, drops the old item */
+}
+
+static inline int truthy(PyObject *o)
+{
+    if (o == Py_True)
+        return 1;
+    if (o == Py_False)
+        return 0;
+    return PyObject_IsTrue(o);
+}
+
+/* list[i] += delta, exactly: 64 bits when it fits, else Python integers */
+static int add_item(PyObject *list, Py_ssize_t i, ll delta)
+{
+    if (delta == 0)
+        return 0;
+    PyObject *cur = PyList_GET_ITEM(list, i);
+    int overflow = 0;
+    ll v = PyLong_AsLongLongAndOverflow(cur, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    ll r;
+    if (!overflow && !__builtin_add_overflow(v, delta, &r))
+        return set_item_ll(list, i, r);
+    PyObject *d = PyLong_FromLongLong(delta);
+    if (d == NULL)
+        return -1;
+    PyObject *sum = PyNumber_Add(cur, d);
+    Py_DECREF(d);
+    if (sum == NULL)
+        return -1;
+    return PyList_SetItem(list, i, sum);
+}
+
+/* dict[key] += 1 (an existing int entry) */
+static int dict_incr(PyObject *dict, PyObject *key)
+{
+    PyObject *cur = PyDict_GetItemWithError(dict, key);
+    if (cur == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, key);
+        return -1;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *nv = PyNumber_Add(cur, one);
+    Py_DECREF(one);
+    if (nv == NULL)
+        return -1;
+    int rc = PyDict_SetItem(dict, key, nv);
+    Py_DECREF(nv);
+    return rc;
+}
+
+/* the node's (g, c, m) cap from ``limit`` (a dict node -> 3-sequence), if it has one: 1, 0 absent, -1 error */
+static int limit_of(PyObject *limit, PyObject *node, ll *lg, ll *lc, ll *lm)
+{
+    if (limit == NULL || limit == Py_None)
+        return 0;
+    PyObject *v = PyDict_GetItemWithError(limit, node);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *seq = PySequence_Fast(v, "limit values are (g, c, m)");
+    if (seq == NULL)
+        return -1;
+    int rc = -1;
+    if (PySequence_Fast_GET_SIZE(seq) == 3) {
+        PyObject **it = PySequence_Fast_ITEMS(seq);
+        if (get_ll(it[0], lg) == 0 && get_ll(it[1], lc) == 0 && get_ll(it[2], lm) == 0)
+            rc = 1;
+    } else {
+        PyErr_SetString(PyExc_ValueError, "limit values are (g, c, m)");
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+static inline ll min_ll(ll a, ll b) { return a < b ? a : b; }
+
+/* ------------------------------------------------------------------------------------------- type */
+static void NodeOps_dealloc(NodeOps *self)
+{
+    Py_XDECREF(self->pool);
+    Py_XDECREF(self->fg); Py_XDECREF(self->fc); Py_XDECREF(self->fm);
+    Py_XDECREF(self->cg); Py_XDECREF(self->cc); Py_XDECREF(self->cm);
+    Py_XDECREF(self->avail); Py_XDECREF(self->node_groups); Py_XDECREF(self->agg);
+    Py_XDECREF(self->index); Py_XDECREF(self->gepoch); Py_XDECREF(self->stranded);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int grab(PyObject *pool, const char *name, PyObject **slot, PyTypeObject *type)
+{
+    PyObject *o = PyObject_GetAttrString(pool, name);
+    if (o == NULL)
+        return -1;
+    if (!PyObject_TypeCheck(o, type)) {
+        PyErr_Format(PyExc_TypeError, "Pool.%s: expected %s", name, type->tp_name);
+        Py_DECREF(o);
+        return -1;
+    }
+    *slot = o;
+    return 0;
+}
+
+static int NodeOps_init(NodeOps *self, PyObject *args, PyObject *kw)
+{
+    PyObject *pool;
+    if (!PyArg_ParseTuple(args, "O", &pool))
+        return -1;
+    Py_INCREF(pool);
+    self->pool = pool;
+    if (grab(pool, "free_g", &self->fg, &PyList_Type) || grab(pool, "free_c", &self->fc, &PyList_Type)
+        || grab(pool, "free_m", &self->fm, &PyList_Type) || grab(pool, "cap_g", &self->cg, &PyList_Type)
+        || grab(pool, "cap_c", &self->cc, &PyList_Type) || grab(pool, "cap_m", &self->cm, &PyList_Type)
+        || grab(pool, "avail", &self->avail, &PyList_Type)
+        || grab(pool, "_node_groups", &self->node_groups, &PyList_Type)
+        || grab(pool, "_agg", &self->agg, &PyDict_Type) || grab(pool, "_index", &self->index, &PyDict_Type)
+        || grab(pool, "gepoch", &self->gepoch, &PyDict_Type) || grab(pool, "_stranded", &self->stranded, &PyList_Type))
+        return -1;
+    PyObject *t = PyObject_GetAttrString(pool, "track_stranded");
+    if (t == NULL)
+        return -1;
+    self->track_stranded = PyObject_IsTrue(t);
+    Py_DECREF(t);
+    return self->track_stranded < 0 ? -1 : 0;
+}
+
+/* a node index object -> Py_ssize_t within the pool */
+static int node_index(NodeOps *self, PyObject *o, Py_ssize_t *n)
+{
+    Py_ssize_t v = PyLong_AsSsize_t(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v >= PyList_GET_SIZE(self->fg)) {
+        PyErr_SetString(PyExc_IndexError, "node index out of range");
+        return -1;
+    }
+    *n = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- bounds */
+/* Pool.bounds(grp): recompute a maximum whose count is -1, then the 9-tuple */
+static PyObject *NodeOps_bounds(NodeOps *self, PyObject *grp)
+{
+    if (!PyTuple_Check(grp) || PyTuple_GET_SIZE(grp) < 2) {
+        PyErr_SetString(PyExc_TypeError, "bounds: a group tuple");
+        return NULL;
+    }
+    PyObject *A = PyDict_GetItemWithError(self->agg, PyTuple_GET_ITEM(grp, 0));
+    if (A == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, PyTuple_GET_ITEM(grp, 0));
+        return NULL;
+    }
+    if (!PyList_Check(A) || PyList_GET_SIZE(A) != 12) {
+        PyErr_SetString(PyExc_TypeError, "bounds: _agg entries are 12-lists");
+        return NULL;
+    }
+    PyObject **items = ((PyListObject *)A)->ob_item;
+    for (int vi = 6; vi < 9; vi++) {
+        ll cnt;
+        if (get_ll(items[vi + 3], &cnt))
+            return NULL;
+        if (cnt >= 0)
+            continue;
+        PyObject *nodes = PyTuple_GET_ITEM(grp, 1);
+        PyObject *free = vi == 6 ? self->fg : vi == 7 ? self->fc : self->fm;
+        PyObject *seq = PySequence_Fast(nodes, "bounds: group nodes");
+        if (seq == NULL)
+            return NULL;
+        ll best = 0, count = 0;
+        Py_ssize_t k, nn = PySequence_Fast_GET_SIZE(seq);
+        PyObject **ns = PySequence_Fast_ITEMS(seq);
+        for (k = 0; k < nn; k++) {
+            Py_ssize_t n;
+            ll v;
+            if (node_index(self, ns[k], &n)) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            int av = truthy(PyList_GET_ITEM(self->avail, n));
+            if (av < 0 || (av && item_ll(free, n, &v))) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            if (!av)
+                continue;
+            if (v > best) {
+                best = v;
+                count = 1;
+            } else if (v == best) {
+                count++;
+            }
+        }
+        Py_DECREF(seq);
+        if (set_item_ll(A, vi, best) || set_item_ll(A, vi + 3, count))
+            return NULL;
+        items = ((PyListObject *)A)->ob_item;
+    }
+    static const int order[9] = {6, 7, 8, 3, 4, 5, 0, 1, 2};
+    PyObject *out = PyTuple_New(9);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        PyObject *o = items[order[i]];
+        Py_INCREF(o);
+        PyTuple_SET_ITEM(out, i, o);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------- placement */
+static int free_lists(NodeOps *self, PyObject *free, PyObject **fg, PyObject **fc, PyObject **fm)
+{
+    if (free == NULL || free == Py_None) {
+        *fg = self->fg, *fc = self->fc, *fm = self->fm;
+        return 0;
+    }
+    if (!PyTuple_Check(free) || PyTuple_GET_SIZE(free) != 3) {
+        PyErr_SetString(PyExc_TypeError, "free: a (free_g, free_c, free_m) tuple of lists");
+        return -1;
+    }
+    *fg = PyTuple_GET_ITEM(free, 0), *fc = PyTuple_GET_ITEM(free, 1), *fm = PyTuple_GET_ITEM(free, 2);
+    if (!PyList_Check(*fg) || !PyList_Check(*fc) || !PyList_Check(*fm)
+        || PyList_GET_SIZE(*fg) < PyList_GET_SIZE(self->fg) || PyList_GET_SIZE(*fc) < PyList_GET_SIZE(self->fg)
+        || PyList_GET_SIZE(*fm) < PyList_GET_SIZE(self->fg)) {
+        PyErr_SetString(PyExc_TypeError, "free: a (free_g, free_c, free_m) tuple of lists");
+        return -1;
+    }
+    return 0;
+}
+
+/* best_fit(nodes, g, c, m, free=None, limit=None) -> node or None: ``Pool.place``'s single-node scan */
+static PyObject *NodeOps_best_fit(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "best_fit(nodes, g, c, m, free=None, limit=None)");
+        return NULL;
+    }
+    ll g, c, m;
+    if (get_ll(args[1], &g) || get_ll(args[2], &c) || get_ll(args[3], &m))
+        return NULL;
+    PyObject *fg, *fc, *fm;
+    if (free_lists(self, nargs > 4 ? args[4] : NULL, &fg, &fc, &fm))
+        return NULL;
+    PyObject *limit = nargs > 5 ? args[5] : NULL;
+    if (limit == Py_None)
+        limit = NULL;
+    if (limit != NULL && !PyDict_Check(limit)) {
+        PyErr_SetString(PyExc_TypeError, "limit: a dict");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "best_fit: nodes");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t k, nn = PySequence_Fast_GET_SIZE(seq);
+    PyObject **ns = PySequence_Fast_ITEMS(seq);
+    PyObject *best = NULL;
+    ll k0 = 0, k1 = 0, k2 = 0;
+    for (k = 0; k < nn; k++) {
+        Py_ssize_t n;
+        ll a, b, d;
+        if (node_index(self, ns[k], &n) || item_ll(fg, n, &a) || item_ll(fc, n, &b) || item_ll(fm, n, &d))
+            goto fail;
+        if (limit != NULL) {
+            ll lg, lc, lm;
+            int has = limit_of(limit, ns[k], &lg, &lc, &lm);
+            if (has < 0)
+                goto fail;
+            if (has) {
+                a = min_ll(a, lg), b = min_ll(b, lc), d = min_ll(d, lm);
+            }
+        }
+        if (a >= g && b >= c && d >= m) {
+            int av = truthy(PyList_GET_ITEM(self->avail, n));
+            if (av < 0)
+                goto fail;
+            if (!av)
+                continue;
+            ll x0 = a - g, x1 = b - c, x2 = d - m;
+            if (best == NULL || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && x2 < k2)))) {
+                best = ns[k];
+                k0 = x0, k1 = x1, k2 = x2;
+            }
+        }
+    }
+    if (best == NULL) {
+        Py_DECREF(seq);
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(best);
+    Py_DECREF(seq);
+    return best;
+fail:
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* gang(order, g, c, m, free=None, limit=None) -> tuple of (n, g, c, m) rows or None: ``Pool._gang`` */
+static PyObject *NodeOps_gang(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "gang(order, g, c, m, free=None, limit=None)");
+        return NULL;
+    }
+    ll g, c, m;
+    if (get_ll(args[1], &g) || get_ll(args[2], &c) || get_ll(args[3], &m))
+        return NULL;
+    PyObject *fg, *fc, *fm;
+    if (free_lists(self, nargs > 4 ? args[4] : NULL, &fg, &fc, &fm))
+        return NULL;
+    PyObject *limit = nargs > 5 ? args[5] : NULL;
+    if (limit == Py_None)
+        limit = NULL;
+    if (limit != NULL && !PyDict_Check(limit)) {
+        PyErr_SetString(PyExc_TypeError, "limit: a dict");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "gang: order");
+    if (seq == NULL)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t k, nn = PySequence_Fast_GET_SIZE(seq);
+    PyObject **ns = PySequence_Fast_ITEMS(seq);
+    __int128 sg = 0, sc = 0, sm = 0;
+    for (k = 0; k < nn; k++) {
+        Py_ssize_t n;
+        ll a, b, d, xg, xc, xm;
+        if (node_index(self, ns[k], &n))
+            goto fail;
+        int av = truthy(PyList_GET_ITEM(self->avail, n));
+        if (av < 0)
+            goto fail;
+        if (!av)
+            continue;
+        if (item_ll(fg, n, &a) || item_ll(self->cg, n, &xg))
+            goto fail;
+        if (a != xg)
+            continue;
+        if (item_ll(fc, n, &b) || item_ll(self->cc, n, &xc))
+            goto fail;
+        if (b != xc)
+            continue;
+        if (item_ll(fm, n, &d) || item_ll(self->cm, n, &xm))
+            goto fail;
+        if (d != xm)
+            continue;
+        if (limit != NULL) {
+            ll lg, lc, lm;
+            int has = limit_of(limit, ns[k], &lg, &lc, &lm);
+            if (has < 0)
+                goto fail;
+            if (has && (lg != xg || lc != xc || lm != xm))
+                continue;
+        }
+        PyObject *row = PyTuple_Pack(4, ns[k], PyList_GET_ITEM(self->cg, n), PyList_GET_ITEM(self->cc, n),
+                                     PyList_GET_ITEM(self->cm, n));
+        if (row == NULL || PyList_Append(out, row)) {
+            Py_XDECREF(row);
+            goto fail;
+        }
+        Py_DECREF(row);
+        sg += xg, sc += xc, sm += min_ll(xm, UNLIMITED);
+        if (sg >= g && sc >= c && sm >= m) {
+            PyObject *t = PyList_AsTuple(out);
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return t;
+        }
+    }
+    Py_DECREF(out);
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+/* index_fit(key, g, c, m) -> node or None: ``Pool.place_in``'s single-node search over the free-GPU index */
+static PyObject *NodeOps_index_fit(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "index_fit(key, g, c, m)");
+        return NULL;
+    }
+    ll g, c, m;
+    if (get_ll(args[1], &g) || get_ll(args[2], &c) || get_ll(args[3], &m))
+        return NULL;
+    PyObject *idx = PyDict_GetItemWithError(self->index, args[0]);
+    if (idx == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, args[0]);
+        return NULL;
+    }
+    PyObject *keys = PyDict_Keys(idx);
+    if (keys == NULL || PyList_Sort(keys)) {
+        Py_XDECREF(keys);
+        return NULL;
+    }
+    Py_ssize_t i, nk = PyList_GET_SIZE(keys);
+    for (i = 0; i < nk; i++) {
+        ll v;
+        if (item_ll(keys, i, &v))
+            goto fail;
+        if (v < g)
+            continue;
+        PyObject *st = PyDict_GetItemWithError(idx, PyList_GET_ITEM(keys, i));
+        if (st == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "index changed during index_fit");
+            goto fail;
+        }
+        PyObject *it = PyObject_GetIter(st), *o;
+        if (it == NULL)
+            goto fail;
+        ll k0 = 0, k1 = 0, kn = 0;
+        int found = 0;
+        while ((o = PyIter_Next(it)) != NULL) {
+            Py_ssize_t n;
+            ll b, d;
+            if (node_index(self, o, &n) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)) {
+                Py_DECREF(o);
+                Py_DECREF(it);
+                goto fail;
+            }
+            Py_DECREF(o);
+            if (b >= c && d >= m) {
+                ll x0 = b - c, x1 = d - m, xn = (ll)n;
+                if (!found || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && xn < kn)))) {
+                    found = 1;
+                    k0 = x0, k1 = x1, kn = xn;
+                }
+            }
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            goto fail;
+        if (found) {
+            Py_DECREF(keys);
+            return PyLong_FromLongLong(kn);
+        }
+    }
+    Py_DECREF(keys);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(keys);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------- bookkeeping */
+static int index_move(PyObject *idx, PyObject *node, ll from, ll to)
+{
+    PyObject *kf = PyLong_FromLongLong(from), *kt = NULL;
+    if (kf == NULL)
+        return -1;
+    PyObject *st = PyDict_GetItemWithError(idx, kf);
+    if (st == NULL && PyErr_Occurred())
+        goto fail;
+    if (st != NULL) {
+        int has = PySet_Contains(st, node);
+        if (has < 0)
+            goto fail;
+        if (has) {
+            if (PySet_Discard(st, node) < 0)
+                goto fail;
+            if (PySet_GET_SIZE(st) == 0 && PyDict_DelItem(idx, kf) < 0)
+                goto fail;
+        }
+    }
+    kt = PyLong_FromLongLong(to);
+    if (kt == NULL)
+        goto fail;
+    st = PyDict_GetItemWithError(idx, kt);
+    if (st == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        PyObject *ns = PySet_New(NULL);
+        if (ns == NULL || PySet_Add(ns, node) < 0 || PyDict_SetItem(idx, kt, ns) < 0) {
+            Py_XDECREF(ns);
+            goto fail;
+        }
+        Py_DECREF(ns);
+    } else if (PySet_Add(st, node) < 0) {
+        goto fail;
+    }
+    Py_DECREF(kf);
+    Py_DECREF(kt);
+    return 0;
+fail:
+    Py_DECREF(kf);
+    Py_XDECREF(kt);
+    return -1;
+}
+
+static int bump_epoch(NodeOps *self)
+{
+    PyObject *e = PyObject_GetAttr(self->pool, s_epoch);
+    if (e == NULL)
+        return -1;
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *ne = PyNumber_Add(e, one);
+    Py_DECREF(one);
+    Py_DECREF(e);
+    if (ne == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(self->pool, s_epoch, ne);
+    Py_DECREF(ne);
+    return rc;
+}
+
+/* move(n, dg, dc, dm): ``Pool._move`` */
+static PyObject *NodeOps_move(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "move(n, dg, dc, dm)");
+        return NULL;
+    }
+    Py_ssize_t n;
+    ll dg, dc, dm, a0, b0, d0, cg, cc, cm;
+    if (node_index(self, args[0], &n) || get_ll(args[1], &dg) || get_ll(args[2], &dc) || get_ll(args[3], &dm))
+        return NULL;
+    if (bump_epoch(self))
+        return NULL;
+    if (item_ll(self->fg, n, &a0) || item_ll(self->fc, n, &b0) || item_ll(self->fm, n, &d0)
+        || item_ll(self->cg, n, &cg) || item_ll(self->cc, n, &cc) || item_ll(self->cm, n, &cm))
+        return NULL;
+    ll a1 = a0 + dg, b1 = b0 + dc, d1 = d0 + dm;
+    if (!(a1 >= 0 && b1 >= 0 && d1 >= 0)) {
+        PyErr_SetString(PyExc_AssertionError, "node over-allocated");
+        return NULL;
+    }
+    if (!(a1 <= cg && b1 <= cc)) {
+        PyErr_SetString(PyExc_AssertionError, "node over-released");
+        return NULL;
+    }
+    if (set_item_ll(self->fg, n, a1) || set_item_ll(self->fc, n, b1) || set_item_ll(self->fm, n, d1))
+        return NULL;
+    PyObject *groups = PyList_GET_ITEM(self->node_groups, n);
+    PyObject *gs = PySequence_Fast(groups, "_node_groups entries are lists");
+    if (gs == NULL)
+        return NULL;
+    Py_ssize_t i, ng = PySequence_Fast_GET_SIZE(gs);
+    PyObject **ks = PySequence_Fast_ITEMS(gs);
+    int av = truthy(PyList_GET_ITEM(self->avail, n));
+    if (av < 0)
+        goto fail;
+    if (!av) {  /* out of the bounds and the index until it returns */
+        for (i = 0; i < ng; i++)
+            if (dict_incr(self->gepoch, ks[i]))
+                goto fail;
+    } else {
+        int idle0 = a0 == cg && b0 == cc && d0 == cm;
+        int idle1 = a1 == cg && b1 == cc && d1 == cm;
+        ll m0 = min_ll(d0, UNLIMITED), m1 = min_ll(d1, UNLIMITED);
+        PyObject *node = NULL;
+        for (i = 0; i < ng; i++) {
+            PyObject *k = ks[i];
+            if (dict_incr(self->gepoch, k))
+                goto fail;
+            PyObject *A = PyDict_GetItemWithError(self->agg, k);
+            if (A == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, k);
+                goto fail;
+            }
+            if (!PyList_Check(A) || PyList_GET_SIZE(A) != 12) {
+                PyErr_SetString(PyExc_TypeError, "_agg entries are 12-lists");
+                goto fail;
+            }
+            if (add_item(A, 0, a1 - a0) || add_item(A, 1, b1 - b0) || add_item(A, 2, m1 - m0))
+                goto fail;
+            if (idle0 && (add_item(A, 3, -a0) || add_item(A, 4, -b0) || add_item(A, 5, -m0)))
+                goto fail;
+            if (idle1 && (add_item(A, 3, a1) || add_item(A, 4, b1) || add_item(A, 5, m1)))
+                goto fail;
+            const ll v0s[3] = {a0, b0, d0}, v1s[3] = {a1, b1, d1};
+            for (int r = 0; r < 3; r++) {
+                int vi = 6 + r, ci = vi + 3;
+                ll mx, cnt;
+                if (item_ll(A, vi, &mx) || item_ll(A, ci, &cnt))
+                    goto fail;
+                if (cnt > 0 && v0s[r] == mx) {
+                    cnt -= 1;
+                    if (cnt == 0)
+                        cnt = -1;  /* the last node at the maximum left: recomputed when asked */
+                    if (set_item_ll(A, ci, cnt))
+                        goto fail;
+                }
+                if (cnt >= 0) {
+                    if (v1s[r] > mx) {
+                        if (set_item_ll(A, vi, v1s[r]) || set_item_ll(A, ci, 1))
+                            goto fail;
+                    } else if (v1s[r] == mx) {
+                        if (set_item_ll(A, ci, cnt + 1))
+                            goto fail;
+                    }
+                }
+            }
+            if (dg) {
+                PyObject *idx = PyDict_GetItemWithError(self->index, k);
+                if (idx == NULL) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetObject(PyExc_KeyError, k);
+                    goto fail;
+                }
+                if (node == NULL && (node = PyLong_FromSsize_t(n)) == NULL)
+                    goto fail;
+                if (index_move(idx, node, a0, a1)) {
+                    Py_DECREF(node);
+                    goto fail;
+                }
+            }
+        }
+        Py_XDECREF(node);
+    }
+    Py_DECREF(gs);
+    if (self->track_stranded) {  /* ``_restrand`` */
+        ll v = (av && !(a1 == cg && b1 == cc && d1 == cm)) ? a1 : 0, old;
+        if (item_ll(self->stranded, n, &old))
+            return NULL;
+        PyObject *sg = PyObject_GetAttr(self->pool, s_stranded_g);
+        if (sg == NULL)
+            return NULL;
+        PyObject *delta = PyLong_FromLongLong(v - old);
+        PyObject *ns = delta ? PyNumber_Add(sg, delta) : NULL;
+        Py_DECREF(sg);
+        Py_XDECREF(delta);
+        if (ns == NULL)
+            return NULL;
+        int rc = PyObject_SetAttr(self->pool, s_stranded_g, ns);
+        Py_DECREF(ns);
+        if (rc || set_item_ll(self->stranded, n, v))
+            return NULL;
+    }
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(gs);
+    return NULL;
+}
+
+/* allocate(alloc) / release(alloc): ``move`` per (n, g, c, m) row, taking or giving back */
+static PyObject *rows(NodeOps *self, PyObject *alloc, int sign)
+{
+    PyObject *seq = PySequence_Fast(alloc, "an allocation is a sequence of (node, g, c, m)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t i, nr = PySequence_Fast_GET_SIZE(seq);
+    PyObject **rs = PySequence_Fast_ITEMS(seq);
+    for (i = 0; i < nr; i++) {
+        PyObject *row = PySequence_Fast(rs[i], "an allocation row is (node, g, c, m)");
+        if (row == NULL)
+            goto fail;
+        if (PySequence_Fast_GET_SIZE(row) != 4) {
+            Py_DECREF(row);
+            PyErr_SetString(PyExc_ValueError, "an allocation row is (node, g, c, m)");
+            goto fail;
+        }
+        PyObject **x = PySequence_Fast_ITEMS(row);
+        PyObject *a[4] = {x[0], x[1], x[2], x[3]};
+        PyObject *neg[3] = {NULL, NULL, NULL};
+        if (sign < 0) {
+            for (int r = 0; r < 3; r++) {
+                if ((neg[r] = PyNumber_Negative(x[r + 1])) == NULL) {
+                    Py_XDECREF(neg[0]); Py_XDECREF(neg[1]);
+                    Py_DECREF(row);
+                    goto fail;
+                }
+                a[r + 1] = neg[r];
+            }
+        }
+        PyObject *res = NodeOps_move(self, a, 4);
+        Py_XDECREF(neg[0]); Py_XDECREF(neg[1]); Py_XDECREF(neg[2]);
+        Py_DECREF(row);
+        if (res == NULL)
+            goto fail;
+        Py_DECREF(res);
+    }
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *NodeOps_allocate(NodeOps *self, PyObject *alloc) { return rows(self, alloc, -1); }
+static PyObject *NodeOps_release(NodeOps *self, PyObject *alloc) { return rows(self, alloc, 1); }
+
+static PyMethodDef NodeOps_methods[] = {
+    {"bounds", (PyCFunction)NodeOps_bounds, METH_O, "Pool.bounds(grp)"},
+    {"best_fit", (PyCFunction)(void (*)(void))NodeOps_best_fit, METH_FASTCALL,
+     "best_fit(nodes, g, c, m, free=None, limit=None) -> node or None (Pool.place, one node)"},
+    {"gang", (PyCFunction)(void (*)(void))NodeOps_gang, METH_FASTCALL,
+     "gang(order, g, c, m, free=None, limit=None) -> rows or None (Pool._gang)"},
+    {"index_fit", (PyCFunction)(void (*)(void))NodeOps_index_fit, METH_FASTCALL,
+     "index_fit(key, g, c, m) -> node or None (Pool.place_in, one node)"},
+    {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},
+    {"allocate", (PyCFunction)NodeOps_allocate, METH_O, "Pool.allocate(alloc)"},
+    {"release", (PyCFunction)NodeOps_release, METH_O, "Pool.release(alloc)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NodeOpsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "engine._nodecore.NodeOps",
+    .tp_doc = "The compiled node-mode routines of one engine.pool.Pool (its lists, read and written in place).",
+    .tp_basicsize = sizeof(NodeOps),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)NodeOps_init,
+    .tp_dealloc = (destructor)NodeOps_dealloc,
+    .tp_methods = NodeOps_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_nodecore",
+    "Compiled node-mode pool routines (see engine/nodepool.py; the Python Pool is the reference).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__nodecore(void)
+{
+    if (PyType_Ready(&NodeOpsType) < 0)
+        return NULL;
+    s_epoch = PyUnicode_InternFromString("epoch");
+    s_stranded_g = PyUnicode_InternFromString("stranded_g");
+    if (s_epoch == NULL || s_stranded_g == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&NodeOpsType);
+    if (PyModule_AddObject(m, "NodeOps", (PyObject *)&NodeOpsType) < 0
+        || PyModule_AddStringConstant(m, "SOURCE_SHA256", QL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
