@@ -19,7 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+#include <string.h>
 
 #ifndef QL_SOURCE_SHA256  /* setup.py passes the source's sha256: tests tell a stale build from a current one */
 #define QL_SOURCE_SHA256 "unknown"
@@ -511,6 +511,74 @@ fail:
     return NULL;
 }
 
+/* the one-row allocation ((n, g, c, m),) for a single-node fit, or None */
+static PyObject *one_row(PyObject *n, PyObject *const *gcm)
+{
+    if (n == NULL)
+        return NULL;
+    if (n == Py_None)
+        return n;
+    PyObject *row = PyTuple_Pack(4, n, gcm[0], gcm[1], gcm[2]);
+    Py_DECREF(n);
+    if (row == NULL)
+        return NULL;
+    PyObject *out = PyTuple_Pack(1, row);
+    Py_DECREF(row);
+    return out;
+}
+
+/* place(nodes, gang, g, c, m, free=None, limit=None): ``Pool.place`` */
+static PyObject *NodeOps_place(NodeOps *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *a[6] = {NULL, NULL, NULL, NULL, Py_None, Py_None};
+    Py_ssize_t i, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs < 5 || nargs > 7) {
+        PyErr_SetString(PyExc_TypeError, "place(nodes, gang, g, c, m, free=None, limit=None)");
+        return NULL;
+    }
+    int gang = PyObject_IsTrue(args[1]);
+    if (gang < 0)
+        return NULL;
+    a[0] = args[0], a[1] = args[2], a[2] = args[3], a[3] = args[4];
+    for (i = 5; i < nargs; i++)
+        a[i - 1] = args[i];
+    for (i = 0; i < nkw; i++) {
+        const char *k = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+        if (k == NULL)
+            return NULL;
+        if (strcmp(k, "free") == 0)
+            a[4] = args[nargs + i];
+        else if (strcmp(k, "limit") == 0)
+            a[5] = args[nargs + i];
+        else {
+            PyErr_Format(PyExc_TypeError, "place: unexpected keyword %s", k);
+            return NULL;
+        }
+    }
+    if (gang)
+        return NodeOps_gang(self, a, 6);
+    return one_row(NodeOps_best_fit(self, a, 6), args + 2);
+}
+
+/* place_in(grp, gang, g, c, m): ``Pool.place_in`` on the live free lists */
+static PyObject *NodeOps_place_in(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) < 3) {
+        PyErr_SetString(PyExc_TypeError, "place_in(grp, gang, g, c, m)");
+        return NULL;
+    }
+    int gang = PyObject_IsTrue(args[1]);
+    if (gang < 0)
+        return NULL;
+    PyObject *a[4] = {NULL, args[2], args[3], args[4]};
+    if (gang) {
+        a[0] = PyTuple_GET_ITEM(args[0], 2);
+        return NodeOps_gang(self, a, 4);
+    }
+    a[0] = PyTuple_GET_ITEM(args[0], 0);
+    return one_row(NodeOps_index_fit(self, a, 4), args + 2);
+}
+
 /* ------------------------------------------------------------------------------------------- bookkeeping */
 static int index_move(PyObject *idx, PyObject *node, ll from, ll to)
 {
@@ -757,6 +825,9 @@ static PyMethodDef NodeOps_methods[] = {
      "gang(order, g, c, m, free=None, limit=None) -> rows or None (Pool._gang)"},
     {"index_fit", (PyCFunction)(void (*)(void))NodeOps_index_fit, METH_FASTCALL,
      "index_fit(key, g, c, m) -> node or None (Pool.place_in, one node)"},
+    {"place", (PyCFunction)(void (*)(void))NodeOps_place, METH_FASTCALL | METH_KEYWORDS,
+     "place(nodes, gang, g, c, m, free=None, limit=None) (Pool.place)"},
+    {"place_in", (PyCFunction)(void (*)(void))NodeOps_place_in, METH_FASTCALL, "place_in(grp, gang, g, c, m) (Pool.place_in)"},
     {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},
     {"allocate", (PyCFunction)NodeOps_allocate, METH_O, "Pool.allocate(alloc)"},
     {"release", (PyCFunction)NodeOps_release, METH_O, "Pool.release(alloc)"},

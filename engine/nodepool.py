@@ -42,21 +42,7 @@ def bind(pool) -> bool:
     if pool.cluster.procs_mode or not wanted():
         return False
     ops = compiled.NodeOps(pool)
-    best_fit, gang, index_fit = ops.best_fit, ops.gang, ops.index_fit
-
-    def place(nodes, gang_, g, c, m, free=None, limit=None):
-        if gang_:
-            return gang(nodes, g, c, m, free, limit)
-        n = best_fit(nodes, g, c, m, free, limit)
-        return None if n is None else ((n, g, c, m),)
-
-    def place_in(grp, gang_, g, c, m):
-        if gang_:
-            return gang(grp[2], g, c, m)
-        n = index_fit(grp[0], g, c, m)
-        return None if n is None else ((n, g, c, m),)
-
     pool.ops = ops
-    pool.bounds, pool.place, pool.place_in = ops.bounds, place, place_in
+    pool.bounds, pool.place, pool.place_in = ops.bounds, ops.place, ops.place_in
     pool.allocate, pool.release, pool._move = ops.allocate, ops.release, ops.move
     return True

@@ -15,6 +15,9 @@ Invariants:
   the request instead of scanning every node, with the same answer as ``place``.
 - ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
   DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
+- In node mode ``nodepool.bind`` rebinds ``bounds``, ``place``, ``place_in``, ``allocate``, ``release`` and
+  ``_move`` on the instance to their C twins (``_nodecore.c``) over these same lists (unless
+  ``QUOTALOOP_ENGINE=python``): the methods below are the reference; change both together.
 """
 from __future__ import annotations
 
