@@ -19,6 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef QL_SOURCE_SHA256  /* setup.py passes the source's sha256: tests tell a stale build from a current one */
@@ -579,6 +580,248 @@ static PyObject *NodeOps_place_in(NodeOps *self, PyObject *const *args, Py_ssize
     return one_row(NodeOps_index_fit(self, a, 4), args + 2);
 }
 
+/* ------------------------------------------------------------------------------------------- EASY reservation */
+/* reservation(run, alloc, elig, gang_order, gang, g, c, m) -> (T, limit) or (inf, None): ``easy._reservation``.
+ * Free resources are copied into C arrays, released job by job at their estimated ends (``run``: the running
+ * jobs sorted by (estimated end, seq, job)); after each distinct end with an eligible node touched, the job is
+ * placed on the copies: a single-node job by best fit over the touched nodes in index order, a gang once the idle
+ * eligible capacity covers it, over ``gang_order``. */
+static int cmp_ssize(const void *a, const void *b)
+{
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static PyObject *NodeOps_reservation(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyAnySet_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "reservation(run, alloc, elig, gang_order, gang, g, c, m)");
+        return NULL;
+    }
+    PyObject *run = args[0], *alloc = args[1], *elig = args[2];
+    int gang = PyObject_IsTrue(args[4]);
+    ll g, c, m;
+    if (gang < 0 || get_ll(args[5], &g) || get_ll(args[6], &c) || get_ll(args[7], &m))
+        return NULL;
+    Py_ssize_t N = PyList_GET_SIZE(self->fg), i;
+    ll *fg = NULL, *fc = NULL, *fm = NULL, *cg = NULL, *cc = NULL, *cm = NULL;
+    char *av = NULL, *el = NULL, *mark = NULL;
+    Py_ssize_t *touched = NULL, nt = 0;
+    PyObject *gseq = NULL, *out = NULL;
+    fg = PyMem_Malloc(sizeof(ll) * 6 * (N + 1));
+    av = PyMem_Malloc(3 * (N + 1));
+    touched = PyMem_Malloc(sizeof(Py_ssize_t) * (N + 1));
+    if (fg == NULL || av == NULL || touched == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    fc = fg + N + 1, fm = fc + N + 1, cg = fm + N + 1, cc = cg + N + 1, cm = cc + N + 1;
+    el = av + N + 1, mark = el + N + 1;
+    for (i = 0; i < N; i++) {
+        int a = truthy(PyList_GET_ITEM(self->avail, i));
+        if (a < 0 || item_ll(self->fg, i, &fg[i]) || item_ll(self->fc, i, &fc[i]) || item_ll(self->fm, i, &fm[i])
+            || item_ll(self->cg, i, &cg[i]) || item_ll(self->cc, i, &cc[i]) || item_ll(self->cm, i, &cm[i]))
+            goto done;
+        av[i] = (char)a;
+        el[i] = 0;
+        mark[i] = 0;
+    }
+    {
+        PyObject *it = PyObject_GetIter(elig), *o;
+        if (it == NULL)
+            goto done;
+        while ((o = PyIter_Next(it)) != NULL) {
+            Py_ssize_t n;
+            int bad = node_index(self, o, &n);
+            Py_DECREF(o);
+            if (bad) {
+                Py_DECREF(it);
+                goto done;
+            }
+            el[n] = 1;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            goto done;
+    }
+    Py_ssize_t ng = 0;
+    PyObject **gs = NULL;
+    __int128 ig = 0, ic = 0, im = 0;
+    if (gang) {
+        gseq = PySequence_Fast(args[3], "reservation: gang_order");
+        if (gseq == NULL)
+            goto done;
+        ng = PySequence_Fast_GET_SIZE(gseq);
+        gs = PySequence_Fast_ITEMS(gseq);
+        for (i = 0; i < N; i++)
+            if (el[i] && av[i] && fg[i] == cg[i] && fc[i] == cc[i] && fm[i] == cm[i])
+                ig += cg[i], ic += cc[i], im += min_ll(cm[i], UNLIMITED);
+    }
+    Py_ssize_t k = 0, nr = PyList_GET_SIZE(run);
+    while (k < nr) {
+        PyObject *tobj = PyTuple_GET_ITEM(PyList_GET_ITEM(run, k), 0);
+        double t = PyFloat_AsDouble(tobj);
+        if (t == -1.0 && PyErr_Occurred())
+            goto done;
+        nt = 0;
+        while (k < nr) {
+            PyObject *e = PyList_GET_ITEM(run, k);
+            double te = PyFloat_AsDouble(PyTuple_GET_ITEM(e, 0));
+            if (te == -1.0 && PyErr_Occurred())
+                goto done;
+            if (te != t)
+                break;
+            Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(e, 2));
+            if (j == -1 && PyErr_Occurred())
+                goto done;
+            PyObject *rows = PySequence_Fast(PyList_GET_ITEM(alloc, j), "alloc rows");
+            if (rows == NULL)
+                goto done;
+            Py_ssize_t r, nrw = PySequence_Fast_GET_SIZE(rows);
+            PyObject **rw = PySequence_Fast_ITEMS(rows);
+            for (r = 0; r < nrw; r++) {
+                PyObject *row = rw[r];
+                Py_ssize_t n;
+                ll a, b, d;
+                if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || node_index(self, PyTuple_GET_ITEM(row, 0), &n)
+                    || get_ll(PyTuple_GET_ITEM(row, 1), &a) || get_ll(PyTuple_GET_ITEM(row, 2), &b)
+                    || get_ll(PyTuple_GET_ITEM(row, 3), &d)) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "alloc rows are (node, g, c, m) tuples");
+                    Py_DECREF(rows);
+                    goto done;
+                }
+                if (av[n]) {
+                    fg[n] += a, fc[n] += b, fm[n] += d;
+                    if (el[n] && !mark[n]) {
+                        mark[n] = 1;
+                        touched[nt++] = n;
+                    }
+                }
+            }
+            Py_DECREF(rows);
+            k++;
+        }
+        if (nt == 0)
+            continue;
+        Py_ssize_t found[1] = {-1};
+        int placed = 0;
+        PyObject *nodes_out = NULL;  /* gang: the list of chosen node objects */
+        if (gang) {
+            int became = 0;
+            for (i = 0; i < nt; i++) {
+                Py_ssize_t n = touched[i];
+                if (cg[n] == fg[n] && cc[n] == fc[n] && cm[n] == fm[n]) {
+                    became = 1;
+                    ig += cg[n], ic += cc[n], im += min_ll(cm[n], UNLIMITED);
+                }
+            }
+            for (i = 0; i < nt; i++)
+                mark[touched[i]] = 0;
+            if (!became || ig < g || ic < c || im < m)
+                continue;
+            __int128 sg = 0, sc = 0, sm = 0;
+            nodes_out = PyList_New(0);
+            if (nodes_out == NULL)
+                goto done;
+            for (i = 0; i < ng; i++) {
+                Py_ssize_t n;
+                if (node_index(self, gs[i], &n)) {
+                    Py_DECREF(nodes_out);
+                    goto done;
+                }
+                if (!av[n] || fg[n] != cg[n] || fc[n] != cc[n] || fm[n] != cm[n])
+                    continue;
+                if (PyList_Append(nodes_out, gs[i])) {
+                    Py_DECREF(nodes_out);
+                    goto done;
+                }
+                sg += cg[n], sc += cc[n], sm += min_ll(cm[n], UNLIMITED);
+                if (sg >= g && sc >= c && sm >= m) {
+                    placed = 1;
+                    break;
+                }
+            }
+            if (!placed) {
+                Py_DECREF(nodes_out);
+                continue;
+            }
+        } else {
+            /* best fit over sorted(touched): ascending index, first minimal (g, c, m) left */
+            ll k0 = 0, k1 = 0, k2 = 0;
+            qsort(touched, (size_t)nt, sizeof(Py_ssize_t), cmp_ssize);  /* sorted(touched) */
+            for (i = 0; i < nt; i++) {
+                Py_ssize_t n = touched[i];
+                mark[n] = 0;
+                if (fg[n] >= g && fc[n] >= c && fm[n] >= m && av[n]) {
+                    ll x0 = fg[n] - g, x1 = fc[n] - c, x2 = fm[n] - m;
+                    if (found[0] < 0 || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && x2 < k2)))) {
+                        found[0] = n;
+                        k0 = x0, k1 = x1, k2 = x2;
+                    }
+                }
+            }
+            if (found[0] < 0)
+                continue;
+            placed = 1;
+        }
+        /* (t, {n: (free left after the job) for its rows}) */
+        PyObject *limit = PyDict_New();
+        if (limit == NULL) {
+            Py_XDECREF(nodes_out);
+            goto done;
+        }
+        Py_ssize_t nn = gang ? PyList_GET_SIZE(nodes_out) : 1;
+        for (i = 0; i < nn; i++) {
+            PyObject *nobj;
+            Py_ssize_t n;
+            ll a, b, d;
+            if (gang) {
+                nobj = PyList_GET_ITEM(nodes_out, i);
+                Py_INCREF(nobj);
+                if (node_index(self, nobj, &n)) {
+                    Py_DECREF(nobj);
+                    goto limit_fail;
+                }
+                a = cg[n], b = cc[n], d = cm[n];
+            } else {
+                n = found[0];
+                nobj = PyLong_FromSsize_t(n);
+                if (nobj == NULL)
+                    goto limit_fail;
+                a = g, b = c, d = m;
+            }
+            PyObject *v = Py_BuildValue("(LLL)", fg[n] - a, fc[n] - b, fm[n] - d);
+            int rc = v == NULL ? -1 : PyDict_SetItem(limit, nobj, v);
+            Py_XDECREF(v);
+            Py_DECREF(nobj);
+            if (rc)
+                goto limit_fail;
+        }
+        Py_XDECREF(nodes_out);
+        out = PyTuple_Pack(2, tobj, limit);
+        Py_DECREF(limit);
+        goto done;
+    limit_fail:
+        Py_DECREF(limit);
+        Py_XDECREF(nodes_out);
+        goto done;
+    }
+    {
+        PyObject *inf = PyFloat_FromDouble(Py_HUGE_VAL);
+        if (inf != NULL) {
+            out = PyTuple_Pack(2, inf, Py_None);
+            Py_DECREF(inf);
+        }
+    }
+done:
+    Py_XDECREF(gseq);
+    PyMem_Free(fg);
+    PyMem_Free(av);
+    PyMem_Free(touched);
+    return out;
+}
+
 /* ------------------------------------------------------------------------------------------- bookkeeping */
 static int index_move(PyObject *idx, PyObject *node, ll from, ll to)
 {
@@ -828,6 +1071,8 @@ static PyMethodDef NodeOps_methods[] = {
     {"place", (PyCFunction)(void (*)(void))NodeOps_place, METH_FASTCALL | METH_KEYWORDS,
      "place(nodes, gang, g, c, m, free=None, limit=None) (Pool.place)"},
     {"place_in", (PyCFunction)(void (*)(void))NodeOps_place_in, METH_FASTCALL, "place_in(grp, gang, g, c, m) (Pool.place_in)"},
+    {"reservation", (PyCFunction)(void (*)(void))NodeOps_reservation, METH_FASTCALL,
+     "reservation(run, alloc, elig, gang_order, gang, g, c, m) -> (T, limit) (easy._reservation)"},
     {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},
     {"allocate", (PyCFunction)NodeOps_allocate, METH_O, "Pool.allocate(alloc)"},
     {"release", (PyCFunction)NodeOps_release, METH_O, "Pool.release(alloc)"},

@@ -109,6 +109,9 @@ def _reservation(sim, j):
     pool = sim.pool
     _, nodes, gang_order, _ = sim.group[j]
     gang = sim.gang[j]
+    if pool.ops is not None:  # the compiled node pool's twin of this function (engine/_nodecore.c): same answer
+        return pool.ops.reservation(sim.running_by_end, sim.alloc, sim.eligible(j), gang_order, gang,
+                                    sim.req_g[j], sim.req_c[j], sim.req_m[j])
     g, c, m = sim.req_g[j], sim.req_c[j], sim.req_m[j]
     fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
     elig = sim.eligible(j)

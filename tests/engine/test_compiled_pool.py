@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import engine.backfill.easy as easy
 import engine.backfill.fastpath as fastpath
 import engine.nodepool as nodepool
 from engine import Cluster, SimConfig, simulate
@@ -92,6 +93,33 @@ def both(monkeypatch, cluster):
     return py, c
 
 
+class ReservationInputs:
+    """What ``easy._reservation`` reads of a simulator: the held allocations as running jobs with estimated ends
+    (ties included), one queued request."""
+
+    def __init__(self, pool, held, key, rng):
+        self.pool = pool
+        self.alloc = list(held) + [()]
+        self.running_by_end = sorted((float(rng.choice([5, 10, 10, 20, 40])), s, s) for s in range(len(held)))
+        j = len(held)
+        grp = pool.group(*key)
+        self.group, self.gang = {j: grp}, {j: rng.random() < 0.3}
+        self.req_g, self.req_c, self.req_m = ({j: rng.choice([0, 1000, 4000, 8000, 24000])},
+                                              {j: rng.choice([0, 1000, 16000])}, {j: rng.choice([0, 4096, 300000])})
+        self.j = j
+
+    def eligible(self, j):
+        return frozenset(self.group[j][1])
+
+
+def reservation(pool, held, key, rng):
+    """``easy._reservation`` on ``pool`` (the compiled twin when ``pool.ops`` is bound), on random running ends."""
+    state = rng.getstate()
+    sim = ReservationInputs(pool, held, key, rng)
+    rng.setstate(state)
+    return easy._reservation(sim, sim.j)
+
+
 @needs_compiled
 @pytest.mark.parametrize("seed", range(150))
 def test_random_pool_operations_identical(monkeypatch, seed):
@@ -134,6 +162,7 @@ def test_random_pool_operations_identical(monkeypatch, seed):
             py.set_avail(n, up)
             c.set_avail(n, up)
         assert state(py) == state(c)
+        assert reservation(py, held, key, rng) == reservation(c, held, key, rng)
     # over-allocation and over-release fail alike, with the same partial effect (the epoch)
     n = 0
     for pool in (py, c):
