@@ -100,7 +100,8 @@ class ReservationInputs:
     def __init__(self, pool, held, key, rng):
         self.pool = pool
         self.alloc = list(held) + [()]
-        self.running_by_end = sorted((float(rng.choice([5, 10, 10, 20, 40])), s, s) for s in range(len(held)))
+        seq = rng.sample(range(len(held)), len(held))  # releases in any node order, not the allocation order
+        self.running_by_end = sorted((float(rng.choice([5, 10, 10, 20, 40])), seq[j], j) for j in range(len(held)))
         j = len(held)
         grp = pool.group(*key)
         self.group, self.gang = {j: grp}, {j: rng.random() < 0.3}
@@ -262,3 +263,50 @@ def test_sample_store_in_node_mode(sample_store, monkeypatch):
         c = run_engine(monkeypatch, "compiled", jobs, cluster, cfg)
         assert py.jobs.height > 1000
         assert_identical(py, c)
+
+
+class HandReservation:
+    """Four idle 8-GPU nodes; jobs 0 and 1 hold all of nodes 3 and 1 and end (by estimate) at t = 50, job 0
+    first in the running order; job 2 holds 4 GPUs of node 0 until t = 30; nodes 2 is down."""
+
+    def __init__(self, pool, g, gang):
+        self.pool = pool
+        full = (8000, 32000, pool.cap_m[0])
+        self.alloc = [((3, *full),), ((1, *full),), ((0, 4000, 16000, 0),), ()]
+        for a in self.alloc:
+            pool.allocate(a)
+        pool.set_avail(2, False)
+        self.running_by_end = [(30.0, 3, 2), (50.0, 1, 0), (50.0, 2, 1)]
+        grp = pool.group(None, None)
+        self.group, self.gang = {3: grp}, {3: gang}
+        self.req_g, self.req_c, self.req_m = {3: g}, {3: 1000}, {3: 0}
+
+    def eligible(self, j):
+        return frozenset(self.group[j][1])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_reservation_hand_computed(monkeypatch, compiled):
+    if compiled and nodepool.compiled is None:
+        pytest.skip("compiled node pool not built")
+    monkeypatch.setattr(nodepool, "ENABLED", compiled)
+    cluster = Cluster.uniform(4, 8, 32)
+    cap_m = UNLIMITED  # no memory figure
+    # 6 GPUs: node 0 has 4 free now and 8 at t = 30 -> T = 30 on node 0, leaving (2, 31, unlimited)
+    sim = HandReservation(Pool(cluster), 6000, False)
+    assert easy._reservation(sim, 3) == (30.0, {0: (2000, 31000, cap_m)})
+    # 8 GPUs: node 0 frees at 30 (8 free: a fit, leftover 0) -> T = 30 on node 0
+    sim = HandReservation(Pool(cluster), 8000, False)
+    assert easy._reservation(sim, 3) == (30.0, {0: (0, 31000, cap_m)})
+    # a 16-GPU gang: at 30 only node 0 is idle (8 GPUs); at 50 nodes 3 and 1 become idle: the gang order
+    # (largest first, then lowest index) takes nodes 0 and 1
+    sim = HandReservation(Pool(cluster), 16000, True)
+    assert easy._reservation(sim, 3) == (50.0, {0: (0, 0, 0), 1: (0, 0, 0)})
+    # 8 GPUs after node 0 is taken too: ties at t = 50 between nodes 3 and 1 (both empty): the lowest index wins,
+    # whatever order the running jobs release them in
+    sim = HandReservation(Pool(cluster), 8000, False)
+    sim.pool.allocate(((0, 4000, 0, 0),))
+    sim.alloc[2] = ((0, 4000, 16000, 0),)
+    sim.running_by_end[0] = (60.0, 3, 2)
+    sim.running_by_end.sort()
+    assert easy._reservation(sim, 3) == (50.0, {1: (0, 31000, cap_m)})
