@@ -64,6 +64,8 @@ def test_engine_variable_selects_the_pool(monkeypatch):
     monkeypatch.setattr(nodepool, "compiled", None)
     with pytest.raises(ValueError, match="not built"):
         Pool(Cluster.uniform(2, 8, 16))
+    monkeypatch.delenv(fastpath.ENGINE_ENV)
+    assert Pool(Cluster.uniform(2, 8, 16)).ops is None  # no compiled module: the Python methods run
 
 
 # ------------------------------------------------------------------------------ the pool alone
