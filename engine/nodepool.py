@@ -3,14 +3,16 @@
 ``bind(pool)`` replaces, on that one instance, ``bounds``, ``place``, ``place_in``, ``allocate``, ``release`` and
 ``_move`` by the compiled routines of a ``_nodecore.NodeOps`` holding the pool's own lists and dicts: the same
 answers and the same state left behind (free resources, epochs, running bounds, the free-GPU index, stranded
-GPUs), so every kernel above the pool's interface runs unchanged. The Python methods of ``Pool`` stay the readable
-reference and the oracle (``tests/engine/test_compiled_pool.py``: random pools, every operation, both sides; whole
-simulations byte-identical across policies x backfill x contracts).
+GPUs), so every kernel above the pool's interface runs unchanged. EASY's reservation search
+(``easy._reservation``) asks ``pool.ops.reservation`` when it is bound: the same release-and-place walk on C
+copies of the free lists. The Python methods (and function) stay the readable reference and the oracle
+(``tests/engine/test_compiled_pool.py``: random pools, every operation, both sides; whole simulations
+byte-identical across policies x backfill x contracts; a hand-computed reservation).
 
 Where it applies: node mode only (a ``--procs`` pool keeps its Python methods: one node, nothing to win, and
-its own path). Selected per run with the engine kernel's ``QUOTALOOP_ENGINE`` (``backfill.fastpath``): unset or
+its own path). Selected per pool with the engine kernel's ``QUOTALOOP_ENGINE`` (``backfill.fastpath``): unset or
 ``compiled`` binds the compiled routines when they were built, ``python`` keeps the reference; ``compiled`` without
-the module is a ``ConfigError`` (said by ``fastpath.engine_choice``, which reads the variable first).
+the module is a ``ConfigError``. Without a C compiler the install goes on (setup.py) and the Python methods run.
 """
 from __future__ import annotations
 
