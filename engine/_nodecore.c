@@ -137,13 +137,32 @@ static int limit_of(PyObject *limit, PyObject *node, ll *lg, ll *lc, ll *lm)
 static inline ll min_ll(ll a, ll b) { return a < b ? a : b; }
 
 /* ------------------------------------------------------------------------------------------- type */
+/* The pool holds its NodeOps (``pool.ops`` and the bound methods) and the NodeOps holds the pool: a cycle, so the
+ * type takes part in the cyclic GC (else every simulated pool would leak). */
+static int NodeOps_traverse(NodeOps *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->pool);
+    Py_VISIT(self->fg); Py_VISIT(self->fc); Py_VISIT(self->fm);
+    Py_VISIT(self->cg); Py_VISIT(self->cc); Py_VISIT(self->cm);
+    Py_VISIT(self->avail); Py_VISIT(self->node_groups); Py_VISIT(self->agg);
+    Py_VISIT(self->index); Py_VISIT(self->gepoch); Py_VISIT(self->stranded);
+    return 0;
+}
+
+static int NodeOps_clear(NodeOps *self)
+{
+    Py_CLEAR(self->pool);
+    Py_CLEAR(self->fg); Py_CLEAR(self->fc); Py_CLEAR(self->fm);
+    Py_CLEAR(self->cg); Py_CLEAR(self->cc); Py_CLEAR(self->cm);
+    Py_CLEAR(self->avail); Py_CLEAR(self->node_groups); Py_CLEAR(self->agg);
+    Py_CLEAR(self->index); Py_CLEAR(self->gepoch); Py_CLEAR(self->stranded);
+    return 0;
+}
+
 static void NodeOps_dealloc(NodeOps *self)
 {
-    Py_XDECREF(self->pool);
-    Py_XDECREF(self->fg); Py_XDECREF(self->fc); Py_XDECREF(self->fm);
-    Py_XDECREF(self->cg); Py_XDECREF(self->cc); Py_XDECREF(self->cm);
-    Py_XDECREF(self->avail); Py_XDECREF(self->node_groups); Py_XDECREF(self->agg);
-    Py_XDECREF(self->index); Py_XDECREF(self->gepoch); Py_XDECREF(self->stranded);
+    PyObject_GC_UnTrack(self);
+    NodeOps_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1084,7 +1103,9 @@ static PyTypeObject NodeOpsType = {
     .tp_name = "engine._nodecore.NodeOps",
     .tp_doc = "The compiled node-mode routines of one engine.pool.Pool (its lists, read and written in place).",
     .tp_basicsize = sizeof(NodeOps),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)NodeOps_traverse,
+    .tp_clear = (inquiry)NodeOps_clear,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)NodeOps_init,
     .tp_dealloc = (destructor)NodeOps_dealloc,

@@ -312,3 +312,17 @@ def test_reservation_hand_computed(monkeypatch, compiled):
     sim.running_by_end[0] = (60.0, 3, 2)
     sim.running_by_end.sort()
     assert easy._reservation(sim, 3) == (50.0, {1: (0, 31000, cap_m)})
+
+
+def test_a_compiled_pool_is_freed(monkeypatch):
+    """The pool and its NodeOps refer to each other: the cycle must be collectable (a slider session builds a pool
+    per run)."""
+    import gc
+    import weakref
+
+    pool = Pool(Cluster.uniform(4, 8, 32))
+    ref = weakref.ref(pool)
+    pool.allocate(pool.place_in(pool.group(None, None), False, 1000, 1000, 0))
+    del pool
+    gc.collect()
+    assert ref() is None
