@@ -36,7 +36,7 @@ import os
 import polars as pl
 
 from ..store import Store, connect
-from ..store import schema
+from ..store import keyindex, schema
 from .loader import run
 
 TABLE = "job_rollup"
@@ -53,8 +53,21 @@ def _running(tx) -> pl.DataFrame:
     if not tx.moved_snapshots:
         return pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
     files = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
-    parts = [pl.scan_parquet(f).filter(pl.col("cluster").is_in(sorted(tx.moved_snapshots))
+    moved = sorted(tx.moved_snapshots)
+    # a file's footer lists its RUNNING jobs (``keyindex``); only a file without one is scanned
+    parts = [listed.filter(pl.col("cluster").is_in(moved)) if (listed := keyindex.running(f)) is not None else
+             pl.scan_parquet(f).filter(pl.col("cluster").is_in(moved)
                                        & (pl.col("state") == "RUNNING") & pl.col("end").is_null())
+             .select(pl.col(k).cast(pl.String) for k in KEYS).collect() for f in files]
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts).unique() if parts else pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
+
+
+def _running_all(tx) -> pl.DataFrame:
+    """The (cluster, job_id) of every RUNNING job without an end, whatever its cluster's snapshot did."""
+    files = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
+    parts = [listed if (listed := keyindex.running(f)) is not None else
+             pl.scan_parquet(f).filter((pl.col("state") == "RUNNING") & pl.col("end").is_null())
              .select(pl.col(k).cast(pl.String) for k in KEYS).collect() for f in files]
     parts = [p for p in parts if p.height]
     return pl.concat(parts).unique() if parts else pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
@@ -75,6 +88,7 @@ def _epoch_s(text: str) -> float:
 def _old_rows(tx, keys: pl.DataFrame) -> pl.DataFrame:
     """The ``job_rollup`` rows the store holds for ``keys`` (one pass over the table's files)."""
     files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
+    files = [f for f in files if keyindex.may_hold(f, keys["job_id"])] if keys.height else []
     if not keys.height or not files:
         return schema.empty(TABLE)
     return schema.conform(pl.concat([pl.scan_parquet(f).join(keys.lazy(), on=KEYS, how="semi").collect()
@@ -104,9 +118,12 @@ def _extended(tx, running: pl.DataFrame, old: pl.DataFrame) -> tuple[pl.DataFram
 
 
 def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``table``'s ``files`` whose job is in ``scope``, conformed to the table's schema."""
+    """The rows of ``table``'s ``files`` whose job is in ``scope``, conformed to the table's schema. Only the files
+    whose footer says they may hold one of its jobs are read (``keyindex``): a new job's samples may sit in any
+    older file, and the summaries say which."""
+    ids = scope["job_id"]
     out = [schema.conform(pl.scan_parquet(f).join(scope.lazy(), on=KEYS, how="semi").collect(), table)
-           for f in files]
+           for f in files if keyindex.may_hold(f, ids)]
     return pl.concat(out) if out else schema.empty(table)
 
 
@@ -161,8 +178,11 @@ def refresh(tx) -> int:
 def rebuild(store: str | os.PathLike, threads: int | None = None) -> int:
     """Re-derive the whole rollup of ``store`` from its jobs and samples, in one transaction; the rows written."""
     with Store(store).transaction() as tx:
+        for table in ("jobs", "samples"):  # files written before the job summaries get them (same rows)
+            tx.reindex(table)
         rows, days = derive(tx, None, threads=threads)
-        n = tx.replace_table(TABLE, rows)
+        # the RUNNING jobs' rows in files of their own: a snapshot move rewrites those, not every month
+        n = tx.replace_table(TABLE, rows, apart=_running_all(tx))
         tx.replace_table(DAY_TABLE, days)
         tx.derived_fresh = True
     return n

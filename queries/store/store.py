@@ -46,7 +46,7 @@ from typing import Iterator
 
 import polars as pl
 
-from . import schema
+from . import keyindex, schema
 
 MANIFEST = "_manifest.json"
 PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit", "job_day_rollup": "submit"}  # table -> timestamp column giving the month
@@ -69,11 +69,13 @@ def _fsync_dir(path: Path) -> None:
 ZSTD_LEVEL = 1
 
 
-def _write_parquet(df: pl.DataFrame, path: Path) -> None:
+def _write_parquet(df: pl.DataFrame, path: Path, table: str | None = None) -> None:
+    """Write ``df`` durably; a file of a table keyed by job carries its job summary in its footer (``keyindex``),
+    so it is written, and committed, with the rows it describes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     df.write_parquet(tmp, compression="zstd", compression_level=ZSTD_LEVEL, statistics=True,
-                     row_group_size=1_000_000)
+                     row_group_size=1_000_000, metadata=keyindex.footer(df, table) if table else None)
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -304,11 +306,11 @@ class Transaction:
         return rel, path
 
     def _write(self, table: str, rel_dir: str, df: pl.DataFrame) -> None:
-        _write_parquet(schema.conform(df, table), self._stage(table, rel_dir)[1])
+        _write_parquet(schema.conform(df, table), self._stage(table, rel_dir)[1], table)
 
     def _write_async(self, pool: ThreadPoolExecutor, table: str, rel_dir: str, df: pl.DataFrame) -> Future:
         """``_write`` on ``pool``; the file is registered (for commit and abort) now, in the calling thread."""
-        return pool.submit(_write_parquet, schema.conform(df, table), self._stage(table, rel_dir)[1])
+        return pool.submit(_write_parquet, schema.conform(df, table), self._stage(table, rel_dir)[1], table)
 
     def _live_in(self, table: str, rel_dir: str) -> list[str]:
         prefix = rel_dir + "/"
@@ -340,6 +342,10 @@ class Transaction:
         cover (first to last ``ts``) are dropped, so re-ingesting a samples file is idempotent, while samples of
         another span are kept (a cron job that ingests the last hour of Prometheus data adds to the earlier
         hours). Every file is sorted by the key.
+
+        Only the partition's files that may hold an incoming key (their footer's job summary, ``keyindex``) are
+        read and rewritten with the new rows; when none may, the rows go into a new file beside them. So adding
+        new jobs (a day of logs) costs what they are, not what the partition already holds.
         """
         if df.height == 0:
             return 0
@@ -356,7 +362,8 @@ class Transaction:
         order = [key, "ts"] if table == "samples" else [key]
 
         def merged(rel_dir: str, part: pl.DataFrame) -> pl.DataFrame:
-            old = self._live_in(table, rel_dir)
+            ids = part.get_column(key)
+            old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, ids)]
             if old:
                 previous = pl.concat([pl.read_parquet(self.store.root / r) for r in old], how="diagonal_relaxed")
                 if table == "samples":
@@ -413,24 +420,47 @@ class Transaction:
         """Retire the live file ``rel`` if it holds a row keyed in ``keys`` and write back its other rows. Only the
         key column is read to look; the whole file only when it must be rewritten."""
         path = self.store.root / rel
+        if key == "job_id" and not keyindex.may_hold(path, keys.get_column(key)):
+            return
         if pl.read_parquet(path, columns=[key]).join(keys, on=key, how="semi").height:
             rest = schema.conform(pl.read_parquet(path), table).join(keys, on=key, how="anti")
             self.tables[table].remove(rel)
             if rest.height:
                 self._write(table, rel.rsplit("/", 1)[0], rest)
 
-    def replace_table(self, table: str, df: pl.DataFrame) -> int:
-        """Replace every file of a partitioned ``table`` by ``df`` (a rebuild of a derived table, a compaction)."""
+    def replace_table(self, table: str, df: pl.DataFrame, apart: pl.DataFrame | None = None) -> int:
+        """Replace every file of a partitioned ``table`` by ``df`` (a rebuild of a derived table, a compaction).
+        ``apart``: (cluster, job_id) whose rows go into files of their own in each partition (the RUNNING jobs'
+        rollup rows, which every snapshot move rewrites: their small file is rewritten, not the month)."""
         self.tables[table] = []
         if df.height == 0:
             return 0
         key = "job_id"
+        df = schema.conform(df, table)
+        parts = [df] if apart is None or not apart.height else [
+            df.join(apart, on=["cluster", "job_id"], how="anti"), df.join(apart, on=["cluster", "job_id"], how="semi")]
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:
             pending = [self._write_async(pool, table, _partition_dir(table, cluster, month), part)
-                       for cluster, month, part in self._month_groups(schema.conform(df, table), table, key)]
+                       for frame in parts if frame.height
+                       for cluster, month, part in self._month_groups(frame, table, key)]
             for done in pending:
                 done.result()
         return df.height
+
+    def reindex(self, table: str) -> int:
+        """Rewrite each live file of ``table`` that carries no job summary (written before ``keyindex``), the
+        same rows with one, one file at a time; the number of files rewritten. Rows do not change, so it does
+        not count as touching the jobs or samples."""
+        done = 0
+        for rel in list(self.tables.get(table, [])):
+            path = self.store.root / rel
+            if keyindex.has_summary(path):
+                continue
+            rows = schema.conform(_read_parquet(path), table)
+            self.tables[table].remove(rel)
+            self._write(table, rel.rsplit("/", 1)[0], rows)
+            done += 1
+        return done
 
     def rewrite_partition(self, table: str, rel_dir: str, df: pl.DataFrame, changed: pl.DataFrame) -> int:
         """Replace every live file of one partition directory ``rel_dir`` of ``table`` by ``df`` (a compaction of

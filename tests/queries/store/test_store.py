@@ -147,11 +147,11 @@ def test_write_failure_mid_transaction_rolls_back(tmp_path, monkeypatch):
     calls = {"n": 0}
     real = store_mod._write_parquet
 
-    def flaky(df, path):
+    def flaky(df, path, *rest):
         calls["n"] += 1
         if calls["n"] > 1:
             raise RuntimeError("disk on fire")
-        real(df, path)
+        real(df, path, *rest)
 
     monkeypatch.setattr(store_mod, "_write_parquet", flaky)
     with pytest.raises(RuntimeError, match="disk on fire"):

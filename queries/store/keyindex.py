@@ -1,0 +1,128 @@
+"""Per-file job summaries kept in each Parquet file's footer, so a writer reads only the files that can hold a job.
+
+A file of a table keyed by job (``jobs``, ``samples``, ``job_rollup``, ``job_day_rollup``: ``INDEXED``) carries,
+in its Parquet key-value metadata, written with the file (hence in the same commit, never out of step with it):
+
+* ``quotaloop.job_ids``: a Bloom filter of the file's ``job_id`` values (``BITS_PER_KEY`` bits a key,
+  ``PROBES`` probes: about 1 false positive in 10^4 keys looked up), and the hashes of ``FINGERPRINT_IDS``
+  under the hash it was built with;
+* ``quotaloop.running`` (``jobs`` only): the ``(cluster, job_id)`` of its RUNNING jobs without an end (the jobs
+  a snapshot move extends).
+
+Invariants:
+- No false negative: ``may_hold(path, ids)`` is False only when no id of ``ids`` is a ``job_id`` of the file,
+  whatever the cluster (the filter is over job ids alone; a partition directory holds one cluster). A file
+  without a summary (written before it existed, or by another tool), with one that does not parse, or built by a
+  hash that no longer gives the recorded fingerprint (another Polars version) may hold anything: True.
+- ``running(path)`` is None when the file records nothing (the caller scans it), else exactly its RUNNING jobs
+  without an end.
+A false positive only costs a read: every caller then looks at the file's rows themselves.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections import OrderedDict
+
+import numpy as np
+import polars as pl
+
+INDEXED = ("jobs", "samples", "job_rollup", "job_day_rollup")
+IDS_KEY = "quotaloop.job_ids"
+RUNNING_KEY = "quotaloop.running"
+BITS_PER_KEY = 20
+PROBES = 14
+FINGERPRINT_IDS = ["quotaloop", "0", "123_4", "job-\u00e9"]
+_SEED = 20261202
+_CACHE_FILES = 256  # parsed summaries kept per process, by (path, size, mtime)
+_cache: OrderedDict[tuple, dict | None] = OrderedDict()
+
+
+def _hashes(ids: pl.Series) -> np.ndarray:
+    return ids.cast(pl.String).hash(seed=_SEED).to_numpy().astype(np.uint64, copy=False)
+
+
+def _fingerprint() -> list[str]:
+    return [str(h) for h in _hashes(pl.Series(FINGERPRINT_IDS, dtype=pl.String))]
+
+
+def _positions(hashes: np.ndarray, n_bits: int) -> np.ndarray:
+    """Bit positions of each hash's probes (double hashing), shape (len(hashes), PROBES)."""
+    h1 = hashes & np.uint64(0xFFFFFFFF)
+    h2 = (hashes >> np.uint64(32)) | np.uint64(1)
+    steps = np.arange(PROBES, dtype=np.uint64)
+    return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(n_bits)
+
+
+def footer(df: pl.DataFrame, table: str) -> dict[str, str] | None:
+    """The summary to write into a file of ``table`` holding ``df`` (None for a table that has none)."""
+    if table not in INDEXED or "job_id" not in df.columns:
+        return None
+    ids = df.get_column("job_id").drop_nulls().unique()
+    n_bits = max(64, -(-ids.len() * BITS_PER_KEY // 8) * 8)
+    bits = np.zeros(n_bits, dtype=bool)
+    if ids.len():
+        bits[_positions(_hashes(ids), n_bits).ravel()] = True
+    meta = {IDS_KEY: json.dumps({"v": 1, "bits": n_bits, "probes": PROBES, "seed": _SEED,
+                                 "fingerprint": _fingerprint(),
+                                 "filter": base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()})}
+    if table == "jobs" and {"state", "end", "cluster"} <= set(df.columns):
+        open_ = df.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null()).select(
+            pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
+        meta[RUNNING_KEY] = json.dumps(open_.rows())
+    return meta
+
+
+def _summary(path: str | os.PathLike) -> dict | None:
+    """The parsed summary of the file at ``path`` (None: none usable), cached by path, size and mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key]
+    out = None
+    try:
+        meta = pl.read_parquet_metadata(path)
+        raw = json.loads(meta[IDS_KEY]) if IDS_KEY in meta else None
+        if raw and raw.get("v") == 1 and raw.get("probes") == PROBES and raw.get("seed") == _SEED \
+                and raw.get("fingerprint") == _fingerprint():
+            packed = np.frombuffer(base64.b64decode(raw["filter"]), dtype=np.uint8)
+            out = {"bits": np.unpackbits(packed, bitorder="little")[: int(raw["bits"])].astype(bool),
+                   "running": json.loads(meta[RUNNING_KEY]) if RUNNING_KEY in meta else None}
+    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+        out = None
+    _cache[key] = out
+    if len(_cache) > _CACHE_FILES:
+        _cache.popitem(last=False)
+    return out
+
+
+def has_summary(path: str | os.PathLike) -> bool:
+    return _summary(path) is not None
+
+
+def may_hold(path: str | os.PathLike, ids: pl.Series) -> bool:
+    """False only when the file at ``path`` certainly holds none of the job ids ``ids``."""
+    summary = _summary(path)
+    if summary is None:
+        return True
+    ids = ids.drop_nulls().unique()
+    if not ids.len():
+        return False
+    bits = summary["bits"]
+    return bool(bits[_positions(_hashes(ids), bits.size)].all(axis=1).any())
+
+
+def running(path: str | os.PathLike) -> pl.DataFrame | None:
+    """The ``(cluster, job_id)`` of the RUNNING jobs without an end in the ``jobs`` file at ``path``; None when
+    the file does not record them."""
+    summary = _summary(path)
+    if summary is None or summary["running"] is None:
+        return None
+    rows = summary["running"]
+    return pl.DataFrame({"cluster": [r[0] for r in rows], "job_id": [r[1] for r in rows]},
+                        schema={"cluster": pl.String, "job_id": pl.String})
