@@ -27,6 +27,10 @@ use these counts only as "has samples"), windows that cut an hour, and a later c
 interval or levels (a re-ingest that moves its start or its allocation: the coarse values were capped at the old
 levels). A re-ingested samples file replaces the coarse samples inside its time span like any earlier samples.
 
+Memory: a partition is coarsened in chunks of whole jobs (``CHUNK_SAMPLES`` samples), each written to a file of
+its own, and the rollup of the changed jobs is refreshed ``rollup.CHUNK_JOBS`` jobs at a time, so a compaction
+holds one chunk, not a partition or the store's changed jobs.
+
 Invariants: one store transaction (the rewritten sample partitions and the refreshed rollup of every job whose
 samples changed commit together, or nothing does); ``read = kept + replaced`` and ``written = kept + coarse +
 peaks`` are counted; compacting twice changes nothing the second time.
@@ -49,6 +53,9 @@ DAY_S = 86400.0
 SOURCE = "compact"
 KEYS = ["cluster", "job_id"]
 _EPS_S = 1e-6  # float slack when checking that a coarse sample fits its hour
+# samples coarsened at a time: a partition is read and rewritten in chunks of whole jobs of about this many
+# samples, so memory is bounded by the chunk, not the partition (a job's samples are never split: its hours are)
+CHUNK_SAMPLES = 250_000
 
 
 class CompactError(ValueError):
@@ -108,9 +115,12 @@ def _runs(tx) -> pl.DataFrame:
             .join(open_, on=KEYS, how="left").collect())
 
 
-def coarsen(samples: pl.DataFrame, runs: pl.DataFrame, cutoff_s: float) -> tuple[pl.DataFrame, int, int, pl.Series]:
+def coarsen(samples: pl.DataFrame, runs: pl.DataFrame, cutoff_s: float,
+            mark_last: bool = True) -> tuple[pl.DataFrame, int, int, pl.Series]:
     """``(samples after compaction, raw samples replaced, hourly samples written, which input rows were replaced)`` for one cluster's ``samples`` and its jobs' ``runs``
-    (``_runs``), compacting what ends before ``cutoff_s``. Pure: the module docstring states the rules."""
+    (``_runs``), compacting what ends before ``cutoff_s``. Pure: the module docstring states the rules.
+    ``mark_last``: add the partition's last-time sample (False: ``samples`` is one chunk of a partition, the
+    caller adds it once, ``_last_marker``)."""
     cols = list(samples.columns)
     s = (samples.with_row_index("__i")
          .with_columns(pl.col("job_id").cast(pl.String), pl.col("cluster").cast(pl.String))
@@ -183,13 +193,45 @@ def coarsen(samples: pl.DataFrame, runs: pl.DataFrame, cutoff_s: float) -> tuple
     out = pl.concat([schema.conform(kept, "samples"), schema.conform(coarse, "samples"),
                      schema.conform(peaks, "samples")])
     # the partition's last sample time (``window_bounds``): one value-less zero-length sample when it was replaced
-    last = firsts.sort("__last", descending=True, nulls_last=True).head(1)
-    if last.height and last["__last"][0] is not None and (out["ts"].max() is None or last["__last"][0] > out["ts"].max()):
-        out = pl.concat([out, schema.conform(last.select(
-            *KEYS, pl.col("__last").alias("ts"), pl.lit(0.0).alias("interval_s"), pl.lit(SOURCE).alias("source")),
-            "samples")])
+    if mark_last:
+        marker = _last_marker(dropped, out["ts"].max())
+        if marker is not None:
+            out = pl.concat([out, marker])
     dropped_mask = s.sort("__i")["__drop"]
     return out, dropped.height, coarse.height, dropped_mask
+
+
+def _last_marker(dropped: pl.DataFrame, kept_last) -> pl.DataFrame | None:
+    """The value-less zero-length sample at the latest time of the ``dropped`` samples when no sample left
+    (latest ``kept_last``) reaches it: ``window_bounds``' last sample time holds."""
+    if not dropped.height:
+        return None
+    last = dropped.sort("ts", descending=True, nulls_last=True).head(1)
+    if last["ts"][0] is None or (kept_last is not None and last["ts"][0] <= kept_last):
+        return None
+    return schema.conform(last.select(*KEYS, "ts", pl.lit(0.0).alias("interval_s"), pl.lit(SOURCE).alias("source")),
+                          "samples")
+
+
+def _chunks(files: list, size: int):
+    """The (cluster, job_id) of the samples in ``files`` cut into runs of whole jobs, in key order, of about
+    ``size`` samples each (one job more than ``size`` is a chunk of its own). Only the key columns are read."""
+    counts = (pl.concat([pl.scan_parquet(f).select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
+                         .collect() for f in files])
+              .group_by(KEYS).len().sort(KEYS))
+    chunk = (counts["len"].cum_sum() - counts["len"]) // size
+    for _, part in counts.with_columns(chunk.alias("__chunk")).group_by("__chunk", maintain_order=True):
+        yield part.select(KEYS)
+
+
+def _chunk_rows(files: list, keys: pl.DataFrame) -> pl.DataFrame:
+    """The samples of ``files`` whose job is in ``keys``, conformed; file by file, so only the chunk's rows (and
+    one file's decoded columns) are held."""
+    lo, hi = keys["job_id"].min(), keys["job_id"].max()
+    parts = [schema.conform(pl.scan_parquet(f).filter(pl.col("job_id").cast(pl.String).is_between(pl.lit(lo), pl.lit(hi)))
+                            .collect(), "samples")
+             .join(keys, on=KEYS, how="semi") for f in files]
+    return pl.concat(parts)
 
 
 def _partition_month_start(rel: str) -> float | None:
@@ -218,26 +260,46 @@ def compact(store: str | os.PathLike, keep_s: float) -> Compaction:
         for rel_dir, rels in sorted(by_dir.items()):
             cluster_dir = re.search(r"cluster=([^/]*)", rel_dir)
             month_s = _partition_month_start(rel_dir + "/")
-            part = schema.conform(pl.concat([pl.read_parquet(tx.store.root / r) for r in rels],
-                                            how="diagonal_relaxed"), "samples")
-            clusters = part["cluster"].unique().to_list() if part.height else []
+            files = [tx.store.root / r for r in rels]
+            clusters = (pl.concat([pl.scan_parquet(f).select(pl.col("cluster").cast(pl.String)).unique().collect()
+                                   for f in files])["cluster"].unique().to_list())
             cutoff = min((cutoffs.get(c, float("-inf")) for c in clusters), default=float("-inf"))
             if cluster_dir is None or month_s is None or month_s >= cutoff:
                 continue  # nothing in this partition can be old enough
-            out, replaced, n_coarse, dropped_mask = coarsen(part, runs.filter(pl.col("cluster").is_in(clusters)), cutoff)
-            if not replaced:
+            # chunk by chunk of whole jobs (``CHUNK_SAMPLES``): each is coarsened alone (the rules are per job
+            # and hour) and written to a file of its own; the partition's files are swapped once all are written
+            n_read = n_replaced = n_coarse = n_out = 0
+            written, touched, dropped_last, kept_last = [], [], [], None
+            for keys in _chunks(files, CHUNK_SAMPLES):
+                part = _chunk_rows(files, keys)
+                out, replaced, coarse, dropped_mask = coarsen(
+                    part, runs.join(keys, on=KEYS, how="semi"), cutoff, mark_last=False)
+                n_read, n_replaced, n_coarse = n_read + part.height, n_replaced + replaced, n_coarse + coarse
+                dropped = part.filter(dropped_mask)
+                touched.append(dropped.select(KEYS).unique())
+                dropped_last.append(dropped.sort("ts", descending=True, nulls_last=True).head(1))
+                last = out["ts"].max()
+                kept_last = last if kept_last is None or (last is not None and last > kept_last) else kept_last
+                n_out += out.height
+                written.append(tx.write_file("samples", rel_dir, out))
+            if not n_replaced:
+                tx.unwrite(written)
                 continue
-            result.read += part.height
-            result.replaced += replaced
-            result.kept += part.height - replaced
+            marker = _last_marker(pl.concat(dropped_last), kept_last)
+            if marker is not None:
+                written.append(tx.write_file("samples", rel_dir, marker))
+                n_out += marker.height
+            result.read += n_read
+            result.replaced += n_replaced
+            result.kept += n_read - n_replaced
             result.coarse += n_coarse
-            result.peaks += out.height - (part.height - replaced) - n_coarse
+            result.peaks += n_out - (n_read - n_replaced) - n_coarse
             # the jobs whose samples changed: their rollup rows are re-derived from what is left
-            touched = part.filter(dropped_mask).select(KEYS).unique()
+            touched = pl.concat(touched).unique()
             changed.append(touched)
-            tx.rewrite_partition("samples", rel_dir, out, touched)
+            tx.swap_partition("samples", rel_dir, written, touched)
             result.partitions += 1
         if changed:
             result.jobs = pl.concat(changed).unique().height
-        rollup.refresh(tx)
+        rollup.refresh(tx, chunk_jobs=rollup.CHUNK_JOBS)
     return result

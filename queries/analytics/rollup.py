@@ -21,12 +21,14 @@ Invariants:
   (a RUNNING job without a snapshot runs until the window's end: such a row is ignored and the samples
   answer); a store without a rollup (older than it, or a simulation's output) is answered from the samples.
 
-Cost of an incremental refresh: the touched jobs' rows are derived from their samples only (the jobs and
-samples of the pending store are narrowed to them before DuckDB sees them: one pass over the key columns of
-the sample files, then the touched jobs' samples), and the upsert rewrites the month partitions of
-``job_rollup`` those jobs are in (and those of the RUNNING jobs whose ``t_end`` moved), as the jobs upsert
-does for ``jobs``; a re-derived job's old day rows are looked for in its old row's submit month only. The
-pass over the sample keys is what still grows with the store (queries/README.md, "Rollups").
+Cost of an incremental refresh: what the refresh touches, not the store. Every store file keyed by job carries
+the hashes of its job ids in its footer (``queries.store.keyindex``; a ``jobs`` file also lists its RUNNING
+jobs), so the touched jobs' rows and samples are read from the files that hold them only (a new job's samples
+may sit in any older file: the footers say which), the RUNNING jobs are found without scanning the jobs, and
+the upserts rewrite only the files holding a touched job (new jobs go to a new file). ``rebuild`` writes the
+RUNNING jobs' ``job_rollup`` and day rows into files of their own, so a snapshot move rewrites those small
+files, not every month. What remains per file of the store is reading its footer (queries/README.md,
+"Rollups").
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ DAY_TABLE = "job_day_rollup"  # the same integrals per job and UTC day (several 
 DAY_QUERY = "_job_day_rollup"
 KEYS = ["cluster", "job_id"]
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+CHUNK_JOBS = 200_000  # jobs a compaction's refresh re-derives at a time (``refresh(chunk_jobs=...)``)
 
 
 def _running(tx) -> pl.DataFrame:
@@ -85,14 +88,18 @@ def _epoch_s(text: str) -> float:
     return ((t - _EPOCH) // dt.timedelta(microseconds=1)) / 1e6
 
 
-def _old_rows(tx, keys: pl.DataFrame) -> pl.DataFrame:
-    """The ``job_rollup`` rows the store holds for ``keys`` (one pass over the table's files)."""
+def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
+    """The ``job_rollup`` rows the store holds for ``keys`` (``columns`` of them: default all), read from the
+    files whose footer says they may hold one of them (``keyindex``)."""
     files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
     files = [f for f in files if keyindex.may_hold(f, keys["job_id"])] if keys.height else []
+    empty = schema.empty(TABLE)
     if not keys.height or not files:
-        return schema.empty(TABLE)
-    return schema.conform(pl.concat([pl.scan_parquet(f).join(keys.lazy(), on=KEYS, how="semi").collect()
-                                     for f in files], how="diagonal_relaxed"), TABLE)
+        return empty if columns is None else empty.select(columns)
+    if columns is not None:  # only those columns are read
+        return pl.concat([_keyed_scan(f, keys).select(columns).collect()
+                          for f in files]).cast(empty.select(columns).schema)
+    return schema.conform(pl.concat([_keyed_scan(f, keys).collect() for f in files], how="diagonal_relaxed"), TABLE)
 
 
 def _extended(tx, running: pl.DataFrame, old: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -117,13 +124,21 @@ def _extended(tx, running: pl.DataFrame, old: pl.DataFrame) -> tuple[pl.DataFram
     return schema.conform(moved, TABLE), running.join(moved.select(KEYS), on=KEYS, how="anti")
 
 
+def _keyed_scan(path: str, keys: pl.DataFrame) -> pl.LazyFrame:
+    """The rows of the file at ``path`` whose (cluster, job_id) is in ``keys``. The job ids are a filter first, so
+    the reader decodes the other columns only for the rows that pass (and skips row groups by their statistics);
+    the semi-join then makes it exact."""
+    ids = keys["job_id"].unique().implode()
+    return (pl.scan_parquet(path).filter(pl.col("job_id").cast(pl.String).is_in(ids))
+            .join(keys.lazy(), on=KEYS, how="semi"))
+
+
 def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``table``'s ``files`` whose job is in ``scope``, conformed to the table's schema. Only the files
     whose footer says they may hold one of its jobs are read (``keyindex``): a new job's samples may sit in any
     older file, and the summaries say which."""
     ids = scope["job_id"]
-    out = [schema.conform(pl.scan_parquet(f).join(scope.lazy(), on=KEYS, how="semi").collect(), table)
-           for f in files if keyindex.may_hold(f, ids)]
+    out = [schema.conform(_keyed_scan(f, scope).collect(), table) for f in files if keyindex.may_hold(f, ids)]
     return pl.concat(out) if out else schema.empty(table)
 
 
@@ -153,25 +168,42 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
     return schema.conform(rows, TABLE), schema.conform(days, DAY_TABLE)
 
 
-def refresh(tx) -> int:
-    """Bring ``tx``'s rollup up to date with the jobs and samples it upserted; the number of rows written."""
+def refresh(tx, chunk_jobs: int | None = None) -> int:
+    """Bring ``tx``'s rollup up to date with the jobs and samples it upserted; the number of rows written.
+    ``chunk_jobs``: re-derive at most that many jobs at a time (a compaction touches most jobs of the store;
+    memory then holds one chunk's jobs and samples), in the order of their rows' submit months."""
     touched = _touched(tx)
     running = _running(tx).join(touched, on=KEYS, how="anti")
-    old = _old_rows(tx, pl.concat([touched, running]).unique())
+    old = _old_rows(tx, running)
     moved, again = _extended(tx, running, old)
     scope = pl.concat([touched, again]).unique()
     if not scope.height and not moved.height:
         tx.derived_fresh = True
         return 0
+    # where the re-derived jobs' day rows are: the partition of their old row's submit month
+    had = _old_rows(tx, scope, columns=[*KEYS, "submit"])
+    if chunk_jobs is None or scope.height <= chunk_jobs:
+        slices = [scope]
+    else:
+        ordered = scope.join(had, on=KEYS, how="left").sort("submit", *KEYS, nulls_last=True).select(KEYS)
+        slices = [ordered.slice(k, chunk_jobs) for k in range(0, ordered.height, chunk_jobs)]
+    n = 0
+    for k, part in enumerate(slices):
+        n += _rederive(tx, part, had.join(part, on=KEYS, how="semi"), moved if k == 0 else schema.empty(TABLE))
+    tx.derived_fresh = True
+    return n
+
+
+def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -> int:
+    """Derive the rows of the jobs in ``scope`` and upsert them with the ``moved`` rows; ``had``: the scope's
+    jobs that had a row, with its submit. The rows written."""
     rows, days = derive(tx, scope) if scope.height else (schema.empty(TABLE), schema.empty(DAY_TABLE))
     n = tx.upsert(TABLE, pl.concat([rows, moved]))
     # a re-derived job may now reach fewer days (or none): drop all its day rows, write what it has. They exist
     # only for a job that had a row, in the partition of that row's submit month
-    had = old.join(scope, on=KEYS, how="semi").select(*KEYS, "submit")
     if had.height:
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
-    tx.derived_fresh = True
     return n
 
 
@@ -182,8 +214,9 @@ def rebuild(store: str | os.PathLike, threads: int | None = None) -> int:
             tx.reindex(table)
         rows, days = derive(tx, None, threads=threads)
         # the RUNNING jobs' rows in files of their own: a snapshot move rewrites those, not every month
-        n = tx.replace_table(TABLE, rows, apart=_running_all(tx))
-        tx.replace_table(DAY_TABLE, days)
+        running = _running_all(tx)
+        n = tx.replace_table(TABLE, rows, apart=running)
+        tx.replace_table(DAY_TABLE, days, apart=running)
         tx.derived_fresh = True
     return n
 

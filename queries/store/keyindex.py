@@ -3,9 +3,10 @@
 A file of a table keyed by job (``jobs``, ``samples``, ``job_rollup``, ``job_day_rollup``: ``INDEXED``) carries,
 in its Parquet key-value metadata, written with the file (hence in the same commit, never out of step with it):
 
-* ``quotaloop.job_ids``: a Bloom filter of the file's ``job_id`` values (``BITS_PER_KEY`` bits a key,
-  ``PROBES`` probes: about 1 false positive in 10^4 keys looked up), and the hashes of ``FINGERPRINT_IDS``
-  under the hash it was built with;
+* ``quotaloop.job_ids``: the sorted 64-bit hashes of the file's distinct ``job_id`` values (8 bytes a job:
+  a look-up of many keys, the RUNNING jobs of a snapshot move or a compaction's chunk, has no false positive
+  but a hash collision, where a Bloom filter of a few bits a key would match every big file), and the hashes
+  of ``FINGERPRINT_IDS`` under the hash it was built with;
 * ``quotaloop.running`` (``jobs`` only): the ``(cluster, job_id)`` of its RUNNING jobs without an end (the jobs
   a snapshot move extends).
 
@@ -31,11 +32,9 @@ import polars as pl
 INDEXED = ("jobs", "samples", "job_rollup", "job_day_rollup")
 IDS_KEY = "quotaloop.job_ids"
 RUNNING_KEY = "quotaloop.running"
-BITS_PER_KEY = 20
-PROBES = 14
 FINGERPRINT_IDS = ["quotaloop", "0", "123_4", "job-\u00e9"]
 _SEED = 20261202
-_CACHE_FILES = 256  # parsed summaries kept per process, by (path, size, mtime)
+_CACHE_BYTES = 256 << 20  # parsed summaries kept per process (by path, size and mtime), up to this many bytes
 _cache: OrderedDict[tuple, dict | None] = OrderedDict()
 
 
@@ -47,26 +46,13 @@ def _fingerprint() -> list[str]:
     return [str(h) for h in _hashes(pl.Series(FINGERPRINT_IDS, dtype=pl.String))]
 
 
-def _positions(hashes: np.ndarray, n_bits: int) -> np.ndarray:
-    """Bit positions of each hash's probes (double hashing), shape (len(hashes), PROBES)."""
-    h1 = hashes & np.uint64(0xFFFFFFFF)
-    h2 = (hashes >> np.uint64(32)) | np.uint64(1)
-    steps = np.arange(PROBES, dtype=np.uint64)
-    return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(n_bits)
-
-
 def footer(df: pl.DataFrame, table: str) -> dict[str, str] | None:
     """The summary to write into a file of ``table`` holding ``df`` (None for a table that has none)."""
     if table not in INDEXED or "job_id" not in df.columns:
         return None
-    ids = df.get_column("job_id").drop_nulls().unique()
-    n_bits = max(64, -(-ids.len() * BITS_PER_KEY // 8) * 8)
-    bits = np.zeros(n_bits, dtype=bool)
-    if ids.len():
-        bits[_positions(_hashes(ids), n_bits).ravel()] = True
-    meta = {IDS_KEY: json.dumps({"v": 1, "bits": n_bits, "probes": PROBES, "seed": _SEED,
-                                 "fingerprint": _fingerprint(),
-                                 "filter": base64.b64encode(np.packbits(bits, bitorder="little").tobytes()).decode()})}
+    hashes = np.unique(_hashes(df.get_column("job_id").drop_nulls()))
+    meta = {IDS_KEY: json.dumps({"v": 2, "seed": _SEED, "fingerprint": _fingerprint(),
+                                 "hashes": base64.b64encode(hashes.astype("<u8").tobytes()).decode()})}
     if table == "jobs" and {"state", "end", "cluster"} <= set(df.columns):
         open_ = df.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null()).select(
             pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
@@ -88,15 +74,15 @@ def _summary(path: str | os.PathLike) -> dict | None:
     try:
         meta = pl.read_parquet_metadata(path)
         raw = json.loads(meta[IDS_KEY]) if IDS_KEY in meta else None
-        if raw and raw.get("v") == 1 and raw.get("probes") == PROBES and raw.get("seed") == _SEED \
-                and raw.get("fingerprint") == _fingerprint():
-            packed = np.frombuffer(base64.b64decode(raw["filter"]), dtype=np.uint8)
-            out = {"bits": np.unpackbits(packed, bitorder="little")[: int(raw["bits"])].astype(bool),
-                   "running": json.loads(meta[RUNNING_KEY]) if RUNNING_KEY in meta else None}
+        if raw and raw.get("v") == 2 and raw.get("seed") == _SEED and raw.get("fingerprint") == _fingerprint():
+            hashes = np.frombuffer(base64.b64decode(raw["hashes"]), dtype="<u8").astype(np.uint64)
+            if hashes.size > 1 and not (hashes[1:] > hashes[:-1]).all():
+                raise ValueError("hashes not sorted")
+            out = {"hashes": hashes, "running": json.loads(meta[RUNNING_KEY]) if RUNNING_KEY in meta else None}
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         out = None
     _cache[key] = out
-    if len(_cache) > _CACHE_FILES:
+    while len(_cache) > 1 and sum(v["hashes"].nbytes for v in _cache.values() if v) > _CACHE_BYTES:
         _cache.popitem(last=False)
     return out
 
@@ -110,11 +96,15 @@ def may_hold(path: str | os.PathLike, ids: pl.Series) -> bool:
     summary = _summary(path)
     if summary is None:
         return True
-    ids = ids.drop_nulls().unique()
+    ids = ids.drop_nulls()
     if not ids.len():
         return False
-    bits = summary["bits"]
-    return bool(bits[_positions(_hashes(ids), bits.size)].all(axis=1).any())
+    held = summary["hashes"]
+    if not held.size:
+        return False
+    probe = _hashes(ids)
+    at = np.searchsorted(held, probe).clip(max=held.size - 1)
+    return bool((held[at] == probe).any())
 
 
 def running(path: str | os.PathLike) -> pl.DataFrame | None:

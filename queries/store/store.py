@@ -16,7 +16,11 @@ Invariants:
   previous manifest never see a file vanish); the manifest is replaced with ``os.replace`` (atomic on POSIX)
   after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
-- ``(cluster, job_id)`` is unique in ``jobs`` (and ``job_rollup``): an upsert rewrites the partitions it touches.
+- ``(cluster, job_id)`` is unique in ``jobs`` (and ``job_rollup``): an upsert rewrites the files of the partitions
+  it touches that hold one of its keys, and writes new keys into a new file beside them.
+- Every file of a table keyed by job carries in its footer the hashes of its job ids (and a ``jobs`` file its
+  RUNNING jobs): ``keyindex``, written with the file. Writers read only the files that may hold the jobs they
+  look for; a file without a usable summary may hold any (``rollup --rebuild`` writes the missing ones).
 - A transaction that upserts jobs or samples into a store holding derived tables commits only after they were
   refreshed (``derived_fresh``; ``queries.analytics.rollup.refresh`` does it, in the same transaction).
 - One writer at a time (``flock`` on ``STORE/.lock``); readers never lock.
@@ -363,7 +367,11 @@ class Transaction:
 
         def merged(rel_dir: str, part: pl.DataFrame) -> pl.DataFrame:
             ids = part.get_column(key)
-            old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, ids)]
+            keys = part.select(pl.col(key).unique())
+            # a file the summary cannot rule out is merged only if its key column does hold an incoming key (a
+            # large upsert's false positives would otherwise rewrite files it does not touch)
+            old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, ids)
+                   and pl.read_parquet(self.store.root / r, columns=[key]).join(keys, on=key, how="semi").height]
             if old:
                 previous = pl.concat([pl.read_parquet(self.store.root / r) for r in old], how="diagonal_relaxed")
                 if table == "samples":
@@ -474,6 +482,33 @@ class Transaction:
             order = ["job_id", "ts"] if table == "samples" else ["job_id"]
             self._write(table, rel_dir, df.sort(order, maintain_order=True))
         return df.height
+
+    def write_file(self, table: str, rel_dir: str, df: pl.DataFrame) -> str:
+        """Write ``df`` (sorted by job) as a new file of ``table`` under ``rel_dir`` that is not live yet:
+        ``swap_partition`` makes it live, ``unwrite`` removes it (an abort does too). A compaction writes a
+        partition this way chunk by chunk, holding one chunk in memory, not the partition."""
+        order = ["job_id", "ts"] if table == "samples" else ["job_id"]
+        rel = f"{rel_dir}/part-{uuid.uuid4().hex}.parquet"
+        path = self.store.root / rel
+        self.written.append(path)
+        _write_parquet(schema.conform(df, table).sort(order, maintain_order=True), path, table)
+        return rel
+
+    def unwrite(self, rels: list[str]) -> None:
+        """Remove files ``write_file`` wrote and nothing made live."""
+        for rel in rels:
+            path = self.store.root / rel
+            self.written.remove(path)
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def swap_partition(self, table: str, rel_dir: str, rels: list[str], changed: pl.DataFrame) -> None:
+        """Replace every live file of the partition directory ``rel_dir`` by ``rels`` (``write_file``'s);
+        ``changed`` as for ``rewrite_partition``."""
+        self.tables[table] = [r for r in self.tables.get(table, []) if not r.startswith(rel_dir + "/")] + rels
+        if table in ("jobs", "samples") and changed.height:
+            self.touched.append(changed.select("cluster", "job_id"))
+            self.derived_fresh = False
 
     def replace_nodes(self, cluster: str, df: pl.DataFrame) -> int:
         rel_dir = _partition_dir("nodes", cluster, None)

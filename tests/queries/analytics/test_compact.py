@@ -80,14 +80,25 @@ QUERIES = ["job_waste", "user_ranking", "team_ranking", "overview", "metric_pyra
            "quota_backtest", "gap_area", "budget_usage", "fairshare_attainment", "queue_waits", "selection_resource"]
 
 
+SMALL_CHUNKS = {"CHUNK_SAMPLES": 97, "CHUNK_JOBS": 13}  # many chunks on a small store
+
+
+def _compact_in_chunks(store, keep: str, samples: int, jobs: int) -> compact.Compaction:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compact, "CHUNK_SAMPLES", samples)
+        mp.setattr(rollup, "CHUNK_JOBS", jobs)
+        return compact.compact(store, compact.parse_keep(keep))
+
+
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
-    """(the random store with its rollup, the same store compacted to 2 days before its snapshots)."""
+    """(the random store with its rollup, the same store compacted to 2 days before its snapshots), compacted in
+    chunks of ~97 samples and a refresh of 13 jobs at a time, so every test below holds for the chunked path."""
     before = random_store(tmp_path_factory.mktemp("compact_before"), seed=11)
     rollup.rebuild(before)
     after = tmp_path_factory.mktemp("compact_after") / "store"
     shutil.copytree(before, after)
-    done = compact.compact(after, compact.parse_keep("2d"))
+    done = _compact_in_chunks(after, "2d", SMALL_CHUNKS["CHUNK_SAMPLES"], SMALL_CHUNKS["CHUNK_JOBS"])
     assert done.replaced > 300 and done.coarse > 100  # not vacuous: most samples were rolled up
     assert done.read == done.kept + done.replaced
     return before, after
@@ -154,6 +165,25 @@ def test_rollup_unchanged_but_for_counts_and_rebuild_equal(stores, tmp_path):
           Store(after).read("job_day_rollup").sort([*KEYS, "day_s"]))
 
 
+def test_chunks_give_what_one_chunk_gives(stores, tmp_path):
+    """The same store compacted in one chunk (the whole partition, every changed job refreshed at once): the same
+    samples, rollup, day rows and counts as the chunked compaction of the fixture."""
+    before, after = stores
+    whole = tmp_path / "whole"
+    shutil.copytree(before, whole)
+    one = _compact_in_chunks(whole, "2d", 10**9, 10**9)
+    chunked = _compact_in_chunks(shutil.copytree(before, tmp_path / "chunked"), "2d", 97, 13)
+    assert one == chunked
+    order = KEYS + ["ts", "interval_s", "source"]
+    _same(Store(whole).read("samples").sort(order), Store(after).read("samples").sort(order))
+    _same(Store(whole).read("job_rollup").sort(KEYS), Store(after).read("job_rollup").sort(KEYS))
+    _same(Store(whole).read("job_day_rollup").sort([*KEYS, "day_s"]),
+          Store(after).read("job_day_rollup").sort([*KEYS, "day_s"]))
+    # the chunked one did write several files a partition
+    rels = [r for r in Store(after).manifest()["tables"]["samples"]]
+    assert len(rels) > len({r.rsplit("/", 1)[0] for r in rels})
+
+
 def test_compacting_again_changes_nothing(stores, tmp_path):
     _, after = stores
     again = tmp_path / "again"
@@ -202,7 +232,7 @@ def test_a_failed_compaction_leaves_the_store_as_it_was(stores, tmp_path, monkey
     shutil.copytree(before, store)
     manifest = (store / "_manifest.json").read_text()
 
-    def broken(tx):
+    def broken(tx, **_):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(rollup, "refresh", broken)
