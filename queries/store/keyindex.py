@@ -22,6 +22,7 @@ A false positive only costs a read: every caller then looks at the file's rows t
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 from collections import OrderedDict
@@ -42,6 +43,7 @@ def _hashes(ids: pl.Series) -> np.ndarray:
     return ids.cast(pl.String).hash(seed=_SEED).to_numpy().astype(np.uint64, copy=False)
 
 
+@functools.cache
 def _fingerprint() -> list[str]:
     return [str(h) for h in _hashes(pl.Series(FINGERPRINT_IDS, dtype=pl.String))]
 

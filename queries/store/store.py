@@ -470,19 +470,6 @@ class Transaction:
             done += 1
         return done
 
-    def rewrite_partition(self, table: str, rel_dir: str, df: pl.DataFrame, changed: pl.DataFrame) -> int:
-        """Replace every live file of one partition directory ``rel_dir`` of ``table`` by ``df`` (a compaction of
-        ``samples``). ``changed`` are the (cluster, job_id) whose rows differ: for jobs or samples they count as
-        touched, so the commit requires the rollup refreshed for them."""
-        self.tables[table] = [r for r in self.tables.get(table, []) if not r.startswith(rel_dir + "/")]
-        if table in ("jobs", "samples") and changed.height:
-            self.touched.append(changed.select("cluster", "job_id"))
-            self.derived_fresh = False
-        if df.height:
-            order = ["job_id", "ts"] if table == "samples" else ["job_id"]
-            self._write(table, rel_dir, df.sort(order, maintain_order=True))
-        return df.height
-
     def write_file(self, table: str, rel_dir: str, df: pl.DataFrame) -> str:
         """Write ``df`` (sorted by job) as a new file of ``table`` under ``rel_dir`` that is not live yet:
         ``swap_partition`` makes it live, ``unwrite`` removes it (an abort does too). A compaction writes a
@@ -503,8 +490,9 @@ class Transaction:
                 path.unlink()
 
     def swap_partition(self, table: str, rel_dir: str, rels: list[str], changed: pl.DataFrame) -> None:
-        """Replace every live file of the partition directory ``rel_dir`` by ``rels`` (``write_file``'s);
-        ``changed`` as for ``rewrite_partition``."""
+        """Replace every live file of the partition directory ``rel_dir`` of ``table`` by ``rels``
+        (``write_file``'s: a compaction of ``samples``). ``changed`` are the (cluster, job_id) whose rows differ:
+        for jobs or samples they count as touched, so the commit requires the rollup refreshed for them."""
         self.tables[table] = [r for r in self.tables.get(table, []) if not r.startswith(rel_dir + "/")] + rels
         if table in ("jobs", "samples") and changed.height:
             self.touched.append(changed.select("cluster", "job_id"))
