@@ -74,6 +74,28 @@ def _plain(t):
     return t.isoformat() if isinstance(t, dt.datetime) else t
 
 
+def _capacity_events(items, bad) -> tuple:
+    """``SimConfig.capacity_events`` checked: a positive whole number of processors, two instants of one kind."""
+    out = []
+    for i, e in enumerate(items or ()):
+        if not isinstance(e, CapacityEvent):
+            try:
+                e = CapacityEvent(*e)
+            except TypeError:
+                bad(f"capacity_events[{i}]", f"expected (time_s, procs, until), got {e!r}")
+        k = e.procs
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            bad(f"capacity_events[{i}].procs", f"must be a whole number of processors >= 1, got {e.procs!r}")
+        t = instant(e.time_s, f"capacity_events[{i}].time_s")
+        until = instant(e.until, f"capacity_events[{i}].until")
+        if t is None or until is None or isinstance(until, dt.datetime) != isinstance(t, dt.datetime) or until < t:
+            bad(f"capacity_events[{i}].until", f"must be an instant of the same kind at or after time_s, got {e.until!r}")
+        out.append(CapacityEvent(t, k, until))
+    return tuple(out)
+
+
 def instant(value, field_name: str):
     """None, an aware UTC datetime (from a datetime, naive = UTC, or an ISO string), or finite seconds."""
     if value is None:
@@ -107,6 +129,17 @@ class NodeEvent:
 
 
 @dataclass(frozen=True)
+class CapacityEvent:
+    """A drain of ``procs`` processors of a processor-count pool (``--procs``) over [``time_s``, ``until``): from
+    ``time_s`` no new work may use them (running jobs keep running, so free capacity may go negative until they
+    end, as a Slurm drain), at ``until`` they return (``engine.capacity``). Instants as ``NodeEvent``'s."""
+
+    time_s: object
+    procs: int
+    until: object
+
+
+@dataclass(frozen=True)
 class SimConfig:
     policy: str = "fcfs"
     backfill: str = "easy"
@@ -130,6 +163,7 @@ class SimConfig:
     node_events: tuple = ()                   # NodeEvent items (or (time_s, node[, kind]) tuples)
     repair_time_s: float = 4 * 3600.0
     node_mtbf_s: float | None = None          # random drains: mean time between drains per node (seeded)
+    capacity_events: tuple = ()               # CapacityEvent items (or (time_s, procs, until)): --procs drains
     qos_priority: dict = field(default_factory=lambda: dict(DEFAULT_QOS_PRIORITY))
     qos_preempts: dict = field(default_factory=dict)  # QoS -> QoS its jobs may preempt (Slurm preempt/qos);
     #                                                    empty = the budget file's [qos] table, if any
@@ -165,13 +199,15 @@ class SimConfig:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if (f.name in ("qos_preempts", "sched_interval_s") and not v) or (f.name == "sched_cycle" and v == "all") \
+            if (f.name in ("qos_preempts", "sched_interval_s", "capacity_events") and not v) or (f.name == "sched_cycle" and v == "all") \
                     or (f.name.startswith("priority_") and self.policy != "multifactor"):
                 continue  # absent unless used: older runs' metrics.json stay byte-identical
             if f.name == "budgets":
                 v = None if v is None else type(v).__name__
             elif f.name == "node_events":
                 v = [[_plain(e.time_s), e.node, e.kind] + ([] if e.until is None else [_plain(e.until)]) for e in v]
+            elif f.name == "capacity_events":
+                v = [[_plain(e.time_s), e.procs, _plain(e.until)] for e in v]
             elif isinstance(v, dt.datetime):
                 v = v.isoformat()
             elif isinstance(v, dict):
@@ -268,6 +304,7 @@ class SimConfig:
                 bad(f"node_events[{i}].until", f"must be an instant of the same kind at or after time_s, got {e.until!r}")
             events.append(NodeEvent(t, str(e.node), e.kind, until))
         changes["node_events"] = tuple(events)
+        changes["capacity_events"] = _capacity_events(self.capacity_events, bad)
         for name in ("warm_start", "window_end"):
             changes[name] = instant(getattr(self, name), name)
         w0, w1 = changes["warm_start"], changes["window_end"]

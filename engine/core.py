@@ -401,6 +401,14 @@ class Simulator:
         self.pool.set_avail(n, up)
         self.version += 1
 
+    def change_capacity(self, units) -> None:
+        """Processor-count mode: ``units`` drained (< 0) or back (> 0) (``health``, ``engine.capacity``)."""
+        if units < 0:
+            self.pool.drain_units(-units)
+        else:
+            self.pool.return_units(units)
+        self.version += 1
+
     def replan(self, now) -> None:
         """A full pass at ``now`` from a fresh pass state (after a preemption changed the running set)."""
         self.pstate = PassState()

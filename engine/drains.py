@@ -5,6 +5,9 @@
   like every other (ISO time or YYYY-MM-DD, UTC; seconds on a numeric trace's clock). Each node drains at TIME
   (``NodeEvent`` kind ``drain``: no new work, each running job requeued once it has run its min runtime, the
   node down once empty) and returns at END, else ``repair_time_s`` after it emptied.
+- ``PROCS@TIME..END`` on a processor-count pool (``--procs``, one node: nothing to name): PROCS processors drain
+  at TIME and return at END (``config.CapacityEvent``, ``engine.capacity``: no new work on them, running jobs
+  keep running); END is required (a processor count has no node to empty and repair).
 - A drain file: CSV with the header ``node,start,end,reason`` (``end`` and ``reason`` may be empty; ``node`` may
   be a hostlist; ``#`` lines are comments), one drain window per row - what ``sinfo -R`` / ``sacctmgr show
   event`` list. No export under ../shared/data carries timestamped node events (the store's ``nodes.state`` is a
@@ -19,7 +22,7 @@ import csv
 import math
 from pathlib import Path
 
-from .config import ConfigError, NodeEvent, instant
+from .config import CapacityEvent, ConfigError, NodeEvent, instant
 from .replay import expand_hostlist
 
 KINDS = ("drain", "fail")
@@ -54,6 +57,27 @@ def parse_spec(spec: str, kind: str = "drain") -> list[NodeEvent]:
     start = _when(start_text, f"--drain {spec!r} TIME")
     end = _when(end_text, f"--drain {spec!r} END") if dots else None
     return [NodeEvent(start, n, kind, end) for n in _nodes(nodes, f"--drain {spec!r}")]
+
+
+def parse_procs_spec(spec: str) -> CapacityEvent:
+    """``PROCS@TIME..END`` -> one processor drain (processor-count mode)."""
+    count, at, when = str(spec).rpartition("@")
+    start_text, dots, end_text = when.partition("..")
+    if not at or not dots or not start_text.strip() or not end_text.strip():
+        raise ConfigError(f"--drain {spec!r}: under --procs expected PROCS@TIME..END "
+                          "(e.g. 20@1997-03-01..1997-03-02: 20 processors for that day)")
+    try:
+        procs = int(count.strip())
+    except ValueError:
+        procs = 0
+    if procs < 1:
+        raise ConfigError(f"--drain {spec!r}: PROCS must be a whole number of processors >= 1 under --procs "
+                          "(one pool, no node names)")
+    start = _when(start_text, f"--drain {spec!r} TIME")
+    end = _when(end_text, f"--drain {spec!r} END")
+    if isinstance(end, float) != isinstance(start, float) or end < start:
+        raise ConfigError(f"--drain {spec!r} END: before TIME (or not the same kind of instant)")
+    return CapacityEvent(start, procs, end)
 
 
 def load_file(path, kind: str = "drain") -> list[NodeEvent]:

@@ -8,6 +8,9 @@
 - Random drains: with ``node_mtbf_s``, each node draws exponential inter-drain gaps from the config's seeded
   generator (nodes in index order) up to the last submit time.
 
+- Processor drains (``capacity_events``, processor-count mode only; ``engine.capacity``): k processors out of
+  service for new work over [t0, t1), running jobs untouched.
+
 Invariants: a node is ``up``, ``draining`` or ``down``; only ``up`` nodes are available for placement; a
 failure or drain of a node that is not up is ignored; every down node gets exactly one repair event.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from . import capacity
 from .config import ConfigError
 from .events import P_MINRT, P_NODE, P_REPAIR
 from .preempt import on_minrt
@@ -44,6 +48,14 @@ class Health:
         index = {name: k for k, name in enumerate(sim.pool.names)}
         if (cfg.node_events or cfg.node_mtbf_s) and sim.pool.cluster.procs_mode:
             raise ConfigError("node_events: processor-count mode has no nodes to fail; use a node layout")
+        self.capacity = None  # processor drains over time (``engine.capacity``): the schedule's steps
+        if cfg.capacity_events:
+            if not sim.pool.cluster.procs_mode:
+                raise ConfigError("capacity_events: a drain of a processor count needs processor-count mode "
+                                  "(--procs); on named nodes, drain nodes")
+            spans = capacity.outages(sim, _clock)
+            self.capacity = capacity.steps(spans) if spans else None
+            self.events += [(t0, units, capacity.PROCS, t1) for t0, t1, units in spans]
         self.until: dict[int, float] = {}   # node -> when an explicit drain window ends (drain files)
         for i, e in enumerate(cfg.node_events):
             if e.node not in index:
@@ -63,6 +75,10 @@ class Health:
 
     def schedule_events(self) -> None:
         for t, n, kind, *until in sorted(self.events):
+            if kind == capacity.PROCS:  # n processors (in pool units) out for [t, until)
+                self.sim.push(t, P_NODE, (kind, n))
+                self.sim.push(until[0], P_REPAIR, (kind, n))
+                continue
             self.sim.push(t, P_NODE, (kind, n, *until))
 
     def on_event(self, prio, payload, t) -> bool:
@@ -72,12 +88,19 @@ class Health:
             j, att = payload
             return on_minrt(sim, j, att, t)
         if prio == P_REPAIR:
+            if type(payload) is tuple:  # drained processors return
+                sim.change_capacity(payload[1])
+                return True
             n = payload
             self.state[n] = UP
             sim.set_node_available(n, True)
             self.down_intervals.append((n, self._down_at.pop(n), t))
             return True
         kind, n, *until = payload
+        if kind == capacity.PROCS:
+            self.counts["drain"] += 1
+            sim.change_capacity(-n)
+            return True
         if self.state[n] != UP:
             self.counts["ignored"] += 1
             return False

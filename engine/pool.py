@@ -13,6 +13,10 @@ Invariants:
 - ``_index[group]`` maps each free-GPU amount to the set of available nodes of the group with exactly that many
   free (kept on every change): ``place_in`` finds the single-node best fit from the smallest class that can hold
   the request instead of scanning every node, with the same answer as ``place``.
+- Processor-count mode under capacity events (``engine.capacity``): ``drained`` units are out of service and
+  ``free - debt == cap - drained - allocated`` always, with ``free >= 0``, ``debt >= 0`` and at most one of them
+  non-zero: a drain takes what is free and owes the rest, which ending jobs pay back before anything is freed
+  (running jobs keep running through a drain). Without capacity events both stay 0.
 - ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
   DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
 - In node mode ``nodepool.bind`` rebinds ``bounds``, ``place``, ``place_in``, ``allocate``, ``release`` and
@@ -45,6 +49,7 @@ class Pool:
         self.cap_m = [UNLIMITED if v is None else int(float(v) // (1 << 20)) for v in cluster.mem_bytes]
         self.free_g, self.free_c, self.free_m = list(self.cap_g), list(self.cap_c), list(self.cap_m)
         self.avail = [True] * self.n
+        self.drained = self.debt = 0  # processor-count mode: units drained, and drained units still in use
         self.stranded_g = 0
         self._stranded = [0] * self.n
         self.track_stranded = not cluster.procs_mode and any(self.cap_g)
@@ -236,7 +241,41 @@ class Pool:
 
     def release(self, alloc) -> None:
         for n, g, c, m in alloc:
+            if self.debt:  # a drain is waiting for these units: they pay it back before being freed
+                if self.cluster.resource == "cpus":
+                    pay = min(self.debt, c)
+                    c -= pay
+                else:
+                    pay = min(self.debt, g)
+                    g -= pay
+                self.debt -= pay
             self._move(n, g, c, m)
+
+    def drain_units(self, units: int) -> None:
+        """Processor-count mode: take ``units`` (milli-processors) out of service now; what running jobs hold of
+        them is owed (``debt``) until they end."""
+        free = self.free_c if self.cluster.resource == "cpus" else self.free_g
+        take = min(units, free[0])
+        self.drained += units
+        self.debt += units - take
+        self._touch(0)
+        if take:
+            self._units(-take)
+
+    def return_units(self, units: int) -> None:
+        """Processor-count mode: ``units`` drained earlier come back (first cancelling what is still owed)."""
+        pay = min(self.debt, units)
+        self.drained -= units
+        self.debt -= pay
+        self._touch(0)
+        if units - pay:
+            self._units(units - pay)
+
+    def _units(self, delta) -> None:
+        if self.cluster.resource == "cpus":
+            self._move(0, 0, delta, 0)
+        else:
+            self._move(0, delta, 0, 0)
 
     def _move(self, n, dg, dc, dm) -> None:
         """Change node n's free resources by (dg, dc, dm) and keep every derived structure exact in one pass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 
+from . import capacity
 from .units import INF
 
 
@@ -201,10 +202,14 @@ class ScalarProfile:
     """The same contract for processor-count mode: one pool, one resource (``res_index`` 1 = GPUs,
     2 = CPUs in an allocation row), plain integers."""
 
-    def __init__(self, pool, now, running):
+    def __init__(self, pool, now, running, future=None):
+        """``future``: the capacity schedule's steps after ``now`` (``engine.capacity``), None without one."""
         self.now = now
         use_c = pool.cluster.resource == "cpus"
         self.k = 2 if use_c else 1
+        if future is not None:  # capacity events: free now minus what is owed, and the schedule's steps
+            self.times, self.free = capacity.profile(pool, now, ((e, a[0][self.k]) for e, a in running), future)
+            return
         self.times = [now]
         self.free = [pool.free_c[0] if use_c else pool.free_g[0]]
         ts, fs, k = self.times, self.free, self.k
@@ -249,7 +254,7 @@ class ScalarProfile:
         fs = self.free
         for k in range(k0, k1):
             fs[k] -= amount
-            assert fs[k] >= 0, "reservation over-commits the pool"
+            assert fs[k] >= 0, "reservation over-commits the pool"  # (a drain's debt only in slots never reserved)
 
     def _split(self, t) -> int:
         ts = self.times

@@ -14,6 +14,7 @@ margin-stretched limit does not fit is reserved, not started.
 from __future__ import annotations
 
 import bisect
+from .. import capacity
 from ..profile import Profile, ScalarProfile
 from ..units import INF
 from .scan import sort_backfill, why
@@ -27,7 +28,8 @@ def profile_pass(sim, now, jobs, state):
     if state.profile is None:
         alloc = sim.alloc
         cls = ScalarProfile if procs else Profile
-        state.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end))
+        future = () if not procs or not sim.health.capacity else (capacity.after(sim.health.capacity, now),)
+        state.profile = cls(pool, now, ((e, alloc[j]) for e, _, j in sim.running_by_end), *future)
     else:
         state.profile.advance(now)
     prof = state.profile

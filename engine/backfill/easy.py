@@ -26,6 +26,7 @@ as ``_backfill`` would (tested: hinted == plain).
 """
 from __future__ import annotations
 
+from .. import capacity
 from ..units import INF, UNLIMITED
 from .depth_k import profile_pass
 from .fastpath import fast_kernel
@@ -63,6 +64,9 @@ def scalar_pass(sim, now, jobs, state):
             T = INF
             run = sim.running_by_end
             k, nr = 0, len(run)
+            if sim.health.capacity:  # processors drained over time: the reservation reads their schedule
+                T, avail = capacity.reservation(sim, j, now)
+                k = nr
             while k < nr:
                 t = run[k][0]
                 while k < nr and run[k][0] == t:
@@ -106,6 +110,8 @@ def scalar_pass(sim, now, jobs, state):
 # ---------------------------------------------------------------------- node placement, EASY
 def _reservation(sim, j):
     """(T, limit) for the blocked job j: earliest fit as running jobs release at their estimated ends."""
+    if sim.health.capacity:  # a processor-count pool with drains over time
+        return capacity.node_reservation(sim, j)
     pool = sim.pool
     _, nodes, gang_order, _ = sim.group[j]
     gang = sim.gang[j]
