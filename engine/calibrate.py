@@ -6,9 +6,10 @@ the first K blocked jobs reserve) and the estimate handling (``walltime_margin``
 time limit / (1 - margin) in the hole, bounded to [0, ``MAX_MARGIN``]; ``estimate_evidence`` says from the log
 how far users' limits were from their run times) and, with the ``multifactor`` policy, its priority weights
 (``priority_weight_age|size|fairshare``, each bounded by ``WEIGHT_BOUNDS``; ``priority_evidence`` gives the log's
-own rank correlation of wait with size and its share of jobs overtaken by a later submission) and, on a cluster
-of named nodes, the capacity over time (``DRAIN``: the fraction, in [0, 1], of the capacity the log left idle for
-an hour or more while its oldest waiting job fit it, ``idle_capacity.suspect_outages``, that the replay drains; each
+own rank correlation of wait with size and its share of jobs overtaken by a later submission) and the capacity
+over time (``DRAIN``: the fraction, in [0, 1], of the capacity the log left idle for an hour or more while its
+oldest waiting job fit it, ``idle_capacity.suspect_outages``, that the replay drains - whole nodes on a cluster
+of named nodes, a processor count under ``--procs`` (``engine.capacity``); each
 replay drains only what the log of its own window shows: the training replays the training part's, the held-back
 ones the held-back part's, so nothing after the split informs the choice - but a held-back replay does read its
 own window's log for these facts of the machine, as a what-if on that past would). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
@@ -51,7 +52,7 @@ WEIGHTS = ("priority_weight_age", "priority_weight_size", "priority_weight_fairs
 WEIGHT_BOUNDS = {"priority_weight_age": (0.0, 10.0), "priority_weight_size": (-10.0, 10.0),
                  "priority_weight_fairshare": (0.0, 10.0)}
 KNOBS = KNOBS + WEIGHTS
-DRAIN = "capacity_drain_fraction"   # a calibration setting, saved as the node drains it stands for
+DRAIN = "capacity_drain_fraction"   # a calibration setting, saved as the node / processor drains it stands for
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -167,8 +168,7 @@ def drain_events(outages, cluster, fraction: float) -> tuple:
     from .config import NodeEvent
 
     if cluster.procs_mode:
-        raise ValueError("capacity over time needs a cluster of named nodes (--nodes N --cpus-per-node C), "
-                         "not --procs: a drain takes whole nodes")
+        return _procs_drains(outages, cluster, fraction)
     per_node = max((g if cluster.charge_resource == "gpus" else c) for g, c in zip(cluster.gpus, cluster.cpus))
     names = cluster.names
     out = []
@@ -176,6 +176,21 @@ def drain_events(outages, cluster, fraction: float) -> tuple:
         k = min(int(fraction * idle / per_node + 1e-9), len(names))
         ta, tb = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (a, b))
         out += [NodeEvent(ta, n, "drain", tb) for n in names[len(names) - k:]] if k else []
+    return tuple(out)
+
+
+def _procs_drains(outages, cluster, fraction: float) -> tuple:
+    """``drain_events`` on a processor-count pool: floor(fraction x k) of an outage's k idle processors are
+    drained (``config.CapacityEvent``) for its span."""
+    from .config import CapacityEvent
+
+    total = int(sum(cluster.gpus if cluster.charge_resource == "gpus" else cluster.cpus))
+    out = []
+    for a, b, idle in outages:
+        k = min(int(fraction * idle + 1e-9), total)
+        if k:
+            ta, tb = (dt.datetime.fromtimestamp(x, dt.timezone.utc) for x in (a, b))
+            out.append(CapacityEvent(ta, k, tb))
     return tuple(out)
 
 
@@ -265,7 +280,10 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
     def cfg(c, start, end, part):
         knobs = {k: v for k, v in c.items() if k != DRAIN}
         out = dataclasses.replace(base, warm_start=start, window_end=end, **knobs)
-        if c.get(DRAIN):
+        if c.get(DRAIN) and cluster.procs_mode:
+            out = dataclasses.replace(out, capacity_events=tuple(base.capacity_events)
+                                      + drain_events(outages[part], cluster, c[DRAIN]))
+        elif c.get(DRAIN):
             out = dataclasses.replace(out, node_events=tuple(base.node_events)
                                       + drain_events(outages[part], cluster, c[DRAIN]))
         return out
@@ -292,7 +310,8 @@ def _brief(report: dict) -> dict:
 def config_file(base, chosen: dict, extra: dict, jobs: pl.DataFrame | None = None, cluster=None, t0=None,
                 t1=None) -> dict:
     """The saved configuration: the knob values ``simulate --config-file`` applies, plus the evidence. A chosen
-    drain fraction > 0 is saved as the node drains it stands for over the whole window [t0, t1) (``jobs`` and
+    drain fraction > 0 is saved as the node drains (``capacity_events`` under ``--procs``: [start, processors,
+    end]) it stands for over the whole window [t0, t1) (``jobs`` and
     ``cluster`` needed then), beside the fraction itself (``capacity_drain_fraction``, top level)."""
     params = {k: v for k, v in base.params().items() if k in ("policy", "backfill", "reservation_depth",
                                                                 "backfill_order", "backfill_max_job_test")}
@@ -302,7 +321,10 @@ def config_file(base, chosen: dict, extra: dict, jobs: pl.DataFrame | None = Non
         out[DRAIN] = chosen[DRAIN]
         if chosen[DRAIN]:
             events = drain_events(_outages(jobs, cluster, t0, t1), cluster, chosen[DRAIN])
-            config["node_events"] = [[e.time_s.isoformat(), e.node, e.kind, e.until.isoformat()] for e in events]
+            if cluster.procs_mode:
+                config["capacity_events"] = [[e.time_s.isoformat(), e.procs, e.until.isoformat()] for e in events]
+            else:
+                config["node_events"] = [[e.time_s.isoformat(), e.node, e.kind, e.until.isoformat()] for e in events]
     return out
 
 
@@ -319,7 +341,7 @@ def read_config_file(path) -> dict:
         raise ValueError(f"{path}: not JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or not isinstance(doc.get("config"), dict):
         raise ValueError(f"{path}: not a quotaloop calibration file (expected \"format\": \"{FILE_FORMAT}\")")
-    allowed = set(KNOBS) | {"node_events"}
+    allowed = set(KNOBS) | {"node_events", "capacity_events"}
     unknown = sorted(set(doc["config"]) - allowed)
     if unknown:
         raise ValueError(f"{path}: config.{unknown[0]}: not a calibrated knob (known: {', '.join(sorted(allowed))})")
@@ -328,6 +350,11 @@ def read_config_file(path) -> dict:
         if k == "node_events":  # SimConfig.validated checks each (instants, kind, order)
             if not isinstance(v, list) or not all(isinstance(e, list) and len(e) == 4 for e in v):
                 raise ValueError(f"{path}: config.{k}: must be a list of [start, node, kind, until]")
+            out[k] = tuple(tuple(e) for e in v)
+            continue
+        if k == "capacity_events":  # SimConfig.validated checks each (instants, processor count, order)
+            if not isinstance(v, list) or not all(isinstance(e, list) and len(e) == 3 for e in v):
+                raise ValueError(f"{path}: config.{k}: must be a list of [start, processors, until]")
             out[k] = tuple(tuple(e) for e in v)
             continue
         if k == "reservation_depth":

@@ -6,7 +6,7 @@
         [--backfill-order queue|area|smallest] [--bf-max-job-test K] [--budgets budgets.toml]
         [--min-runtime [CLASS=]DURATION]... [--checkpoint-interval DURATION] [--walltime-margin FRACTION]
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
-        [--drain NODES@TIME[..END]]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
+        [--drain NODES@TIME[..END] | PROCS@TIME..END (--procs)]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
         [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION [--sched-cycle all|backfill]]
         [--config-file calibration.json]
         --out DIR [--json]
@@ -31,6 +31,8 @@ metrics and attainment cover [TIME, --window-end) (default: to the last end).
 requeued once it has run its min runtime (DOMAIN.md section 6's drain at min runtime), the node is down once
 empty and returns ``--repair-time`` later (default 4h) or at END. ``--drain-file CSV`` reads drain windows
 (header ``node,start,end,reason``, ``engine.drains``); ``--node-mtbf DURATION`` adds random drains (seeded).
+Under ``--procs P`` (one pool, no node names) a drain is ``--drain PROCS@TIME..END``: PROCS processors take no new
+work from TIME to END (running jobs keep running; ``engine.capacity``), e.g. ``--drain 20@1997-03-01..1997-03-02``.
 ``--qos-preempt high=low,normal`` (repeatable; or a ``[qos]`` table in the budget file) lets jobs of QoS high
 preempt running jobs of QoS low and normal once they have run their min runtime (Slurm's preempt/qos).
 ``--sched-interval DURATION`` runs the scheduler in cycles, a pass every DURATION (Slurm's sched_interval /
@@ -263,6 +265,7 @@ def run(args) -> int:
     import polars as pl
 
     from engine import SimConfig, min_runtime, parse_duration, simulate
+    from engine.config import CapacityEvent
 
     check_cluster_name(args)
     budgets = load_budgets(args.budgets)
@@ -276,7 +279,9 @@ def run(args) -> int:
         _require_work_after(jobs, warm)
         jobs = jobs.filter(window_filter(warm, window_end, lookback_s))
     cluster = _cluster(args, nodes)
-    events, qos_preempts = node_events(args), qos_pairs(args.qos_preempt)
+    events, qos_preempts = node_events(args, cluster.procs_mode), qos_pairs(args.qos_preempt)
+    procs_drains = tuple(e for e in events if isinstance(e, CapacityEvent))  # --drain PROCS@TIME..END under --procs
+    events = [e for e in events if not isinstance(e, CapacityEvent)]
     check_budgets(budgets, cluster, "simulate")
     cfg = SimConfig(
         policy=args.policy, backfill=args.backfill, reservation_depth=args.reservation_depth,
@@ -289,10 +294,13 @@ def run(args) -> int:
         lookback_s=lookback_s, replay=args.replay, warm_start=warm, window_end=window_end,
         attainment_history=args.attainment_history, seed=args.seed, node_events=tuple(events),
         node_mtbf_s=None if args.node_mtbf is None else parse_duration(args.node_mtbf, "--node-mtbf"),
-        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts)
+        repair_time_s=parse_duration(args.repair_time, "--repair-time"), qos_preempts=qos_preempts,
+        capacity_events=procs_drains)
     knobs = calibrated_knobs(args, discover=bool(args.store))
     if knobs.get("node_events") and cfg.node_events:  # the calibration's drains join --drain's, never replace them
         knobs["node_events"] = (*knobs["node_events"], *cfg.node_events)
+    if knobs.get("capacity_events") and cfg.capacity_events:
+        knobs["capacity_events"] = (*knobs["capacity_events"], *cfg.capacity_events)
     cfg = dataclasses.replace(cfg, **knobs)
     res = simulate(jobs, cluster, cfg)
     if read:
@@ -353,11 +361,12 @@ def calibrated_knobs(args, *, discover: bool = False) -> dict:
     return knobs
 
 
-def node_events(args) -> list:
-    """The ``--drain`` specs, then the ``--drain-file`` rows, as engine node events."""
+def node_events(args, procs: bool = False) -> list:
+    """The ``--drain`` specs, then the ``--drain-file`` rows, as engine node events (under ``--procs`` a spec is
+    ``PROCS@TIME..END``, a ``CapacityEvent``)."""
     from engine import drains
 
-    events = [e for spec in args.drain for e in drains.parse_spec(spec)]
+    events = [e for spec in args.drain for e in ([drains.parse_procs_spec(spec)] if procs else drains.parse_spec(spec))]
     if args.drain_file:
         events += drains.load_file(args.drain_file)
     return events

@@ -24,9 +24,9 @@ the held-back rest before and after, and writes ``calibration.json`` to --out: `
 ``simulate --store`` then apply (``dashboard.whatif.calibration``).
 ``--depths`` adds the reservation depth as a knob, ``--margins`` the estimate handling (``walltime_margin``, with the
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
-weights of age, size and fair share, ``--drain-fractions`` (on a cluster of named nodes) the capacity over time:
-that fraction of the capacity the log left idle for an hour or more while its oldest waiting job fit it is drained
-in the replay (``engine.idle_capacity``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
+weights of age, size and fair share, ``--drain-fractions`` the capacity over time: that fraction of the capacity
+the log left idle for an hour or more while its oldest waiting job fit it is drained in the replay
+(``engine.idle_capacity``; whole nodes on a cluster of named nodes, a processor count under ``--procs``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
 "ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
@@ -91,8 +91,9 @@ def register(sub):
                    help="--calibrate with --policy multifactor: (age:size:fairshare) priority weights to try with "
                         "each setting, e.g. 1:0:0,1:-1:0,1:0:1 (default: the modeled ones only)")
     p.add_argument("--drain-fractions", metavar="F,F,...",
-                   help="--calibrate on --nodes/--nodes-csv: fractions in [0, 1] of the capacity the log left idle "
-                        "while its oldest waiting job fit it >= 1 h to drain in the replay (default: none)")
+                   help="--calibrate: fractions in [0, 1] of the capacity the log left idle while its oldest "
+                        "waiting job fit it >= 1 h to drain in the replay (nodes, or processors under --procs; "
+                        "default: none)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -256,9 +257,6 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
                 from None
         if not drains or min(drains) < 0 or max(drains) > 1:
             raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1")
-        if cluster.procs_mode:
-            raise _err("--drain-fractions needs a cluster of named nodes (--nodes N --cpus-per-node C or "
-                       "--nodes-csv), not --procs: a drain takes whole nodes")
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:

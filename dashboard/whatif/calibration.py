@@ -48,6 +48,8 @@ class Calibration:
         for k, v in sorted(self.knobs.items()):
             if k == "node_events":
                 shown.append(f"{len(v)} inferred node drain(s)")
+            elif k == "capacity_events":
+                shown.append(f"{len(v)} inferred processor drain(s)")
             elif isinstance(v, float):
                 shown.append(f"{k}={v:g}")
             else:

@@ -228,8 +228,11 @@ def test_drain_events_take_the_last_nodes_for_the_idle_capacity():
     ev = calibrate.drain_events([(100.0, 7300.0, 2.0), (200.0, 300.0, 3.0)], Cluster.uniform(4, cpus_per_node=1), 0.5)
     assert [(e.node, e.time_s.timestamp(), e.until.timestamp()) for e in ev] == [
         ("node004", 100.0, 7300.0), ("node004", 200.0, 300.0)]  # floor(0.5 x 2) = 1, floor(0.5 x 3) = 1
-    with pytest.raises(ValueError, match="named nodes"):
-        calibrate.drain_events([(0.0, 1.0, 1.0)], Cluster.procs(4), 1.0)
+    # under --procs: floor(fraction x idle) processors for each outage's span (none when that is 0)
+    ev = calibrate.drain_events([(100.0, 7300.0, 2.0), (200.0, 300.0, 3.0), (400.0, 500.0, 1.0)], Cluster.procs(4), 0.5)
+    assert [(e.procs, e.time_s.timestamp(), e.until.timestamp()) for e in ev] == [(1, 100.0, 7300.0), (1, 200.0, 300.0)]
+    ev = calibrate.drain_events([(100.0, 7300.0, 9.0)], Cluster.procs(4), 1.0)
+    assert [e.procs for e in ev] == [4]  # never more than the pool
 
 
 def test_calibration_drains_the_idle_capacity_the_log_shows(outage_store, tmp_path, capsys):
@@ -255,8 +258,47 @@ def test_calibration_drains_the_idle_capacity_the_log_shows(outage_store, tmp_pa
     assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
 
 
-def test_drain_fractions_need_named_nodes(outage_store, capsys):
-    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate",
-                 "--drain-fractions", "1"]) == 2
+def test_drain_fractions_under_procs_drain_processors(outage_store, tmp_path, capsys):
+    """The same log under --procs 4 (one pool): each outage's 2 idle processors drained for its span. Half of them
+    (1) still lets B start at once; all of them reproduce the log (B waits 7200 s: mean 3600 s). The fraction 0
+    replay equals the run without the knob; the file's processor drains round-trip to simulate and validate."""
+    out = tmp_path / "cal"
+    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate", "--grid", "0",
+                 "--drain-fractions", "0,0.5,1", "--workers", "1", "--out", str(out), "--format", "json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert [c["mean_rel_err"] for c in cal["candidates"]] == [-1.0, -1.0, 0.0]
+    assert cal["chosen"]["capacity_drain_fraction"] == 1.0
+    assert cal["held_back"]["calibrated"]["overall"]["mean_rel_err"] == 0.0
+    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--calibrate", "--grid", "0",
+                 "--workers", "1", "--format", "json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["calibration"]
+    fraction0 = {k: v for k, v in cal["candidates"][0].items() if k != "capacity_drain_fraction"}
+    assert plain["candidates"] == [fraction0]  # fraction 0: the replay without the knob, figure for figure
+    doc = json.loads((out / "calibration.json").read_text())
+    events = doc["config"]["capacity_events"]
+    assert len(events) == 10 and all(e[1] == 2 for e in events) and "node_events" not in doc["config"]
+    knobs = calibrate.read_config_file(out / "calibration.json")
+    assert len(knobs["capacity_events"]) == 10
+    assert main(["validate", "--store", str(outage_store), "--procs", "4", "--config-file",
+                 str(out / "calibration.json"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean_rel_err"] == 0.0
+    sim = tmp_path / "sim"
+    assert main(["simulate", "--store", str(outage_store), "--procs", "4", "--config-file",
+                 str(out / "calibration.json"), "--out", str(sim)]) == 0
+    capsys.readouterr()
+    metrics = json.loads((sim / "metrics.json").read_text())
+    assert metrics["wait_s"]["mean"] == pytest.approx(3600.0) and metrics["node_events"]["drain"] == 10
+    # the same drains by hand: --drain PROCS@TIME..END under --procs (here the first block's only)
+    t0, t1 = events[0][0], events[0][2]
+    assert main(["simulate", "--store", str(outage_store), "--procs", "4", "--drain", f"2@{t0}..{t1}",
+                 "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert one["wait_s"]["mean"] == pytest.approx(7200.0 / 20) and one["node_events"]["drain"] == 1
+
+
+def test_a_procs_drain_without_an_end_is_a_one_line_error(outage_store, tmp_path, capsys):
+    assert main(["simulate", "--store", str(outage_store), "--procs", "4", "--drain", "2@100",
+                 "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert "named nodes" in err and len(err.strip().splitlines()) == 1
+    assert "PROCS@TIME..END" in err and len(err.strip().splitlines()) == 1
