@@ -17,6 +17,10 @@ for its whole time limit, so with them no job starts or is promised a span that 
 be needed for. Node drains (``health``, ``NodeEvent``) differ, kept as they are: a node-mode reservation
 foresees neither a drain nor a return; it is re-planned when either happens.
 
+On a cluster of named nodes the same events become node drains (``node_drains``: the last nodes holding at most k
+processors, as ``calibrate.drain_events`` chooses them), so a calibration fitted under ``--procs`` also applies
+to a store's node layout (scenario, the Fair share page, the report); they then follow node-drain rules.
+
 Invariants: without capacity events nothing here runs (outputs are byte-identical to a run without this
 module); events are on the simulation clock; with a warm start T an outage is clipped to [T, t1) (one that
 ended by T is dropped) so simulated time never moves back; the fast path (``backfill.fastpath``) does not run
@@ -100,3 +104,20 @@ def node_reservation(sim, j) -> tuple[float, dict | None]:
     if pool.cluster.resource == "cpus":
         return T, {0: (pool.free_g[0], extra, pool.free_m[0])}
     return T, {0: (extra, pool.free_c[0], pool.free_m[0])}
+
+
+def node_drains(sim, clock) -> list[tuple]:
+    """On a cluster of named nodes (a calibration fitted under ``--procs`` replayed on the store's layout): each
+    drain of k processors as ``health`` node drains (t0, node, "drain", t1) of the last nodes whose capacity adds
+    up to at most k (nodes without the resource skipped), ``calibrate.drain_events``' rule."""
+    pool = sim.pool
+    cap = pool.cap_g if pool.cluster.charge_resource == "gpus" else pool.cap_c
+    out = []
+    for t0, t1, units in outages(sim, clock):
+        left, n = units, pool.n - 1
+        while n >= 0 and cap[n] <= left:
+            if cap[n]:
+                out.append((t0, n, "drain", t1))
+                left -= cap[n]
+            n -= 1
+    return out

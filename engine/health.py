@@ -49,10 +49,9 @@ class Health:
         if (cfg.node_events or cfg.node_mtbf_s) and sim.pool.cluster.procs_mode:
             raise ConfigError("node_events: processor-count mode has no nodes to fail; use a node layout")
         self.capacity = None  # processor drains over time (``engine.capacity``): the schedule's steps
-        if cfg.capacity_events:
-            if not sim.pool.cluster.procs_mode:
-                raise ConfigError("capacity_events: a drain of a processor count needs processor-count mode "
-                                  "(--procs); on named nodes, drain nodes")
+        if cfg.capacity_events and not sim.pool.cluster.procs_mode:  # whole nodes, as node drains
+            self.events += capacity.node_drains(sim, _clock)
+        elif cfg.capacity_events:
             spans = capacity.outages(sim, _clock)
             self.capacity = capacity.steps(spans) if spans else None
             self.events += [(t0, units, capacity.PROCS, t1) for t0, t1, units in spans]

@@ -124,5 +124,13 @@ def test_specs_and_config_checks():
             drains.parse_procs_spec(bad)
     with pytest.raises(ConfigError, match="capacity_events\\[0\\].procs"):
         SimConfig(capacity_events=((0.0, -1, 5.0),)).validated()
-    with pytest.raises(ConfigError, match="processor-count mode"):
-        simulate(_jobs([("A", 0, 1, 1, 1)]), Cluster.uniform(2, cpus_per_node=1), SimConfig(capacity_events=OUTAGE))
+
+
+def test_on_named_nodes_a_processor_drain_drains_the_last_nodes():
+    """4 nodes of 3 processors; 7 processors drained over [100, 200): the last two nodes (6 <= 7 < 9). A (7 procs,
+    whole nodes) at 150 finds 2 nodes = 6 processors in service: it starts at 200."""
+    layout = Cluster.uniform(4, cpus_per_node=3)
+    res = simulate(_jobs([("A", 150, 7, 10, 10)]), layout, SimConfig(capacity_events=(CapacityEvent(100.0, 7, 200.0),)))
+    assert res.metrics["node_events"]["drain"] == 2 and res.jobs["start"].to_list() == [200.0]
+    res = simulate(_jobs([("A", 150, 7, 10, 10)]), layout, SimConfig(capacity_events=(CapacityEvent(100.0, 2, 200.0),)))
+    assert res.metrics["node_events"]["drain"] == 0 and res.jobs["start"].to_list() == [150.0]  # < one node

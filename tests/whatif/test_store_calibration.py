@@ -124,6 +124,23 @@ def test_simulate_store_applies_it_and_drains_join_the_calibrations(store, tmp_p
     assert p["sched_interval_s"] == 300.0 and len(p["node_events"]) == 2  # the file's drain and --drain's
 
 
+def test_processor_drains_fitted_under_procs_drain_the_last_nodes_of_the_stores_layout(store, tmp_path, capsys):
+    """A calibration fitted under --procs saves processor drains (``capacity_events``); the scenario replays the
+    store's node layout (4 nodes of 8 GPUs), where 8 drained GPUs over the window are the last node drained."""
+    import datetime as dt
+
+    span = [fx.T0.isoformat(), (fx.T0 + dt.timedelta(days=60)).isoformat()]
+    write(store / "calibration.json", {"capacity_events": [[span[0], 8, span[1]]]})
+    rc, _, err = scenario(capsys, store, tmp_path / "cal")
+    assert rc == 0, err
+    assert "1 inferred processor drain(s)" in err
+    metrics = json.loads((tmp_path / "cal" / "baseline" / "metrics.json").read_text())
+    assert len(metrics["params"]["capacity_events"]) == 1 and metrics["node_events"]["drain"] == 1
+    rc, _, err = scenario(capsys, store, tmp_path / "plain", "--no-calibration")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "plain" / "baseline" / "metrics.json").read_text())["node_events"]["drain"] == 0
+
+
 def test_save_needs_calibrate(store, capsys):
     rc, _, err = run(capsys, "validate", "--store", str(store), "--save")
     assert rc == 2 and "--save" in err and "--calibrate" in err and len(err.strip().splitlines()) == 1
