@@ -134,3 +134,18 @@ def test_on_named_nodes_a_processor_drain_drains_the_last_nodes():
     assert res.metrics["node_events"]["drain"] == 2 and res.jobs["start"].to_list() == [200.0]
     res = simulate(_jobs([("A", 150, 7, 10, 10)]), layout, SimConfig(capacity_events=(CapacityEvent(100.0, 2, 200.0),)))
     assert res.metrics["node_events"]["drain"] == 0 and res.jobs["start"].to_list() == [150.0]  # < one node
+
+
+def test_the_node_kernel_on_the_pool_agrees_with_the_scalar_one(monkeypatch):
+    """Under borrowing caps the processor pool runs EASY's node kernel (``capacity.node_reservation``): forced on
+    a workload with overlapping drains, it gives the scalar kernel's starts, ends and reservations."""
+    from engine.backfill import easy
+
+    rows = [(str(i), 11 * i, 1 + (7 * i) % 10, 30 + (17 * i) % 200, 60 + (23 * i) % 200) for i in range(90)]
+    events = (CapacityEvent(150.0, 3, 600.0), CapacityEvent(400.0, 6, 500.0), CapacityEvent(700.0, 9, 900.0))
+    keep = ["job_id", "start", "end", "reserved_start"]
+    scalar = simulate(_jobs(rows), Cluster.procs(10), SimConfig(capacity_events=events)).jobs.select(keep)
+    monkeypatch.setattr(easy, "kernel", lambda sim: easy.node_pass)
+    node = simulate(_jobs(rows), Cluster.procs(10), SimConfig(capacity_events=events)).jobs.select(keep)
+    assert scalar.equals(node)
+    assert scalar["reserved_start"].drop_nulls().len() > 10  # reservations were made (and compared)
