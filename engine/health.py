@@ -7,9 +7,8 @@
   node is empty it goes down and returns ``repair_time_s`` later.
 - Random drains: with ``node_mtbf_s``, each node draws exponential inter-drain gaps from the config's seeded
   generator (nodes in index order) up to the last submit time.
-
-- Processor drains (``capacity_events``, processor-count mode only; ``engine.capacity``): k processors out of
-  service for new work over [t0, t1), running jobs untouched.
+- Processor drains (``capacity_events``, ``engine.capacity``): in processor-count mode k processors out of service
+  for new work over [t0, t1), running jobs untouched; on named nodes, drains of the last nodes holding at most k.
 
 Invariants: a node is ``up``, ``draining`` or ``down``; only ``up`` nodes are available for placement; a
 failure or drain of a node that is not up is ignored; every down node gets exactly one repair event.

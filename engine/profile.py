@@ -7,7 +7,8 @@ Reservations subtract a placement over ``[t, t + duration)``.
 Invariants:
 - Per node, ``times`` is strictly increasing, ``times[0] == now``, and ``free[k]`` holds from ``times[k]``
   to ``times[k + 1]`` (the last slot lasts forever); values never go negative (a reservation is only made
-  where ``earliest`` found room).
+  where ``earliest`` found room), except on a processor pool while drained processors are still in use
+  (``engine.capacity``: the slots until running jobs pay them back, where nothing can be reserved).
 - Only available nodes take part; a node that is down or draining is treated as absent until it returns,
   which triggers a full re-plan.
 - ``earliest`` returns the earliest start >= now at which the request fits for the whole duration and the
@@ -254,7 +255,7 @@ class ScalarProfile:
         fs = self.free
         for k in range(k0, k1):
             fs[k] -= amount
-            assert fs[k] >= 0, "reservation over-commits the pool"  # (a drain's debt only in slots never reserved)
+            assert fs[k] >= 0, "reservation over-commits the pool"
 
     def _split(self, t) -> int:
         ts = self.times
