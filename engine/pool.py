@@ -16,7 +16,8 @@ Invariants:
 - Processor-count mode under capacity events (``engine.capacity``): ``drained`` units are out of service and
   ``free - debt == cap - drained - allocated`` always, with ``free >= 0``, ``debt >= 0`` and at most one of them
   non-zero: a drain takes what is free and owes the rest, which ending jobs pay back before anything is freed
-  (running jobs keep running through a drain). Without capacity events both stay 0.
+  (running jobs keep running through a drain). Without capacity events both stay 0, and in node mode always
+  (so ``release``'s repayment has no node-mode C twin to keep in step).
 - ``stranded_g`` = free milli-GPUs on available nodes that are partly allocated (the fragmentation measure of
   DOMAIN.md section 7 counts it while a whole-node job waits); kept exact on every change.
 - In node mode ``nodepool.bind`` rebinds ``bounds``, ``place``, ``place_in``, ``allocate``, ``release`` and
