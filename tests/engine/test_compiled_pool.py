@@ -16,6 +16,7 @@ import hashlib
 import os
 import random
 import shutil
+import types
 import sysconfig
 from pathlib import Path
 
@@ -97,10 +98,11 @@ def both(monkeypatch, cluster):
 
 class ReservationInputs:
     """What ``easy._reservation`` reads of a simulator: the held allocations as running jobs with estimated ends
-    (ties included), one queued request."""
+    (ties included), one queued request; no processor drains over time (``health.capacity``)."""
 
     def __init__(self, pool, held, key, rng):
         self.pool = pool
+        self.health = types.SimpleNamespace(capacity=None)
         self.alloc = list(held) + [()]
         seq = rng.sample(range(len(held)), len(held))  # releases in any node order, not the allocation order
         self.running_by_end = sorted((float(rng.choice([5, 10, 10, 20, 40])), seq[j], j) for j in range(len(held)))
@@ -273,6 +275,7 @@ class HandReservation:
 
     def __init__(self, pool, g, gang):
         self.pool = pool
+        self.health = types.SimpleNamespace(capacity=None)  # no processor drains over time
         full = (8000, 32000, pool.cap_m[0])
         self.alloc = [((3, *full),), ((1, *full),), ((0, 4000, 16000, 0),), ()]
         for a in self.alloc:
