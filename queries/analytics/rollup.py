@@ -39,6 +39,7 @@ import polars as pl
 
 from ..store import Store, connect
 from ..store import keyindex, schema
+from . import cube
 from .loader import run
 
 TABLE = "job_rollup"
@@ -204,6 +205,7 @@ def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -
     if had.height:
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
+    cube.refresh(tx, pl.concat([f.select("cluster", "submit") for f in (rows, moved, had)]))  # their months' cells
     return n
 
 
@@ -217,6 +219,7 @@ def rebuild(store: str | os.PathLike, threads: int | None = None) -> int:
         running = _running_all(tx)
         n = tx.replace_table(TABLE, rows, apart=running)
         tx.replace_table(DAY_TABLE, days, apart=running)
+        cube.rebuild(tx, threads=threads)
         tx.derived_fresh = True
     return n
 

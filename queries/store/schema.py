@@ -156,8 +156,44 @@ JOB_DAY_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
     "sampled_s": (pl.Float64, "as job_rollup.sampled_s, over the day's part of the run"),
 }
 
+# Per-cell usage totals (``queries.analytics.cube``): derived, never ingested. A cell is the jobs of one cluster,
+# submit month, user and account whose staged run interval lies in the same span of whole UTC days
+# [day_lo_s, day_hi_s); its columns are sums of the per-job figures ``_job_usage`` gives for a window holding the
+# whole run. A window of whole days answers a cell it holds whole from these sums (exact up to the order of a
+# floating-point sum); a job the window cuts is derived as before. RUNNING jobs whose run end depends on the
+# query's window (no end, no elapsed time, no snapshot) are in no cell.
+USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
+    "user": (pl.String, "user"),
+    "account": (pl.String, "account ('(none)' when the jobs have none)"),
+    "day_lo_s": (pl.Float64, "UTC midnight at or before the jobs' run start, epoch seconds"),
+    "day_hi_s": (pl.Float64, "UTC midnight at or after the jobs' run end (day_lo_s + 86400 at least)"),
+    "jobs": (pl.Int64, "jobs in the cell"),
+    "run_s": (pl.Float64, "sum of the jobs' run seconds"),
+    "cpu_req_s": (pl.Float64, "sum of cpu_seconds_requested"),
+    "cpu_used_s": (pl.Float64, "sum of cpu_seconds_used"),
+    "cpu_waste_s": (pl.Float64, "sum of cpu_seconds_requested - cpu_seconds_used"),
+    "cpu_req_known_s": (pl.Float64, "sum of cpu_seconds_requested of the jobs whose CPU usage is known"),
+    "gpu_req_s": (pl.Float64, "sum of gpu_seconds_requested"),
+    "gpu_used_s": (pl.Float64, "sum of gpu_seconds_used"),
+    "gpu_waste_s": (pl.Float64, "sum of gpu_seconds_requested - gpu_seconds_used"),
+    "gpu_req_known_s": (pl.Float64, "sum of gpu_seconds_requested of the jobs whose GPU usage is known"),
+    "mem_req_gbs": (pl.Float64, "sum of mem_seconds_requested, GB-seconds"),
+    "mem_used_gbs": (pl.Float64, "sum of mem_seconds_used, GB-seconds"),
+    "mem_waste_gbs": (pl.Float64, "sum of mem_seconds_requested - mem_seconds_used, GB-seconds"),
+    "mem_req_known_gbs": (pl.Float64, "sum of mem_seconds_requested of the jobs whose memory usage is known"),
+    "jobs_with_samples": (pl.Int64, "jobs whose usage_source is 'samples'"),
+    "jobs_with_totals": (pl.Int64, "jobs whose usage_source is 'totals'"),
+    "legacy_jobs": (pl.Int64, "jobs with a legacy task score (a peak CPU utilisation and a CPU count)"),
+    "legacy_task_score_sum": (pl.Float64, "sum of the jobs' legacy task scores at _scores' default time unit (60 s)"),
+    "footprint_max_s": (pl.Float64, "largest job footprint in GPU-equivalent seconds at _scores' default rates "
+                                    "(16 CPUs, 128 GB per GPU): what picks an entity's main account"),
+}
+
 TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG,
-          "job_rollup": JOB_ROLLUP, "job_day_rollup": JOB_DAY_ROLLUP}
+          "job_rollup": JOB_ROLLUP, "job_day_rollup": JOB_DAY_ROLLUP,
+          "usage_cube": USAGE_CUBE}
 
 
 def polars_schema(table: str) -> pl.Schema:

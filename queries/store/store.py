@@ -53,10 +53,11 @@ import polars as pl
 from . import keyindex, schema
 
 MANIFEST = "_manifest.json"
-PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit", "job_day_rollup": "submit"}  # table -> timestamp column giving the month
+PARTITIONED = {"jobs": "submit", "samples": "ts", "job_rollup": "submit", "job_day_rollup": "submit",
+               "usage_cube": "submit"}  # table -> timestamp column giving the month
 KEYED_BY_JOB = ("jobs", "job_rollup")  # one row per (cluster, job_id): an upsert replaces the job's row wherever it is
 GROUPED_BY_JOB = ("job_day_rollup",)  # several rows per (cluster, job_id): an upsert replaces all of the job's rows
-DERIVED = ("job_rollup", "job_day_rollup")  # derived from jobs and samples (``queries.analytics.rollup``), never ingested
+DERIVED = ("job_rollup", "job_day_rollup", "usage_cube")  # derived from jobs and samples (``queries.analytics.rollup``), never ingested
 WRITERS = 2  # partition files written at a time
 
 

@@ -4,6 +4,7 @@
 -- `jobs` and `samples`, as for `_job_rollup`). A window of whole days sums them over its days.
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 day_pieces as (
     -- each sample's clipped interval split at UTC midnights (days are 86400 s of epoch time: UTC has no DST);

@@ -6,6 +6,7 @@
 -- The same integrals per UTC day are `_job_day_rollup` (table job_day_rollup).
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 rollup_rows as (
     select

@@ -1,4 +1,6 @@
--- Fragment (not a query): per-job requested / used / wasted resource-seconds inside the window. Needs _jobs.
+-- Fragment (not a query): per-job requested / used / wasted resource-seconds inside the window. Needs _jobs and
+-- a CTE `usage_scope`: the filtered jobs it derives (_usage_all: all of them; _cube: those usage_cube does not
+-- answer).
 -- A job is in the window when its run interval [t_start, t_end) overlaps [w_start, w_end) (a zero-length
 -- job when its start lies inside). Every amount is clipped to [lo, hi) = run interval ∩ window.
 -- requested(r) = level x (hi - lo) with level = allocated where recorded, else requested.
@@ -29,7 +31,7 @@ jobs_in_window as not materialized (
         least(t_end, w_end) as hi,
         greatest(least(t_end, w_end) - greatest(t_start, w_start), 0) as in_window_s,
         t_end - t_start as run_s
-    from filtered_jobs
+    from usage_scope
     where t_start is not null
       and (least(t_end, w_end) > greatest(t_start, w_start)
            or (t_end = t_start and t_start >= w_start and t_start < w_end))

@@ -71,6 +71,10 @@ stg_jobs as not materialized (
             ),
             epoch_us(start) / 1e6
         ) as t_end,
+        -- a RUNNING job whose run end is the window's end (no end, no snapshot, no elapsed time): its usage
+        -- depends on the query's window, so usage_cube holds no cell for it
+        coalesce(state = 'RUNNING' and "end" is null and elapsed_s is null and snap.t_snapshot is null, false)
+            as end_from_window,
         coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double) as w_start,
         coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double) as w_end,
         req_cpus,

@@ -1,6 +1,9 @@
 -- Fragment (not a query): waste totals and both scores per (period_k, entity). Needs a CTE `entity_jobs`:
 -- job_usage rows plus `entity` (user or team), `period_k` (0 when there are no periods) and `span_s` (the
--- length of the period or window, equal on all rows of one period).
+-- length of the period or window, equal on all rows of one period); and a CTE `entity_cells`: usage_cube
+-- cells (_cube's cube_cells) with the same three columns, for jobs entity_jobs does not hold (_no_cube_cells
+-- when there are none). A cell's sums add up as its jobs' rows would; its footprint maximum and legacy score
+-- sum are the cube's, at the default rates and time unit (_cube's cube_wanted checks them).
 -- Legacy score (DOMAIN.md section 3, as it ran): task = ln(cpu_request x running_time + 50) x
 -- exp(2.5 - max_cpu_util), running_time = in-window run time / legacy_time_unit_s; score = avg(task) /
 -- ln(job_count / 10 + 1) over jobs with a peak CPU utilisation; rank 1 = lowest score; coefficient =
@@ -44,42 +47,91 @@ weighted_jobs as (
     from entity_jobs
 ),
 
+job_parts as (
+    -- per job, the sums entity_totals takes (as a cell of one job)
+    select
+        period_k, entity, span_s, account, team, "user",
+        1 as jobs,
+        in_window_s as run_s,
+        cpu_seconds_requested as cpu_req_s,
+        cpu_seconds_used as cpu_used_s,
+        cpu_seconds_requested - cpu_seconds_used as cpu_waste_s,
+        case when cpu_seconds_used is not null then cpu_seconds_requested end as cpu_req_known_s,
+        gpu_seconds_requested as gpu_req_s,
+        gpu_seconds_used as gpu_used_s,
+        gpu_seconds_requested - gpu_seconds_used as gpu_waste_s,
+        case when gpu_seconds_used is not null then gpu_seconds_requested end as gpu_req_known_s,
+        mem_seconds_requested as mem_req_gbs,
+        mem_seconds_used as mem_used_gbs,
+        mem_seconds_requested - mem_seconds_used as mem_waste_gbs,
+        case when mem_seconds_used is not null then mem_seconds_requested end as mem_req_known_gbs,
+        footprint_equiv_s,
+        footprint_equiv_s as footprint_max_s,
+        known_equiv_s,
+        used_equiv_s,
+        known_equiv_s - used_equiv_s as waste_equiv_s,
+        case when legacy_task_score is not null then 1 else 0 end as legacy_jobs,
+        legacy_task_score as legacy_task_score_sum
+    from weighted_jobs
+),
+
+entity_parts as (
+    select * from job_parts
+    union all by name
+    -- per cell: its sums, weighted as weighted_jobs weighs a job's (the known / used / wasted parts per
+    -- resource are each a sum over the cell's jobs, so the weighted sums are the sums of the jobs' weighted ones)
+    select
+        period_k, entity, span_s, account, team, "user", jobs, run_s,
+        cpu_req_s, cpu_used_s, cpu_waste_s, cpu_req_known_s,
+        gpu_req_s, gpu_used_s, gpu_waste_s, gpu_req_known_s,
+        mem_req_gbs, mem_used_gbs, mem_waste_gbs, mem_req_known_gbs,
+        coalesce(gpu_req_s, 0) + coalesce(cpu_req_s, 0) / $cpus_per_gpu::double
+            + coalesce(mem_req_gbs, 0) / $gb_per_gpu::double as footprint_equiv_s,
+        footprint_max_s,
+        coalesce(gpu_req_known_s, 0) + coalesce(cpu_req_known_s, 0) / $cpus_per_gpu::double
+            + coalesce(mem_req_known_gbs, 0) / $gb_per_gpu::double as known_equiv_s,
+        coalesce(gpu_used_s, 0) + coalesce(cpu_used_s, 0) / $cpus_per_gpu::double
+            + coalesce(mem_used_gbs, 0) / $gb_per_gpu::double as used_equiv_s,
+        coalesce(gpu_waste_s, 0) + coalesce(cpu_waste_s, 0) / $cpus_per_gpu::double
+            + coalesce(mem_waste_gbs, 0) / $gb_per_gpu::double as waste_equiv_s,
+        legacy_jobs,
+        legacy_task_score_sum
+    from entity_cells
+),
+
 entity_totals as (
     select
         period_k,
         entity,
         any_value(span_s) as span_s,
-        arg_max(account, (footprint_equiv_s, account)) as main_account,  -- ties broken by name: deterministic
-        arg_max(team, (footprint_equiv_s, team)) as main_team,
-        count(*) as job_count,
+        arg_max(account, (footprint_max_s, account)) as main_account,  -- ties broken by name: deterministic
+        arg_max(team, (footprint_max_s, team)) as main_team,
+        sum(jobs)::bigint as job_count,
         count(distinct "user") as user_count,
-        sum(in_window_s) / 3600 as run_hours,
-        sum(cpu_seconds_requested) / 3600 as cpu_hours_requested,
-        sum(cpu_seconds_used) / 3600 as cpu_hours_used,
-        sum(cpu_seconds_requested - cpu_seconds_used) / 3600 as cpu_hours_wasted,
-        sum(cpu_seconds_used) / nullif(sum(cpu_seconds_requested) filter (where cpu_seconds_used is not null), 0)
-            as cpu_efficiency,
-        sum(gpu_seconds_requested) / 3600 as gpu_hours_requested,
-        sum(gpu_seconds_used) / 3600 as gpu_hours_used,
-        sum(gpu_seconds_requested - gpu_seconds_used) / 3600 as gpu_hours_wasted,
-        sum(gpu_seconds_used) / nullif(sum(gpu_seconds_requested) filter (where gpu_seconds_used is not null), 0)
-            as gpu_efficiency,
-        sum(mem_seconds_requested) / 3.6e6 as mem_tb_hours_requested,
-        sum(mem_seconds_used) / 3.6e6 as mem_tb_hours_used,
-        sum(mem_seconds_requested - mem_seconds_used) / 3.6e6 as mem_tb_hours_wasted,
-        sum(mem_seconds_used) / nullif(sum(mem_seconds_requested) filter (where mem_seconds_used is not null), 0)
-            as mem_efficiency,
+        sum(run_s) / 3600 as run_hours,
+        sum(cpu_req_s) / 3600 as cpu_hours_requested,
+        sum(cpu_used_s) / 3600 as cpu_hours_used,
+        sum(cpu_waste_s) / 3600 as cpu_hours_wasted,
+        sum(cpu_used_s) / nullif(sum(cpu_req_known_s), 0) as cpu_efficiency,
+        sum(gpu_req_s) / 3600 as gpu_hours_requested,
+        sum(gpu_used_s) / 3600 as gpu_hours_used,
+        sum(gpu_waste_s) / 3600 as gpu_hours_wasted,
+        sum(gpu_used_s) / nullif(sum(gpu_req_known_s), 0) as gpu_efficiency,
+        sum(mem_req_gbs) / 3.6e6 as mem_tb_hours_requested,
+        sum(mem_used_gbs) / 3.6e6 as mem_tb_hours_used,
+        sum(mem_waste_gbs) / 3.6e6 as mem_tb_hours_wasted,
+        sum(mem_used_gbs) / nullif(sum(mem_req_known_gbs), 0) as mem_efficiency,
         sum(footprint_equiv_s) / 3600 as footprint_gpu_equiv_hours,
         sum(known_equiv_s) / 3600 as known_gpu_equiv_hours,
         sum(used_equiv_s) / 3600 as used_gpu_equiv_hours,
-        sum(known_equiv_s - used_equiv_s) / 3600 as wasted_gpu_equiv_hours,
+        sum(waste_equiv_s) / 3600 as wasted_gpu_equiv_hours,
         sum(used_equiv_s) / nullif(sum(known_equiv_s), 0) as rec_efficiency,
         sum(known_equiv_s) / (sum(known_equiv_s) + $confidence_hours::double * 3600) as rec_confidence,
         sum(used_equiv_s) / nullif(any_value(span_s), 0) / $base_quota_gpus::double as rec_demand,
-        count(legacy_task_score) as legacy_jobs,
-        avg(legacy_task_score) as legacy_task_score_avg,
-        avg(legacy_task_score) / ln(count(legacy_task_score) / 10 + 1) as legacy_score
-    from weighted_jobs
+        sum(legacy_jobs)::bigint as legacy_jobs,
+        sum(legacy_task_score_sum) / nullif(sum(legacy_jobs), 0) as legacy_task_score_avg,
+        sum(legacy_task_score_sum) / nullif(sum(legacy_jobs), 0) / ln(sum(legacy_jobs) / 10 + 1) as legacy_score
+    from entity_parts
     group by period_k, entity
 ),
 

@@ -9,6 +9,7 @@
 -- param: split_n integer 4 >=1  pieces the largest job is split into
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 job_size as (
     -- each job's GPU-equivalent footprint, the ordering key for "largest"
@@ -63,6 +64,7 @@ entity_jobs as (
         ws.span_s
     from pieces as p, window_span as ws
 ),
+-- include: _no_cube_cells
 -- include: _scores
 unsplit as (select * from scores where period_k = 0),
 

@@ -16,6 +16,7 @@
 -- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 -- include: _resource
 settings as (

@@ -11,6 +11,7 @@
 -- param: limit_rows integer null >=0  only this many jobs: those that wasted most GPU-seconds (then CPU-seconds), most first; null = all jobs, by job
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 waste as (
     select

@@ -9,6 +9,7 @@
 -- cores and core-hours instead: the *_gpu_* columns then hold core-hours (one result shape for both).
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 -- include: _fairshare
 resource_usage as (

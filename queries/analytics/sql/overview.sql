@@ -3,32 +3,55 @@
 -- that started in the window. Jobs count by their run time inside the window.
 with
 -- include: _jobs
+cube_wanted as (select true as ok),
+-- include: _cube
 -- include: _job_usage
+usage_parts as (
+    -- per job the sums totals takes (as a cell of one job), and the cube's cells the window holds whole
+    select
+        "user", team, 1 as jobs, in_window_s as run_s,
+        gpu_seconds_requested as gpu_req_s, gpu_seconds_used as gpu_used_s,
+        gpu_seconds_requested - gpu_seconds_used as gpu_waste_s,
+        case when gpu_seconds_used is not null then gpu_seconds_requested end as gpu_req_known_s,
+        cpu_seconds_requested as cpu_req_s, cpu_seconds_used as cpu_used_s,
+        cpu_seconds_requested - cpu_seconds_used as cpu_waste_s,
+        case when cpu_seconds_used is not null then cpu_seconds_requested end as cpu_req_known_s,
+        mem_seconds_requested as mem_req_gbs, mem_seconds_used as mem_used_gbs,
+        mem_seconds_requested - mem_seconds_used as mem_waste_gbs,
+        case when mem_seconds_used is not null then mem_seconds_requested end as mem_req_known_gbs,
+        case when usage_source = 'samples' then 1 else 0 end as jobs_with_samples,
+        case when usage_source = 'totals' then 1 else 0 end as jobs_with_totals
+    from job_usage
+    union all by name
+    select
+        "user", team, jobs, run_s, gpu_req_s, gpu_used_s, gpu_waste_s, gpu_req_known_s,
+        cpu_req_s, cpu_used_s, cpu_waste_s, cpu_req_known_s,
+        mem_req_gbs, mem_used_gbs, mem_waste_gbs, mem_req_known_gbs, jobs_with_samples, jobs_with_totals
+    from cube_cells
+),
+
 totals as (
     select
-        count(*) as jobs,
+        coalesce(sum(jobs), 0)::bigint as jobs,
         count(distinct "user") as users,
         count(distinct team) as teams,
-        sum(in_window_s) / 3600 as run_hours,
-        sum(gpu_seconds_requested) / 3600 as gpu_hours_requested,
-        sum(gpu_seconds_used) / 3600 as gpu_hours_used,
-        sum(gpu_seconds_requested - gpu_seconds_used) / 3600 as gpu_hours_wasted,
-        sum(gpu_seconds_used) / nullif(sum(gpu_seconds_requested) filter (where gpu_seconds_used is not null), 0)
-            as gpu_efficiency,
-        sum(cpu_seconds_requested) / 3600 as cpu_hours_requested,
-        sum(cpu_seconds_used) / 3600 as cpu_hours_used,
-        sum(cpu_seconds_requested - cpu_seconds_used) / 3600 as cpu_hours_wasted,
-        sum(cpu_seconds_used) / nullif(sum(cpu_seconds_requested) filter (where cpu_seconds_used is not null), 0)
-            as cpu_efficiency,
-        sum(mem_seconds_requested) / 3.6e6 as mem_tb_hours_requested,
-        sum(mem_seconds_used) / 3.6e6 as mem_tb_hours_used,
-        sum(mem_seconds_requested - mem_seconds_used) / 3.6e6 as mem_tb_hours_wasted,
-        sum(mem_seconds_used) / nullif(sum(mem_seconds_requested) filter (where mem_seconds_used is not null), 0)
-            as mem_efficiency,
-        count(*) filter (where usage_source = 'samples') as jobs_with_samples,
-        count(*) filter (where usage_source = 'totals') as jobs_with_totals,
-        count(*) filter (where usage_source is null) as jobs_without_usage
-    from job_usage
+        sum(run_s) / 3600 as run_hours,
+        sum(gpu_req_s) / 3600 as gpu_hours_requested,
+        sum(gpu_used_s) / 3600 as gpu_hours_used,
+        sum(gpu_waste_s) / 3600 as gpu_hours_wasted,
+        sum(gpu_used_s) / nullif(sum(gpu_req_known_s), 0) as gpu_efficiency,
+        sum(cpu_req_s) / 3600 as cpu_hours_requested,
+        sum(cpu_used_s) / 3600 as cpu_hours_used,
+        sum(cpu_waste_s) / 3600 as cpu_hours_wasted,
+        sum(cpu_used_s) / nullif(sum(cpu_req_known_s), 0) as cpu_efficiency,
+        sum(mem_req_gbs) / 3.6e6 as mem_tb_hours_requested,
+        sum(mem_used_gbs) / 3.6e6 as mem_tb_hours_used,
+        sum(mem_waste_gbs) / 3.6e6 as mem_tb_hours_wasted,
+        sum(mem_used_gbs) / nullif(sum(mem_req_known_gbs), 0) as mem_efficiency,
+        coalesce(sum(jobs_with_samples), 0)::bigint as jobs_with_samples,
+        coalesce(sum(jobs_with_totals), 0)::bigint as jobs_with_totals,
+        coalesce(sum(jobs - jobs_with_samples - jobs_with_totals), 0)::bigint as jobs_without_usage
+    from usage_parts
 ),
 
 waits as (

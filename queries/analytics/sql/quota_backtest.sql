@@ -17,6 +17,7 @@
 -- param: min_gpu_equiv_hours double 1 >=0  less known GPU-equivalent footprint in a period: hold the previous coefficient
 with recursive
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 periods as (
     select
@@ -164,6 +165,7 @@ entity_jobs as (
              else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
     from job_period_usage as j
 ),
+-- include: _no_cube_cells
 -- include: _scores
 bounds as (
     select min(period_k) as k_first, max(period_k) as k_last from scores

@@ -19,6 +19,7 @@
 -- param: gb_per_gpu double 128 >0  memory GB that count as one GPU in GPU-equivalent footprints
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 required as (
     select case when $user::varchar is null then error('user_low_efficiency_jobs: the user parameter is required')

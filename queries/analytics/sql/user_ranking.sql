@@ -6,11 +6,21 @@
 -- param: limit_rows integer null >=0  return at most this many rows (null = all)
 with
 -- include: _jobs
+cube_wanted as (
+    -- the cube's footprint maxima and legacy task scores are at _scores' default rates and time unit
+    select $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60 as ok
+),
+-- include: _cube
 -- include: _job_usage
 -- include: _resource
 entity_jobs as (
     select j.*, j."user" as entity, 0 as period_k, ws.span_s
     from job_usage as j, window_span as ws
+),
+
+entity_cells as (
+    select c.*, c."user" as entity, 0 as period_k, ws.span_s
+    from cube_cells as c, window_span as ws
 ),
 -- include: _scores
 ranked as (

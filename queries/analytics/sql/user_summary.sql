@@ -6,6 +6,7 @@
 -- param: top_n integer 5 >=0  jobs listed
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _job_usage
 required as (
     select case when $user::varchar is null then error('user_summary: the user parameter is required')
@@ -17,6 +18,7 @@ entity_jobs as (
     from job_usage as j, window_span as ws, required
     where j."user" = required.who
 ),
+-- include: _no_cube_cells
 -- include: _scores
 job_waste_equiv as (
     select

@@ -1,0 +1,65 @@
+-- Fragment (not a query): usage_cube's cells for the window and filters, and the jobs they do not answer
+-- (`usage_scope`, what _job_usage derives per job). Needs _jobs and a CTE `cube_wanted` (one boolean column
+-- `ok`: whether the query's own parameters allow the cube, e.g. _scores' default weights); include it before
+-- _job_usage. The cube answers when use_cube is on, the window's bounds are UTC midnights or open, no filter
+-- the cube has no dimension for is set (partition, state, job_class) and the store has a cube (`rollup
+-- --rebuild` builds it for a store ingested before it): then a cell whose days [day_lo_s, day_hi_s) lie inside
+-- the window gives the sums of its jobs' whole-run figures, exactly what job_usage gives for them, and those
+-- jobs are left out of usage_scope. Everything else (a job the window cuts, a RUNNING job whose end is the
+-- window's, every job when the cube does not answer) is in usage_scope and derived per job as before.
+-- The jobs that always need the per-job path are selected by conditions on the jobs' own columns and the
+-- parameters only, so that DuckDB folds them and pushes them into the scan of `jobs`; the others are read
+-- only when the cube does not answer (a join with an empty relation is skipped).
+-- param: use_cube boolean true  answer the jobs a window of whole days holds whole from usage_cube (false: derive every job, as a store without a cube does)
+cube_off as (
+    -- one row when the cube must not answer, else none
+    select 1 as off
+    where not (coalesce($use_cube::boolean, false)
+               and (select ok from cube_wanted)
+               and $partition::varchar is null and $state::varchar is null and $job_class::varchar is null
+               and ($start::timestamptz is null or epoch_us($start::timestamptz) % 86400000000 = 0)
+               and ($end::timestamptz is null or epoch_us($end::timestamptz) % 86400000000 = 0))
+       or not exists (select 1 from usage_cube)
+),
+
+usage_scope as not materialized (
+    -- jobs no cell can answer: a RUNNING job whose end is the window's, a job the window's start or end cuts
+    -- (the days of its run reach across that bound)
+    select *
+    from filtered_jobs
+    where end_from_window
+       or ($start::timestamptz is not null
+           and floor(t_start / 86400) * 86400 < w_start
+           and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
+       or ($end::timestamptz is not null
+           and floor(t_start / 86400) * 86400 < w_end
+           and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end)
+    union all
+    -- every other job, when the cube does not answer
+    select *
+    from filtered_jobs
+    where (end_from_window
+           or ($start::timestamptz is not null
+               and floor(t_start / 86400) * 86400 < w_start
+               and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
+           or ($end::timestamptz is not null
+               and floor(t_start / 86400) * 86400 < w_end
+               and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end))
+          is not true
+      and exists (select 1 from cube_off)
+),
+
+cube_cells as (
+    -- the cells the window holds whole, under the query's cluster / account / user filters, with their team
+    select c.*, t.team
+    from usage_cube as c
+    cross join window_bounds as w
+    left join account_teams as t on t.account = c.account
+    where c.day_lo_s >= w.w_start and c.day_hi_s <= w.w_end
+      and ($cluster::varchar is null or c.cluster = $cluster::varchar)
+      and ($account_prefix::varchar is null
+           or c.account = rtrim($account_prefix::varchar, '/')
+           or starts_with(c.account, rtrim($account_prefix::varchar, '/') || '/'))
+      and ($user::varchar is null or c."user" = $user::varchar)
+      and not exists (select 1 from cube_off)
+),
