@@ -170,6 +170,8 @@ USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
     "day_lo_s": (pl.Float64, "UTC midnight at or before the jobs' run start, epoch seconds"),
     "day_hi_s": (pl.Float64, "UTC midnight at or after the jobs' run end (day_lo_s + 86400 at least)"),
     "jobs": (pl.Int64, "jobs in the cell"),
+    "t_start_min": (pl.Float64, "first run start of the cell's jobs, epoch seconds (the store's extent)"),
+    "t_end_max": (pl.Float64, "last run end of the cell's jobs, epoch seconds"),
     "run_s": (pl.Float64, "sum of the jobs' run seconds"),
     "cpu_req_s": (pl.Float64, "sum of cpu_seconds_requested"),
     "cpu_used_s": (pl.Float64, "sum of cpu_seconds_used"),

@@ -1,5 +1,6 @@
--- Fragment (not a query): usage_cube's cells for the window and filters, and the jobs they do not answer
--- (`usage_scope`, what _job_usage derives per job). Needs _jobs and a CTE `cube_wanted` (one boolean column
+-- Fragment (not a query): usage_cube's cells for the window and filters (`cube_cells`), the jobs they do not
+-- answer (`usage_scope`, what _job_usage derives per job) and the store's extent (`store_extent`), as
+-- _usage_all defines them. Needs _jobs and a CTE `cube_wanted` (one boolean column
 -- `ok`: whether the query's own parameters allow the cube, e.g. _scores' default weights); include it before
 -- _job_usage. The cube answers when use_cube is on, the window's bounds are UTC midnights or open, no filter
 -- the cube has no dimension for is set (partition, state, job_class) and the store has a cube (`rollup
@@ -62,4 +63,24 @@ cube_cells as (
            or starts_with(c.account, rtrim($account_prefix::varchar, '/') || '/'))
       and ($user::varchar is null or c."user" = $user::varchar)
       and not exists (select 1 from cube_off)
+),
+
+store_extent as (
+    -- as _usage_all's, from the cells' first starts and last ends (every cell, whatever the filters) and the
+    -- jobs no cell holds; from the jobs when the cube does not answer
+    select min(t_first) as t_first, max(t_last) as t_last
+    from (
+        select min(t_start_min) as t_first, max(t_end_max) as t_last
+        from usage_cube
+        where ($start::timestamptz is null or $end::timestamptz is null) and not exists (select 1 from cube_off)
+        union all
+        select min(t_start), max(t_end)
+        from stg_jobs
+        where ($start::timestamptz is null or $end::timestamptz is null) and end_from_window
+        union all
+        select min(t_start), max(t_end)
+        from stg_jobs
+        where ($start::timestamptz is null or $end::timestamptz is null) and not end_from_window
+          and exists (select 1 from cube_off)
+    )
 ),

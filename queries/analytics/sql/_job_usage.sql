@@ -74,7 +74,9 @@ jobs_rolled as materialized (
     from job_rates as j
     -- rows without a run interval can never answer; saying so also makes DuckDB estimate the rollup side
     -- smaller than the jobs side and build its hash table on it (numbers) rather than on the jobs (strings)
-    left join (select * from job_rollup where t_start is not null and t_end is not null and t_start <= t_end) as r
+    -- (and only when some job is in the window: with usage_cube answering, often none is)
+    left join (select * from job_rollup where t_start is not null and t_end is not null and t_start <= t_end
+               and exists (select 1 from jobs_in_window)) as r
         on r.cluster = j.cluster and r.job_id = j.job_id
 ),
 
@@ -226,8 +228,7 @@ window_span as (
     -- the window's length in seconds; an open bound is replaced by the store's extent (first start, last
     -- end of any job, whatever the filters) so that every query sees the same span
     select
-        case when any_value(w.w_end) < 'inf'::double then any_value(w.w_end) else max(j.t_end) end
-        - case when any_value(w.w_start) > '-inf'::double then any_value(w.w_start) else min(j.t_start) end as span_s
-    from window_bounds as w
-    left join stg_jobs as j on true
+        case when w.w_end < 'inf'::double then w.w_end else e.t_last end
+        - case when w.w_start > '-inf'::double then w.w_start else e.t_first end as span_s
+    from window_bounds as w, store_extent as e
 ),

@@ -1,15 +1,22 @@
--- Fragment (not a query): the resource a selection is measured in, the rule of selection_resource. Needs _jobs.
+-- Fragment (not a query): the resource a selection is measured in, the rule of selection_resource. Needs _jobs
+-- and a scope fragment (_usage_all or _cube).
 -- chosen_resource (one row): 'gpu' when the selection's jobs held GPUs inside the window or its node list
 -- (cluster / partition filters) has GPUs, else 'cpu' when they held CPU cores or the node list has cores,
 -- else 'gpu'; resource_source says which rule decided ('jobs', 'nodes', 'default'). A query whose resource
 -- (or order_by) parameter is null takes its default from here, so the default follows the data.
 resource_held as (
-    -- resource-seconds the selection's jobs held inside the window (as job_usage's requested, without usage)
-    select
-        sum(gpus * greatest(least(t_end, w_end) - greatest(t_start, w_start), 0)) as gpu_s,
-        sum(cpus * greatest(least(t_end, w_end) - greatest(t_start, w_start), 0)) as cpu_s
-    from filtered_jobs
-    where t_start is not null
+    -- resource-seconds the selection's jobs held inside the window (as job_usage's requested, without usage):
+    -- the jobs' own (usage_scope: _usage_all or _cube) and the usage_cube cells' that hold the others
+    select sum(gpu_s) as gpu_s, sum(cpu_s) as cpu_s
+    from (
+        select
+            sum(gpus * greatest(least(t_end, w_end) - greatest(t_start, w_start), 0)) as gpu_s,
+            sum(cpus * greatest(least(t_end, w_end) - greatest(t_start, w_start), 0)) as cpu_s
+        from usage_scope
+        where t_start is not null
+        union all
+        select sum(gpu_req_s), sum(cpu_req_s) from cube_cells
+    )
 ),
 
 resource_nodes as (

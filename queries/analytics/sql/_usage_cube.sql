@@ -32,6 +32,8 @@ select
     day_lo_s,
     day_hi_s,
     count(*) as jobs,
+    min(t_start) as t_start_min,
+    max(t_end) as t_end_max,
     sum(in_window_s) as run_s,
     sum(cpu_seconds_requested) as cpu_req_s,
     sum(cpu_seconds_used) as cpu_used_s,

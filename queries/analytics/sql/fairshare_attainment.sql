@@ -12,6 +12,7 @@
 -- columns then hold core-hours and capacity_gpus cores (the result keeps one shape: the caller knows its unit).
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _fairshare
 per_account as (
     select

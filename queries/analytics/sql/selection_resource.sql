@@ -6,6 +6,7 @@
 -- there are no GPUs. resource_source says why: 'jobs', 'nodes' or 'default'. The rule is the _resource fragment.
 with
 -- include: _jobs
+-- include: _usage_all
 -- include: _resource
 chosen as (
     select * from chosen_resource
