@@ -9,7 +9,8 @@
 -- cores and core-hours instead: the *_gpu_* columns then hold core-hours (one result shape for both).
 with
 -- include: _jobs
--- include: _usage_all
+cube_wanted as (select true as ok),
+-- include: _cube
 -- include: _job_usage
 -- include: _fairshare
 resource_usage as (
@@ -36,6 +37,22 @@ usage_rows as (
     left join account_team as acct on acct.account = u.account
     left join shares as s on s.team = acct.fs_team
     where u.level > 0
+    union all
+    -- the usage_cube cells the window holds whole: the same sums over their jobs that hold the resource
+    select
+        coalesce(acct.fs_team, 'unbudgeted'),
+        case when r.resource = 'cpu' then c.cpu_req_s else c.gpu_req_s end,
+        case when r.resource = 'cpu' then c.cpu_held_used_s else c.gpu_held_used_s end,
+        case when r.resource = 'cpu' then c.cpu_held_known_s else c.gpu_held_known_s end,
+        case when coalesce(s.share, 0) > 0
+             then coalesce(case when r.resource = 'cpu' then c.cpu_held_funded_s else c.gpu_held_funded_s end, 0.0)
+             else 0.0 end,
+        coalesce(case when r.resource = 'cpu' then c.cpu_held_unalloc_s else c.gpu_held_unalloc_s end, 0.0)
+    from cube_cells as c
+    cross join fs_resource as r
+    left join account_team as acct on acct.account = c.account
+    left join shares as s on s.team = acct.fs_team
+    where (case when r.resource = 'cpu' then c.cpu_held_jobs else c.gpu_held_jobs end) > 0
 ),
 
 grouped as (

@@ -1,0 +1,179 @@
+"""usage_cube (queries/analytics/cube.py): hand-computed cells, the queries that read it equal the per-job
+derivation (and the raw samples) on random stores for windows of whole days, windows cutting days and filters
+the cube has no dimension for, incremental = rebuild on random ingest orders, compaction changes no cell, and a
+store ingested before the cube gets none until a rebuild."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from queries.analytics import compact, cube, load, rollup, run
+from queries.ingest import ingest
+from queries.store import Store, connect, schema
+
+from test_queries_random import random_store
+from test_rollup import _files, _write
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
+CELL = ["cluster", "submit", "user", "account", "day_lo_s", "day_hi_s"]
+
+
+def _cells(store) -> pl.DataFrame:
+    return Store(store).read(cube.TABLE).sort(CELL)
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    # DuckDB does not fix the order of a parallel sum: the last bits of a sum may differ
+    assert_frame_equal(a, b, check_exact=False, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def _rebuilt_cells(store, tmp_path) -> pl.DataFrame:
+    copy = tmp_path / "rebuilt"
+    shutil.copytree(store, copy)
+    rollup.rebuild(copy)
+    return _cells(copy)
+
+
+def _raw(name: str, store, **params) -> pl.DataFrame:
+    """The query answered from the samples alone: the store with its rollup and cube hidden."""
+    con = connect(store, extra={t: schema.empty(t) for t in ("job_rollup", "job_day_rollup", cube.TABLE)})
+    try:
+        return run(name, con=con, **params)
+    finally:
+        con.close()
+
+
+def _ts(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+# ------------------------------------------------------------------ a hand-computed cell
+def test_hand_computed_cells(tmp_path):
+    day = 86400.0
+    jobs = pl.DataFrame({
+        "cluster": ["c"] * 4, "job_id": ["1", "2", "3", "4"], "user": ["u", "u", "u", "u"],
+        "account": ["a", "a", "a", "a"], "state": ["COMPLETED"] * 3 + ["PENDING"],
+        "submit": [_ts(0)] * 4, "start": [_ts(3600), _ts(7200), _ts(day - 600), None],
+        "end": [_ts(3600 + 1800), _ts(7200 + 600), _ts(day + 600), None],
+        "req_cpus": [4.0, 2.0, 1.0, 8.0], "cpu_seconds_used": [3600.0, 600.0, 600.0, None]})
+    store = tmp_path / "store"
+    ingest([_write(jobs, tmp_path / "jobs.parquet")], store, fmt="parquet")
+    cells = _cells(store)
+    t0 = T0.timestamp()
+    # jobs 1 and 2 run inside the first day: one cell; job 3 crosses midnight: a cell of two days; job 4 never
+    # started: none
+    assert cells.select("day_lo_s", "day_hi_s", "jobs").rows() == [(t0, t0 + day, 2), (t0, t0 + 2 * day, 1)]
+    one = cells.row(0, named=True)
+    assert one["run_s"] == pytest.approx(1800 + 600)
+    assert one["cpu_req_s"] == pytest.approx(4 * 1800 + 2 * 600)
+    assert one["cpu_used_s"] == pytest.approx(3600 + 600)  # from totals: 2 and 1 CPUs over the runs
+    assert one["cpu_waste_s"] == pytest.approx(4 * 1800 - 3600 + 2 * 600 - 600)
+    assert one["jobs_with_totals"] == 2 and one["jobs_with_samples"] == 0
+    assert one["footprint_max_s"] == pytest.approx(4 * 1800 / 16 + 16 * 1800 / 128)  # req_mem null: 0
+    assert one["t_start_min"] == pytest.approx(t0 + 3600) and one["t_end_max"] == pytest.approx(t0 + 7800)
+    # a window of the first day holds the first cell, cuts the second: job 3 is derived on its own
+    over = run("overview", store, start="2026-03-02", end="2026-03-03")
+    assert over["jobs"].item() == 3
+    assert over["cpu_hours_requested"].item() == pytest.approx((4 * 1800 + 2 * 600 + 600) / 3600)
+
+
+# ------------------------------------------------------------------ queries: cube = per job = raw samples
+WINDOWS = [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-05"}, {"end": "2026-03-06"},
+           {"end": "2026-03-06", "user": "u2"}, {"start": "2026-03-04", "account_prefix": "org/a"},
+           {"cluster": "east"}, {"start": "2026-03-04 07:30"}, {"end": "2026-03-06 12:00", "cluster": "east"},
+           {"state": "COMPLETED"}, {"partition": "gpu"}, {"job_class": "training"},
+           {"cpus_per_gpu": 8.0}, {"legacy_time_unit_s": 3600.0}, {"team_level": 2, "start": "2026-03-03"}]
+QUERIES = ["user_ranking", "team_ranking", "overview", "metric_pyramid", "selection_resource", "user_summary"]
+
+
+@pytest.fixture(scope="module")
+def cubed_store(tmp_path_factory):
+    root = random_store(tmp_path_factory.mktemp("cube_random"), seed=11)
+    rollup.rebuild(root)
+    assert _cells(root).height > 20
+    return root
+
+
+@pytest.mark.parametrize("params", WINDOWS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "all")
+@pytest.mark.parametrize("name", QUERIES)
+def test_queries_from_the_cube_equal_the_per_job_derivation(cubed_store, name, params):
+    takes = {p.name for p in load(name).params}
+    params = {k: v for k, v in params.items() if k in takes}
+    if name == "user_summary":
+        params.setdefault("user", "u3")
+    got = run(name, cubed_store, **params)
+    assert got.height
+    _same(got, _raw(name, cubed_store, **params))
+    if "use_cube" in takes:
+        _same(got, run(name, cubed_store, **params, use_cube=False))
+
+
+def test_the_queries_do_read_the_cube(cubed_store, tmp_path):
+    """Not vacuous: doubling the cells' used CPU changes the rankings and the overview over an open window and a
+    window of whole days, and nothing when the window cuts every day or the cube is switched off."""
+    store = tmp_path / "tampered"
+    shutil.copytree(cubed_store, store)
+    with Store(store).transaction() as tx:
+        cube._write(tx, _cells(store).with_columns(pl.col("cpu_used_s") * 2), cube._months(_cells(store)))
+    for params in ({}, {"start": "2026-03-03", "end": "2026-03-09"}):
+        honest, tampered = run("overview", cubed_store, **params), run("overview", store, **params)
+        assert tampered["cpu_hours_used"].item() > honest["cpu_hours_used"].item() * 1.2
+        ranked = run("user_ranking", store, **params).join(run("user_ranking", cubed_store, **params), on="user")
+        assert (ranked["cpu_hours_used"] > ranked["cpu_hours_used_right"] * 1.05).sum() >= 5
+    for params in ({"start": "2026-03-03 06:00"}, {"use_cube": False}):
+        _same(run("overview", store, **params), run("overview", cubed_store, **params))
+
+
+# ------------------------------------------------------------------ maintenance
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_incremental_equals_rebuild_on_random_ingest_orders(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    paths = _files(tmp_path, seed)  # jobs files move the snapshot: RUNNING jobs' runs grow
+    order = [paths[i] for i in rng.permutation(len(paths))]
+    order += [order[int(rng.integers(len(order)))]]  # a re-ingest of the same bytes
+    store = tmp_path / "store"
+    for k, p in enumerate(order):
+        batch = [p] if k != 2 else [p, order[0]]
+        ingest(batch, store, fmt="parquet")
+        _same(_cells(store), _rebuilt_cells(store, tmp_path / f"r{k}"))
+    cells = _cells(store)
+    jobs = Store(store).read("jobs")
+    started = jobs.filter(pl.col("start").is_not_null())
+    assert cells.height and cells["jobs"].sum() <= started.height
+    assert cells.filter(pl.col("day_hi_s") - pl.col("day_lo_s") > 86400).height  # runs across midnight
+    for params in ({}, {"start": "2026-03-03", "end": "2026-03-06"}):
+        _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
+
+
+def test_compaction_changes_no_cell(cubed_store, tmp_path):
+    store = tmp_path / "compacted"
+    shutil.copytree(cubed_store, store)
+    before = _cells(store)
+    done = compact.compact(store, keep_s=3 * 86400)
+    assert done.replaced > 0
+    _same(_cells(store), before)
+    _same(run("user_ranking", store), run("user_ranking", cubed_store))
+
+
+def test_a_store_ingested_before_the_cube_gets_none_until_a_rebuild(cubed_store, tmp_path):
+    store = tmp_path / "old"
+    shutil.copytree(cubed_store, store)
+    manifest = json.loads((store / "_manifest.json").read_text())
+    manifest["tables"].pop(cube.TABLE)
+    (store / "_manifest.json").write_text(json.dumps(manifest))
+    late = pl.DataFrame({"cluster": ["east"], "job_id": ["late-1"], "user": ["u1"], "account": ["lab"],
+                         "state": ["COMPLETED"], "submit": [_ts(86400)], "start": [_ts(86400)],
+                         "end": [_ts(90000)], "req_cpus": [2.0]})
+    ingest([_write(late, tmp_path / "late.parquet")], store, fmt="parquet")
+    assert cube.TABLE not in json.loads((store / "_manifest.json").read_text())["tables"]  # no partial cube
+    _same(run("user_ranking", store), run("user_ranking", store, use_cube=False))
+    rollup.rebuild(store)
+    assert _cells(store)["jobs"].sum() == _cells(cubed_store)["jobs"].sum() + 1
+    _same(run("user_ranking", store), run("user_ranking", store, use_cube=False))
