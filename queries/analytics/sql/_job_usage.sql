@@ -74,9 +74,13 @@ jobs_rolled as materialized (
     from job_rates as j
     -- rows without a run interval can never answer; saying so also makes DuckDB estimate the rollup side
     -- smaller than the jobs side and build its hash table on it (numbers) rather than on the jobs (strings)
-    -- (and only when some job is in the window: with usage_cube answering, often none is)
-    left join (select * from job_rollup where t_start is not null and t_end is not null and t_start <= t_end
-               and exists (select 1 from jobs_in_window)) as r
+    -- (and only when some job is in the window: with usage_cube answering, often none is; and only rows whose
+    -- run meets the window, said on the row's own columns so that DuckDB skips the files of other months)
+    left join (select * from job_rollup
+               where t_start is not null and t_end is not null and t_start <= t_end
+                 and t_start < coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double)
+                 and t_end >= coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double)
+                 and exists (select 1 from jobs_in_window)) as r
         on r.cluster = j.cluster and r.job_id = j.job_id
 ),
 

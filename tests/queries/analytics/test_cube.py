@@ -76,7 +76,7 @@ def test_hand_computed_cells(tmp_path):
     assert one["cpu_used_s"] == pytest.approx(3600 + 600)  # from totals: 2 and 1 CPUs over the runs
     assert one["cpu_waste_s"] == pytest.approx(4 * 1800 - 3600 + 2 * 600 - 600)
     assert one["jobs_with_totals"] == 2 and one["jobs_with_samples"] == 0
-    assert one["footprint_max_s"] == pytest.approx(4 * 1800 / 16 + 16 * 1800 / 128)  # req_mem null: 0
+    assert one["footprint_max_s"] == pytest.approx(4 * 1800 / 16)  # job 1: 4 CPUs = 1/4 GPU; no GPU, no memory
     assert one["t_start_min"] == pytest.approx(t0 + 3600) and one["t_end_max"] == pytest.approx(t0 + 7800)
     # a window of the first day holds the first cell, cuts the second: job 3 is derived on its own
     over = run("overview", store, start="2026-03-02", end="2026-03-03")
