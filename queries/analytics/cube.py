@@ -18,8 +18,7 @@ Invariants:
   snapshot, before and after), from the store as the transaction will commit it, and replaces those
   partitions. A cell's jobs all live in one month partition of ``jobs`` and ``job_rollup``, so the refresh
   reads those partitions only (its cost grows with the months an ingest touches, as the jobs upsert's does).
-- Compaction of the samples changes no job figure, so no cell (``compact`` may re-derive touched months: the
-  same rows).
+- Compaction's rollup refresh re-derives the months whose samples it coarsened, as an ingest's does.
 """
 from __future__ import annotations
 
