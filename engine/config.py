@@ -14,6 +14,8 @@ Invariants:
 - The ``priority_*`` fields matter only to the ``multifactor`` policy: under any other they must keep their
   defaults (a weight that would be silently ignored is a one-line error) and are left out of ``params()`` (older
   runs' metrics.json stay byte-identical); the default weights (age only) give FCFS order.
+- ``max_running_jobs_per_user`` 0 (the default) is no limit and is left out of ``params()``: every output stays
+  byte-identical to a build without the knob.
 - Nothing here reads the wall clock; ``seed`` feeds the single random generator (``rng()``), used only for
   the optional random node drains (``node_mtbf_s``).
 """
@@ -185,6 +187,8 @@ class SimConfig:
     priority_weight_fairshare: float = 0.0
     priority_max_age_s: float = WEEK_S        # Slurm's PriorityMaxAge (default 7 days)
     priority_calc_period_s: float = 300.0     # Slurm's PriorityCalcPeriod: fair-share factors refreshed this often
+    max_running_jobs_per_user: int = 0        # Maui's MAXJOB, Slurm's MaxJobsPerUser: a user's jobs running at
+    #                                           once (engine.user_limits); 0 = no limit
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)
@@ -199,7 +203,8 @@ class SimConfig:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if (f.name in ("qos_preempts", "sched_interval_s", "capacity_events") and not v) or (f.name == "sched_cycle" and v == "all") \
+            if (f.name in ("qos_preempts", "sched_interval_s", "capacity_events", "max_running_jobs_per_user")
+                    and not v) or (f.name == "sched_cycle" and v == "all") \
                     or (f.name.startswith("priority_") and self.policy != "multifactor"):
                 continue  # absent unless used: older runs' metrics.json stay byte-identical
             if f.name == "budgets":
@@ -233,6 +238,9 @@ class SimConfig:
         k = self.backfill_max_job_test
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
             bad("backfill_max_job_test", f"must be an integer >= 0, got {k!r}")
+        u = self.max_running_jobs_per_user
+        if isinstance(u, bool) or not isinstance(u, int) or u < 0:
+            bad("max_running_jobs_per_user", f"must be an integer >= 0 (0: no limit), got {u!r}")
         t = self.preemption_threshold
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not (0.0 <= t < 1.0):
             bad("preemption_threshold", f"must be a fraction in [0, 1), got {t!r}")

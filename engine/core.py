@@ -67,6 +67,7 @@ from .qstats import QueueStats
 from .pool import Pool
 from .tenants import Budgeting, Ledger
 from .units import INF, UNLIMITED
+from .user_limits import UserLedger
 
 
 
@@ -84,7 +85,8 @@ class Simulator:
     - the running set: ``running_by_end`` (estimated end, seq, job), ``version`` (bumps on every change);
     - usage tallies: ``held`` per account, ``ledger`` (window usage, ``tenants.Ledger``), ``charge`` (bucket
       policies);
-    - owned by the seams: ``caps`` (``caps.CapLedger``: borrowing caps), ``preempting`` (``preempt.PreemptState``:
+    - owned by the seams: ``caps`` (``caps.CapLedger``: borrowing caps), ``users`` (``user_limits.UserLedger``:
+      per-user running limits), ``preempting`` (``preempt.PreemptState``:
       victims, burst, guaranteed tallies, memos), ``health`` (``health.Health``: node events), ``waits``
       (``reasons.WaitReasons``: wait reasons per attempt), ``intervals`` (the attempts' log);
     - ``counters``: the run's tallies (passes, preemption rounds, backfill cap hits), the one group any kernel
@@ -157,6 +159,7 @@ class Simulator:
         self._resv_key, self._resv = None, None
         self._head_order = None
         self.caps = CapLedger(self.budgeting, wl, self.min_rt, policy, cfg)
+        self.users = UserLedger(wl, cfg)  # per-user running limits (off: nothing reads it)
         self.ordered = True   # whether the running pass's jobs come from the queue order (``schedule``)
         self.health = health.Health(self)
         self.pass_fn = self.backfill.pass_for(self)
@@ -340,6 +343,8 @@ class Simulator:
         h[2] += m
         if self.caps.on:
             self.caps.hold(j, g)
+        if self.users.on:
+            self.users.hold(j, 1)
         if self.track_usage and self.charge[j]:
             self.ledger.change(a, now, self.charge[j])  # charge is only built for fairshare / drf
         if self.preempting.on:
@@ -357,6 +362,8 @@ class Simulator:
         h[2] -= self.req_m[j]
         if self.caps.on:
             self.caps.hold(j, -self.req_g[j])
+        if self.users.on:
+            self.users.hold(j, -1)
         if self.track_usage and self.charge[j]:
             self.ledger.change(a, now, -self.charge[j])
         preempt.on_stop(self, j)
@@ -450,6 +457,8 @@ class Simulator:
         h[2] += self.req_m[j]
         if self.caps.on:
             self.caps.hold(j, self.req_g[j])
+        if self.users.on:  # a job running at the warm start counts against its user
+            self.users.hold(j, 1)
         preempt.on_pin(self, j, T)
 
     def charge_as_logged(self, j, g, c) -> None:

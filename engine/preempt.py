@@ -353,6 +353,8 @@ def rounds(sim, now) -> None:
             return
         if sim.caps.on and sim.caps.over(J, now):
             return
+        if sim.users.on and sim.users.over(J):  # the preemptor obeys its user's limit (a backfilled job of its
+            return                              # user may have taken the last slot since J blocked)
         # a search fails again until J's nodes change or a job becomes preemptible (guarantees: any change)
         key = (J, sim.pool.gepoch[sim.group[J][0]], pre.added,
                sim.version if sim.cfg.quota == "guarantee" else 0)

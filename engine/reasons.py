@@ -11,7 +11,7 @@ Invariants:
 """
 from __future__ import annotations
 
-REASONS = ("resources", "fragmentation", "reservation", "quota", "priority")
+REASONS = ("resources", "fragmentation", "reservation", "quota", "user_limit", "priority")
 
 
 class WaitReasons:

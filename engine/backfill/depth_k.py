@@ -5,6 +5,8 @@ earliest fit on the profile of running jobs' estimated ends and earlier reservat
 it fits for its whole limit (stretched by the walltime margin once a reservation exists) without touching any
 reservation. Conservative = K unbounded: every queued job holds a reservation, rebuilt at every full pass.
 
+A job its user's running limit holds back (``user_limits``) is noted "user_limit" and reserves nothing.
+
 Invariant: with exact run-time estimates every job starts no later than the first reservation it got (tested).
 Within a pass the profile only loses capacity, so each request shape keeps the earliest starts found per
 duration as lower bounds for later searches (``_lower_bound``/``_record``): exact, and tested against a
@@ -17,6 +19,7 @@ import bisect
 from .. import capacity
 from ..profile import Profile, ScalarProfile
 from ..units import INF
+from ..user_limits import REASON as USER_LIMIT
 from .scan import sort_backfill, why
 
 
@@ -36,6 +39,7 @@ def profile_pass(sim, now, jobs, state):
     est, note = sim.limit_left, sim.waits.note
     inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
     capped = sim.caps.on
+    limited, over_user = sim.users.on, sim.users.over
     started = []
     jobs = iter(jobs)
     if state.blocked is None:
@@ -73,6 +77,9 @@ def profile_pass(sim, now, jobs, state):
             state.tested += 1
         if capped and sim.caps.over(j, now):
             note(j, "quota", now)
+            continue
+        if limited and over_user(j):  # not eligible: it reserves nothing
+            note(j, USER_LIMIT, now)
             continue
         grp = sim.group[j]
         nodes = grp[1] if not sim.gang[j] else grp[2]
@@ -112,6 +119,7 @@ def _scalar_profile_loop(sim, now, order, state, prof, inv):
     est, note, reserved = sim.limit_left, sim.waits.note, sim.reserved
     ts, fs = prof.times, prof.free
     depth = sim.depth
+    limited, over_user = sim.users.on, sim.users.over
     started = []
     bisect_right, bisect_left = bisect.bisect_right, bisect.bisect_left
     if state.lower is None:
@@ -124,6 +132,9 @@ def _scalar_profile_loop(sim, now, order, state, prof, inv):
                 sim.counters["backfill_cap_hits"] += 1
                 break
             state.tested += 1
+        if limited and over_user(j):  # not eligible: it reserves nothing
+            note(j, USER_LIMIT, now)
+            continue
         s = size[j]
         e_j = est[j]
         dur = e_j * inv if state.nres else e_j

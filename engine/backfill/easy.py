@@ -12,6 +12,10 @@ Kernels here, one meaning (tests check they agree with each other and with ``dep
 - ``scalar_pass``: processor-count mode without borrowing caps, plain integers;
 - ``node_pass``/``_backfill``: node placement: the reservation and the extra resources are per node.
 
+A job whose user already runs ``max_running_jobs_per_user`` jobs (``user_limits``) is skipped with the reason
+"user_limit" wherever it is examined: it neither starts nor becomes the blocked job (no reservation), as a job a
+borrowing cap holds back.
+
 ``backfill_max_job_test`` (Slurm's bf_max_job_test; default None = all) stops each pass after that many
 backfill candidates (counted after the first blocked job, across the incremental passes continuing it; cut
 passes are counted in ``metrics["scheduler"]["backfill_cap_hits"]``); a capped scan takes none of the
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 from .. import capacity
 from ..units import INF, UNLIMITED
+from ..user_limits import REASON as USER_LIMIT
 from .depth_k import profile_pass
 from .fastpath import fast_kernel
 from .scan import sort_backfill, tested, why
@@ -47,9 +52,13 @@ def scalar_pass(sim, now, jobs, state):
     started = []
     if state.stopped:
         return started
+    limited, over_user = sim.users.on, sim.users.over
     it = iter(jobs)
     if state.blocked is None:
         for j in it:
+            if limited and over_user(j):  # not eligible: no reservation either
+                note(j, USER_LIMIT, now)
+                continue
             s = size[j]
             if s <= res[0]:
                 start(j, now, ((0, 0, s, 0),) if use_c else ((0, s, 0, 0),))
@@ -88,6 +97,9 @@ def scalar_pass(sim, now, jobs, state):
     for j in tested(sim, state, sort_backfill(sim, it)):
         if free <= 0 and exact:
             break
+        if limited and over_user(j):
+            note(j, USER_LIMIT, now)
+            continue
         s = size[j]
         if s > free:
             note(j, "resources", now)
@@ -170,11 +182,15 @@ def node_pass(sim, now, jobs, state):
         return started
     capped = sim.caps.on
     needs_cap = sim.caps.needs(sim.ordered)
+    limited, over_user = sim.users.on, sim.users.over
     it = iter(jobs)
     if state.blocked is None:
         for j in it:
             if capped and needs_cap[j] and sim.caps.over(j, now):
                 note(j, "quota", now)
+                continue
+            if limited and over_user(j):  # not eligible: no reservation either
+                note(j, USER_LIMIT, now)
                 continue
             grp = group[j]
             pl = _place(pool, grp, gangs[j], req_g[j], req_c[j], req_m[j], None)
@@ -221,6 +237,8 @@ def node_pass(sim, now, jobs, state):
                 return "reservation"
         if capped and needs_cap[j] and over_cap(j, now):
             return "quota"
+        if limited and over_user(j):
+            return USER_LIMIT
         g, c, m = req_g[j], req_c[j], req_m[j]
         b = bounds(group[j])
         if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
@@ -250,6 +268,7 @@ def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, cap
     nothing_fits = sim.qstats.nothing_fits
     exact = sim.cfg.backfill_max_job_test is None
     needs_cap = sim.caps.needs(sim.ordered)
+    limited, over_user = sim.users.on, sim.users.over
     for j in tested(sim, state, sort_backfill(sim, it)):
         if exact and state.n_failed_short >= n_shapes:
             break
@@ -265,6 +284,9 @@ def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, cap
             continue
         if capped and needs_cap[j] and over_cap(j, now):
             note(j, "quota", now)
+            continue
+        if limited and over_user(j):
+            note(j, USER_LIMIT, now)
             continue
         grp = group[j]
         g, c, m, gang = req_g[j], req_c[j], req_m[j], gangs[j]

@@ -1,5 +1,5 @@
 """Fast kernel for the common replay: processor-count mode, FCFS, no backfill or EASY in queue order, and
-every other feature idle (no preemption, no node events, no budget caps). The rules offer it as their
+every other feature idle (no preemption, no node events, no budget caps, no per-user running limit). The rules offer it as their
 ``whole_run`` (``fast_kernel``) where it applies.
 
 It is the same algorithm as ``core.Simulator.run`` + ``easy.scalar_pass`` with the generic machinery
@@ -55,7 +55,7 @@ def applies(sim) -> bool:
     cfg = sim.cfg
     return (ENABLED and sim.pool.cluster.procs_mode and sim.policy.supports_fastpath and sim.depth <= 1
             and cfg.backfill_order == "queue" and cfg.backfill_max_job_test is None and not sim.preempting.on
-            and not sim.health.events and not sim.caps.on and sim.wl.warm_s is None
+            and not sim.health.events and not sim.caps.on and not sim.users.on and sim.wl.warm_s is None
             and not cfg.sched_interval_s)
 
 

@@ -1,7 +1,8 @@
 """Linear in the backlog: the fair-share order skips a capped bucket's held-back request classes unseen
 (``policies.buckets.BucketQueue`` class index, ``fairshare._capped_segment``). It must change nothing: runs with
 the skipping on and off (``buckets.SKIP``) give identical jobs (wait reasons included), timelines and metrics,
-across policies x backfill rules x min-runtime contracts, with caps at several levels of the budget tree."""
+across policies x backfill rules x min-runtime contracts, with caps at several levels of the budget tree, with and
+without a per-user running limit."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,6 +38,7 @@ def random_capped_workload(seed, n):
         "account": rng.choice(ACCOUNTS, n, p=[.35, .2, .2, .15, .1]),
         "job_class": rng.choice(["training", "debug"], n),
         "min_runtime_s": pl.Series(rng.choice([np.nan, 0.0, 30.0], n)).fill_nan(None),
+        "user": rng.choice(["u1", "u2", "u3", "u4"], n),  # drawn last: the columns above are as before
     })
 
 
@@ -60,12 +62,14 @@ def assert_identical(a, b):
 @given(seed=st.integers(0, 10**6), n=st.integers(5, 120),
        policy=st.sampled_from(["fairshare", "drf", "fcfs", "multifactor"]),
        backfill=st.sampled_from(BACKFILL), contract=st.sampled_from(CONTRACTS), budgets=st.sampled_from(CAPPED),
-       interval=st.sampled_from([0.0, 0.0, 7.0]))
-def test_skipping_capped_classes_changes_nothing(monkeypatch, seed, n, policy, backfill, contract, budgets, interval):
+       interval=st.sampled_from([0.0, 0.0, 7.0]), user_limit=st.sampled_from([0, 0, 1, 3]))
+def test_skipping_capped_classes_changes_nothing(monkeypatch, seed, n, policy, backfill, contract, budgets, interval,
+                                                 user_limit):
     rule, depth = backfill
     cfg = SimConfig(policy=policy, backfill=rule, reservation_depth=depth, budgets=budgets, lookback_s=300,
                     min_runtime_by_class=contract, checkpoint_interval_s=(None, 15.0)[seed % 2],
-                    sched_interval_s=interval, sched_cycle=("all", "backfill")[seed % 3 == 0])
+                    sched_interval_s=interval, sched_cycle=("all", "backfill")[seed % 3 == 0],
+                    max_running_jobs_per_user=user_limit)
     on, off = run_skip_on_off(monkeypatch, random_capped_workload(seed, n), Cluster.uniform(2, 4, 16), cfg)
     assert_identical(on, off)
 
