@@ -12,7 +12,10 @@ oldest waiting job fit it, ``idle_capacity.suspect_outages``, that the replay dr
 of named nodes, a processor count under ``--procs`` (``engine.capacity``); each
 replay drains only what the log of its own window shows: the training replays the training part's, the held-back
 ones the held-back part's, so nothing after the split informs the choice - but a held-back replay does read its
-own window's log for these facts of the machine, as a what-if on that past would). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
+own window's log for these facts of the machine, as a what-if on that past would) and the per-user running limit
+(``max_running_jobs_per_user``, ``USER_LIMIT``: 0 = none, else 1..``MAX_USER_LIMIT``; its evidence,
+``user_limit_evidence``, is each user's largest number of jobs running at once in the training part and the wait
+spent by users sitting at it beside idle capacity that fit their waiting job). ``run`` replays the *training* window [t0, split) once per candidate setting, each warm-started from the logged state at t0, scores each with
 ``fidelity.loss`` and keeps the lowest (ties: the earlier candidate in the grid, so the result does not depend on
 which worker finished first). The held-back window [split, t1) never informs the choice: it is replayed
 warm-started at ``split`` (the log's state then) under each candidate and the base value, and reported.
@@ -53,6 +56,9 @@ WEIGHT_BOUNDS = {"priority_weight_age": (0.0, 10.0), "priority_weight_size": (-1
                  "priority_weight_fairshare": (0.0, 10.0)}
 KNOBS = KNOBS + WEIGHTS
 DRAIN = "capacity_drain_fraction"   # a calibration setting, saved as the node / processor drains it stands for
+USER_LIMIT = "max_running_jobs_per_user"  # Maui's MAXJOB / Slurm's MaxJobsPerUser; 0 = no limit
+MAX_USER_LIMIT = 1000  # a limit above any log's per-user ceiling binds nobody: the bound keeps the grid sane
+KNOBS = KNOBS + (USER_LIMIT,)
 DEFAULT_CYCLES = ("all", "backfill")
 FILE_FORMAT = "quotaloop-simconfig/1"
 
@@ -135,11 +141,12 @@ def _seconds(t) -> float | None:
 
 
 def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margins=(None,),
-               weights=(None,), drains=(None,)) -> list[dict]:
+               weights=(None,), drains=(None,), user_limits=(None,)) -> list[dict]:
     """The knob settings to try: every cycle length of ``grid`` with every ``sched_cycle`` of ``cycles``, every
     reservation depth of ``depths``, every walltime margin of ``margins`` and every (age, size, fair share)
     triple of ``weights`` and every drain fraction of ``drains`` (None: the modeled value, left out of the
-    setting), in that order, without the duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
+    setting), in that order, each with every per-user running limit of ``user_limits`` (0: none), without the
+    duplicates (a 0 s cycle is the every-event loop whatever the scope)."""
     out = []
     for v in grid:
         for c in cycles:
@@ -158,6 +165,8 @@ def candidates(grid=DEFAULT_GRID_S, cycles=DEFAULT_CYCLES, depths=(None,), margi
                                 cand[DRAIN] = float(f)
                             if cand not in out:
                                 out.append(cand)
+    if any(u is not None for u in user_limits):
+        out = [c if u is None else {**c, USER_LIMIT: int(u)} for c in out for u in user_limits]
     return out
 
 
@@ -254,7 +263,7 @@ def estimate_evidence(jobs: pl.DataFrame) -> dict:
 
 def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, workers: int = 1,
         cycles=("all",), depths=(None,), margins=(None,), weights=(None,), ray_address: str | None = None,
-        drains=(None,)) -> dict:
+        drains=(None,), user_limits=(None,)) -> dict:
     """Calibrate the knobs over ``candidates(grid, cycles, depths, margins, weights, drains)`` on [t0, split) and
     replay the held-back [split, t1) (``t1`` None: to the end of the log) under every candidate and the base
     setting, all in one pool.
@@ -264,7 +273,7 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
     reports under the base configuration and the chosen one, and the number of replays. ``ray_address``: run the
     replays as Ray tasks there ("local": a local Ray, "auto": the running cluster, "ray://host:port") instead of
     the local pool (``workers`` is then unused); RuntimeError when Ray is not installed."""
-    cands = candidates(grid, cycles, depths, margins, weights, drains)
+    cands = candidates(grid, cycles, depths, margins, weights, drains, user_limits)
     base_k = {KNOB: float(base.sched_interval_s), "sched_cycle": base.sched_cycle if base.sched_interval_s else "all"}
     if any(d is not None for d in depths):
         base_k["reservation_depth"] = base.depth
@@ -272,6 +281,8 @@ def run(jobs: pl.DataFrame, cluster, base, t0, split, t1, grid=DEFAULT_GRID_S, w
         base_k["walltime_margin"] = float(base.walltime_margin)
     if any(w is not None for w in weights):
         base_k.update((k, float(getattr(base, k))) for k in WEIGHTS)
+    if any(u is not None for u in user_limits):
+        base_k[USER_LIMIT] = int(base.max_running_jobs_per_user)
     if any(f is not None for f in drains):
         base_k[DRAIN] = 0.0
         outages = {"train": _outages(jobs, cluster, t0, split), "held": _outages(jobs, cluster, split, t1)}
@@ -372,6 +383,12 @@ def read_config_file(path) -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
                 raise ValueError(f"{path}: config.{k}: must be a number in [{lo:g}, {hi:g}], got {v!r}")
             out[k] = float(v)
+            continue
+        if k == USER_LIMIT:
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_USER_LIMIT:
+                raise ValueError(f"{path}: config.{k}: must be an integer in [0, {MAX_USER_LIMIT}] (0: no limit), "
+                                 f"got {v!r}")
+            out[k] = v
             continue
         if k == "sched_cycle":
             if v not in DEFAULT_CYCLES:

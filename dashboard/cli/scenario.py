@@ -3,7 +3,7 @@
     quotaloop scenario NAME --store DIR [--budgets budgets.toml] [--cluster NAME] [--window 7d]
         [--end latest|YYYY-MM-DD|ISO] [--cold-start] [--policy fairshare] [--backfill easy] [--seed N]
         [--config-file calibration.json] [--sched-interval DURATION [--sched-cycle all|backfill]]
-        [kind options] --out DIR [--json]
+        [--max-jobs-per-user N] [kind options] --out DIR [--json]
 
 NAME: ``shares`` (--share PATH=X, --guarantee PATH=GPUS), ``backfill`` (--to none|easy|conservative,
 --reservation-depth K, --walltime-margin F), ``min-runtime`` (--min-runtime [CLASS=]DURATION ..., default
@@ -30,7 +30,7 @@ replays only the jobs submitted in the window on an empty cluster (barely conten
 Without ``--budgets`` each account gets share 1.
 ``--config-file`` applies the knobs ``quotaloop validate --calibrate`` saved (its ``calibration.json``, read by the
 same loader as ``simulate --config-file``) to the baseline, and so to the scenario, which the kind then changes;
-``--sched-interval`` / ``--sched-cycle`` given explicitly win over the file. (``--reservation-depth`` is the
+``--sched-interval`` / ``--sched-cycle`` / ``--max-jobs-per-user`` given explicitly win over the file. (``--reservation-depth`` is the
 ``backfill`` kind's scenario depth here, never the baseline's: a calibrated depth applies to the baseline.)
 Without ``--config-file`` the store's own calibration (``STORE/calibration.json``, ``validate --calibrate --save``)
 applies, said on stderr; ``--no-calibration`` ignores it.
@@ -79,6 +79,9 @@ def register(sub):
                    help="scheduler cycle of both runs: a pass every DURATION (wins over --config-file)")
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
                    help="with --sched-interval: all passes wait for the cycle or only backfilling")
+    p.add_argument("--max-jobs-per-user", type=int, metavar="N",
+                   help="per-user running limit of both runs (Maui's MAXJOB, Slurm's MaxJobsPerUser; 0 = none; "
+                        "wins over --config-file)")
     g = p.add_argument_group("shares")
     g.add_argument("--share", action="append", default=[], metavar="PATH=X", help="new share of a budget node")
     g.add_argument("--guarantee", action="append", default=[], metavar="PATH=GPUS", help="new guaranteed GPUs")
@@ -181,6 +184,7 @@ def sim_knobs(args) -> dict:
 
     return calibrated_knobs(argparse.Namespace(config_file=args.config_file, sched_interval=args.sched_interval,
                                                sched_cycle=args.sched_cycle, reservation_depth=None,
+                                               max_jobs_per_user=args.max_jobs_per_user,
                                                store=args.store, no_calibration=args.no_calibration,
                                                policy=args.policy), discover=True)
 

@@ -8,7 +8,7 @@
         [--replay none|logged] [--warm-start TIME [--window-end TIME]] [--attainment-history] [--seed N]
         [--drain NODES@TIME[..END] | PROCS@TIME..END (--procs)]... [--drain-file CSV] [--node-mtbf DURATION] [--repair-time DURATION]
         [--qos-preempt QOS=QOS[,QOS]]... [--sched-interval DURATION [--sched-cycle all|backfill]]
-        [--config-file calibration.json]
+        [--max-jobs-per-user N] [--config-file calibration.json]
         --out DIR [--json]
 
 ``--out DIR`` gets ``jobs.parquet`` (simulated jobs in the store's jobs schema plus wait_s, node list,
@@ -40,7 +40,8 @@ bf_interval, Maui's poll interval; default 0 = a pass at every event); ``--sched
 (queue order, no backfill) at every event and lets only backfilling wait for the cycle, as Slurm's
 event-triggered scheduler does. ``--config-file`` applies the knobs a
 ``quotaloop validate --calibrate`` saved (its ``calibration.json``: cycle, scope, reservation depth); a flag given
-explicitly wins over the file. With ``--store`` and no ``--config-file``, the store's own calibration
+explicitly wins over the file. ``--max-jobs-per-user N`` caps each user's running jobs at N (Maui's MAXJOB, Slurm's
+MaxJobsPerUser; a job over it waits with the reason ``user_limit``). With ``--store`` and no ``--config-file``, the store's own calibration
 (``STORE/calibration.json``, ``validate --calibrate --save``) applies, said on stderr; ``--no-calibration`` ignores it.
 With ``--workload`` the summary (and ``metrics.json``'s ``workload``) first counts what reading the file found,
 ``read = accepted + rejected``: a record the reader rejects is never simulated nor counted as skipped.
@@ -113,6 +114,7 @@ def register(sub):
     p.add_argument("--sched-cycle", choices=["all", "backfill"],
                    help="with --sched-interval: all passes wait for the cycle (all, default) or only backfilling "
                         "(backfill: a main pass in queue order at every event, as Slurm's)")
+    add_user_limit_flag(p)
     p.add_argument("--config-file", metavar="JSON", help="calibrated knobs saved by `quotaloop validate --calibrate` "
                    "(default with --store: the store's own calibration.json, if any)")
     p.add_argument("--no-calibration", action="store_true",
@@ -121,6 +123,13 @@ def register(sub):
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     return p
+
+
+def add_user_limit_flag(p) -> None:
+    """``--max-jobs-per-user N`` (``SimConfig.max_running_jobs_per_user``), shared by simulate, validate, scenario."""
+    p.add_argument("--max-jobs-per-user", type=int, metavar="N",
+                   help="per-user running limit: a user's jobs running at once (Maui's MAXJOB, Slurm's "
+                        "MaxJobsPerUser); 0 = no limit (default 0, or --config-file's)")
 
 
 def add_layout_flags(p, verb: str) -> None:
@@ -333,7 +342,8 @@ def run(args) -> int:
 def calibrated_knobs(args, *, discover: bool = False) -> dict:
     """SimConfig fields from the calibration (``--config-file``; with ``discover`` also the store's own
     ``calibration.json`` unless ``--no-calibration``: ``dashboard.whatif.calibration``), then the explicit
-    ``--sched-interval`` / ``--sched-cycle`` / ``--reservation-depth`` / ``--walltime-margin`` flags, which win."""
+    ``--sched-interval`` / ``--sched-cycle`` / ``--reservation-depth`` / ``--walltime-margin`` /
+    ``--max-jobs-per-user`` flags, which win."""
     from dashboard.whatif import calibration
     from engine import parse_duration
 
@@ -358,6 +368,8 @@ def calibrated_knobs(args, *, discover: bool = False) -> dict:
         knobs["reservation_depth"] = args.reservation_depth
     if getattr(args, "walltime_margin", None) is not None:  # given explicitly: beats the file, as the others do
         knobs["walltime_margin"] = args.walltime_margin
+    if getattr(args, "max_jobs_per_user", None) is not None:
+        knobs["max_running_jobs_per_user"] = args.max_jobs_per_user
     return knobs
 
 

@@ -7,10 +7,10 @@ and compare with what the cluster really did (``engine.fidelity``; DOMAIN.md sec
         [--sched-interval DURATION [--sched-cycle all|backfill]] [--config-file JSON]
         [--nodes-csv nodes.csv | --nodes N --gpus-per-node G --cpus-per-node C | --procs P]
         [--format table|csv|json] [--out DIR]
-        [--walltime-margin F]
+        [--walltime-margin F] [--max-jobs-per-user N]
         [--calibrate [--grid S,S,...] [--cycles all,backfill] [--depths K,K,...] [--margins F,F,...]
                      [--weights A:S:F,...] [--drain-fractions F,F,...] [--train-fraction F]
-                     [--workers N | --ray ADDRESS] [--save]]
+                     [--user-limits N,N,...] [--workers N | --ray ADDRESS] [--save]]
 
 The window is [--warm-start, --window-end) (default: the first submit to the end of the log); the replay starts
 from the logged state at its start (``simulate --warm-start``, ``engine.warm_start``) and the jobs submitted in it are
@@ -26,7 +26,10 @@ the held-back rest before and after, and writes ``calibration.json`` to --out: `
 log's own run time / limit figures as its evidence), ``--weights`` (with ``--policy multifactor``) the priority
 weights of age, size and fair share, ``--drain-fractions`` the capacity over time: that fraction of the capacity
 the log left idle for an hour or more while its oldest waiting job fit it is drained in the replay
-(``engine.idle_capacity``; whole nodes on a cluster of named nodes, a processor count under ``--procs``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
+(``engine.idle_capacity``; whole nodes on a cluster of named nodes, a processor count under ``--procs``),
+``--user-limits`` the per-user running limit (``max_running_jobs_per_user``, 0 = none; evidence: each user's largest
+number of jobs running at once in the training part and the wait spent at it beside idle capacity,
+``engine.user_limit_evidence``). ``--ray ADDRESS`` runs the replays as Ray tasks on a Ray cluster ("auto",
 "ray://host:port", or "local" for a Ray on this machine) instead of the local pool; same results.
 """
 from __future__ import annotations
@@ -41,8 +44,8 @@ from engine.backfill import BACKFILLS
 from engine.policies import POLICIES
 
 from .errors import check_output_dir
-from .simulate import (_cluster, _instant, _load_workload, add_layout_flags, calibrated_knobs, check_budgets,
-                       check_cluster_name, load_budgets)
+from .simulate import (_cluster, _instant, _load_workload, add_layout_flags, add_user_limit_flag, calibrated_knobs,
+                       check_budgets, check_cluster_name, load_budgets)
 
 # Polars, queries and the rest of engine are imported inside the functions: see the start-up note in
 # dashboard.cli.
@@ -71,6 +74,7 @@ def register(sub):
                    help="with --sched-interval: all passes wait for the cycle (default) or only backfilling")
     p.add_argument("--walltime-margin", type=float, metavar="F",
                    help="estimate handling: a backfilled job must fit its limit / (1 - F) in the hole (default 0)")
+    add_user_limit_flag(p)
     p.add_argument("--config-file", metavar="JSON", help="a calibration.json whose knobs to apply")
     p.add_argument("--cycles", metavar="all,backfill", default="all,backfill",
                    help="--calibrate: the --sched-cycle values to try with each --grid value (default both)")
@@ -94,6 +98,9 @@ def register(sub):
                    help="--calibrate: fractions in [0, 1] of the capacity the log left idle while its oldest "
                         "waiting job fit it >= 1 h to drain in the replay (nodes, or processors under --procs; "
                         "default: none)")
+    p.add_argument("--user-limits", metavar="N,N,...",
+                   help="--calibrate: per-user running limits to try with each setting, integers in 0..1000 "
+                        "(0 = no limit; default: the modeled one only)")
     p.add_argument("--train-fraction", type=float, default=0.7, help="share of the window's jobs to fit on (0.7)")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="replays in parallel (local process pool; default min(2, CPUs))")
@@ -207,7 +214,9 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
     from engine.idle_capacity import idle_while_waiting
     from engine.calibrate import (DEFAULT_GRID_S, DRAIN, KNOBS, MAX_MARGIN, check_weights, estimate_evidence,
                                   priority_evidence, split_time)
+    from engine.calibrate import MAX_USER_LIMIT
     from engine.calibrate import run as run_calibration
+    from engine.user_limit_evidence import user_limit_evidence
 
     grid = (DEFAULT_GRID_S if not args.grid else
             tuple(parse_duration(x.strip(), "--grid") for x in args.grid.split(",") if x.strip()))
@@ -257,6 +266,15 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
                 from None
         if not drains or min(drains) < 0 or max(drains) > 1:
             raise _err(f"--drain-fractions {args.drain_fractions}: expected fractions in [0, 1], e.g. 0,0.5,1")
+    user_limits = (None,)
+    if args.user_limits:
+        msg = f"--user-limits {args.user_limits}: expected integers in 0..{MAX_USER_LIMIT} (0: no limit), e.g. 0,4,8"
+        try:
+            user_limits = tuple(int(x) for x in args.user_limits.split(",") if x.strip())
+        except ValueError:
+            raise _err(msg) from None
+        if not user_limits or min(user_limits) < 0 or max(user_limits) > MAX_USER_LIMIT:
+            raise _err(msg)
     if not 0.0 < args.train_fraction < 1.0:
         raise _err(f"--train-fraction: must be in (0, 1), got {args.train_fraction}")
     if args.workers < 1:
@@ -277,7 +295,7 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
     size_col = f"req_{cluster.charge_resource}"
     t = time.perf_counter()
     found = run_calibration(jobs, cluster, cfg, warm, split, end, grid, args.workers, cycles, depths, margins,
-                            weights, ray_address=args.ray, drains=drains)
+                            weights, ray_address=args.ray, drains=drains, user_limits=user_limits)
     seconds = time.perf_counter() - t
     print(f"calibration: {found['replays']} replays ({len(found['candidates'])} candidates on [{warm.isoformat()}, "
           f"{split.isoformat()}), the held-back rest under each) in {seconds:.1f} s with "
@@ -290,7 +308,9 @@ def _calibrate(args, jobs, cluster, cfg, warm, end, capacity) -> dict:
                          "priority": priority_evidence(train, size_col),
                          # every job that ran before the split holds capacity, whenever it was submitted
                          "capacity": idle_while_waiting(jobs.filter(pl.col("submit") < split), size_col, capacity,
-                                                        warm.timestamp(), split.timestamp())},
+                                                        warm.timestamp(), split.timestamp()),
+                         "user_limits": user_limit_evidence(jobs.filter(pl.col("submit") < split), size_col,
+                                                            capacity, warm.timestamp(), split.timestamp())},
             "held_back_verdict": {k: _verdict(v) for k, v in found["held_back"].items()}}
 
 
