@@ -203,3 +203,15 @@ def test_a_broken_calibration_is_an_error_on_the_page_not_a_silent_default(store
     assert not at.exception, [e.value for e in at.exception]
     errors = " ".join(e.value for e in at.error)
     assert "calibration cannot be used" in errors and "not a quotaloop calibration file" in errors
+
+
+def test_a_calibrated_user_limit_reaches_the_scenario_and_the_flag_wins(store, tmp_path, capsys):
+    write(store / "calibration.json", {"sched_interval_s": 300, "max_running_jobs_per_user": 2})
+    assert "max_running_jobs_per_user=2" in calibration.resolve(store).describe()
+    rc, _, err = scenario(capsys, store, tmp_path / "cal")
+    assert rc == 0, err
+    assert params(tmp_path / "cal", "baseline")["max_running_jobs_per_user"] == 2
+    assert params(tmp_path / "cal", "scenario")["max_running_jobs_per_user"] == 2
+    rc, _, err = scenario(capsys, store, tmp_path / "off", "--max-jobs-per-user", "0")
+    assert rc == 0, err
+    assert "max_running_jobs_per_user" not in params(tmp_path / "off", "baseline")
