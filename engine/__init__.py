@@ -16,13 +16,13 @@ loaders), ``workload`` (frame -> arrays), ``core`` (event loop, job lifecycle), 
 order), ``jobstate`` (a job's states), ``units`` (shared constants), ``profile`` (free-resource profiles),
 ``pool`` (placement), ``tenants`` (budget buckets, usage windows), ``min_runtime`` (the one min-runtime
 resolver: override > log > budget file > default), ``preempt`` (min-runtime contracts,
-preemption, guarantees, QoS preemption pairs), ``reasons`` (wait reasons), ``health`` (node failures and
+preemption, guarantees, QoS preemption pairs), ``reasons`` (wait reasons), ``user_limits`` (per-user running limits), ``health`` (node failures and
 drains), ``drains`` (``NODES@TIME`` specs and drain files as node events), ``replay`` (the as-logged replay),
 ``warm_start`` (warm starts), ``metrics``, ``attainment`` (budget attainment by the queries' definition, on the
 simulated jobs frame), ``result`` (outputs, ``compare``), ``fidelity`` (a run against the log it replays: wait
 errors, correlations, order, occupancy), ``idle_capacity`` (capacity the log left idle while its oldest waiting
-job fit it: suspect outages) and ``calibrate`` (fitting what a log does not state - the scheduler cycle, reservation depth,
-walltime margin, multifactor priority weights, drained capacity - on the first part of a log, reported on the
+job fit it: suspect outages), ``user_limit_evidence`` (per-user ceilings in a log) and ``calibrate`` (fitting what a log does not state - the scheduler cycle, reservation depth,
+walltime margin, multifactor priority weights, drained capacity, per-user running limit - on the first part of a log, reported on the
 held-back rest). ``budgets`` (a leaf sub-package) holds the budget model
 shared with the queries.
 
