@@ -11,7 +11,8 @@ start with ``;``. Mapping to the canonical schema (all decisions that the format
   ignored.
   ``start = submit + wait`` and ``end = start + run``. A wait of -1 counts as 0 (the archive notes for
   NASA-iPSC that its submit times *are* start times; LLNL-Atlas has no waits at all), so wait analyses on
-  such logs are meaningless but usage is kept. A run time of -1 means the job never ran: ``start`` is null,
+  such logs are meaningless but usage is kept; the ingest summary says so (``Parsed.notes``). A run time of -1
+  means the job never ran: ``start`` is null,
   ``end = submit + wait`` (the cancel time; ``submit`` when wait is -1 too) and ``elapsed_s = 0``.
 - status (SWF 2.2 definition): 1 COMPLETED, 0 FAILED, 5 CANCELLED; partial executions of a checkpointed or
   swapped job are extra lines with the same job number: 2 (will be continued) -> PREEMPTED with job id
@@ -314,7 +315,20 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     jobs = _jobs(ok, h, procs_per_node, gpus_per_node)
     nodes = _nodes(h, procs_per_node, gpus_per_node)
     return Parsed(rows_read=data.height, rows_accepted=jobs.height, jobs=jobs, nodes=nodes, rejects=rej,
-                  cluster=_cluster_slug(h), time_zone=h.get("TimeZoneString") or None)
+                  cluster=_cluster_slug(h), time_zone=h.get("TimeZoneString") or None, notes=_wait_notes(ok))
+
+
+def _wait_notes(ok: pl.DataFrame) -> list[str]:
+    """Say so when started jobs record no wait (-1, read as 0): queue-wait figures and validation then describe
+    the parser's zero, not the log (all of LLNL-Atlas and NASA-iPSC)."""
+    started = ok.filter(pl.col("run") >= 0)
+    unknown = started.filter(pl.col("wait") < 0).height
+    if not unknown:
+        return []
+    if unknown == started.height:
+        return ["no record states its wait (field 3 is -1 in every started job): waits read as 0, so wait "
+                "figures describe nothing of this log"]
+    return [f"{unknown} of {started.height} started jobs state no wait (field 3 is -1): read as 0"]
 
 
 def _missing(col: str) -> pl.Expr:

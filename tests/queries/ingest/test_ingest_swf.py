@@ -141,6 +141,23 @@ def test_missing_or_implausible_times_rejected(tmp_path):
         "submit time missing", "implausible time in seconds: 1e12", "not an integer: 1.5"]
 
 
+def test_records_without_a_wait_are_said_at_ingest(tmp_path):
+    """Field 3 = -1 reads as wait 0 (LLNL-Atlas, NASA-iPSC): the summary says how many started jobs had none.
+    A never-run job (run -1) does not count; a log whose every wait is known gets no note."""
+    row = "{job} 0 {wait} {run} 1 10 -1 1 60 -1 1 1 1 1 1 1 -1 -1\n"
+    path = tmp_path / "w.swf"
+    path.write_text(row.format(job=1, wait=-1, run=10) + row.format(job=2, wait=-1, run=5)
+                    + row.format(job=3, wait=-1, run=-1))
+    assert swf.parse(path).notes == ["no record states its wait (field 3 is -1 in every started job): waits read "
+                                     "as 0, so wait figures describe nothing of this log"]
+    path.write_text(row.format(job=1, wait=-1, run=10) + row.format(job=2, wait=30, run=5))
+    assert swf.parse(path).notes == ["1 of 2 started jobs state no wait (field 3 is -1): read as 0"]
+    (summary,) = ingest([path], tmp_path / "s")
+    assert summary.line().endswith("; 1 of 2 started jobs state no wait (field 3 is -1): read as 0")
+    path.write_text(row.format(job=1, wait=0, run=10) + row.format(job=2, wait=-1, run=-1))
+    assert swf.parse(path).notes == []
+
+
 def test_not_swf_raises(tmp_path):
     path = tmp_path / "x.swf"
     path.write_text("job_id,submit\n1,2024-01-01\n")
