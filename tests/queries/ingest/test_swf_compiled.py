@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from queries.ingest import swf
+from tests.queries.ingest.test_ingest_swf import _same_parsed
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = REPO / "queries" / "ingest" / "_swfparse.c"
@@ -49,14 +50,6 @@ def _polars_numbers(raw: pl.Series, monkeypatch) -> pl.DataFrame | None:
 
 def _bits(frame: pl.DataFrame) -> list[bytes]:
     return [frame[f].to_numpy().astype(np.float64).view(np.int64).tobytes() for f in swf.FIELDS]
-
-
-def _same_parsed(a, b) -> None:
-    assert (a.rows_read, a.rows_accepted, a.cluster, a.time_zone) == (b.rows_read, b.rows_accepted, b.cluster,
-                                                                      b.time_zone)
-    for name in ("jobs", "rejects", "nodes"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.schema == y.schema and x.equals(y), name
 
 
 def _parse_both(path, monkeypatch, **kw):
