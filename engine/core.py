@@ -41,7 +41,7 @@ size) list moves (``bisect``). The index is adaptive (``BucketQueue.adapt``): it
 pass, on average, at least ``buckets.INDEX_FROM`` held-back jobs each (decided every ``INDEX_EVERY`` passes, dropped
 below ``INDEX_UNTIL``); without it a pass walks the held-back jobs it meets, fewer than ``INDEX_FROM`` per pass on
 average (a constant), and enqueue / dequeue pay nothing for it; building it reads the queue once, O(queue), at
-most once per ``INDEX_EVERY`` passes. ``tests/benchmarks/bench_engine.py`` (backlog growth) shows the time per pass
+most once per ``INDEX_EVERY`` passes. ``tests/benchmarks/bench_engine_scale.py`` (backlog growth) shows the time per pass
 about flat as the capped backlog grows 10x. Not covered: the other orders (FCFS, priority, multifactor, DRF)
 still test every capped job against its cap at every pass, and jobs that fit no node group are skipped per
 shape by the scan's hint but still visited.
