@@ -154,8 +154,9 @@ def test_incremental_equals_rebuild_on_random_ingest_orders(tmp_path, seed):
 
 def test_compaction_keeps_the_cube_equal_to_a_rebuild(cubed_store, tmp_path):
     """Compaction's refresh re-derives the cells of the months whose samples it coarsened: the cube stays what a
-    rebuild gives and the queries from it equal the per-job path. (Compaction itself changes the memory
-    integral of a few jobs' job_rollup rows on this store - 5 at seed 11 - so the cells follow them.)"""
+    rebuild gives and the queries from it equal the per-job path. (Compaction moves a few jobs' job_rollup
+    integrals in the last bits - a coarse sample's mean times its seconds is the same sum in another order - so
+    the cells follow them.)"""
     store = tmp_path / "compacted"
     shutil.copytree(cubed_store, store)
     done = compact.compact(store, keep_s=3 * 86400)
