@@ -264,6 +264,8 @@ def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFra
     if {"requested_seconds", "used_seconds"} <= cols:
         amounts = [pl.col("requested_seconds").cast(pl.Float64).alias("requested_s"),
                    pl.col("used_seconds").cast(pl.Float64).alias("used_s")]
+        if "unknown_usage_seconds" in cols:
+            amounts.append(pl.col("unknown_usage_seconds").cast(pl.Float64).fill_null(0.0).alias("unknown_s"))
     out = df.select(pl.col(t).alias("t"),
                     (pl.col(group).cast(pl.String) if group else pl.lit("all jobs")).alias("group"),
                     pl.col(req).cast(pl.Float64).fill_null(0.0).alias("requested"),

@@ -247,8 +247,12 @@ def occupancy_series(flt: Filters | None, bucket_s: float = 3600.0, res: str | N
     res = res or resource(flt)
     gap = gap_series(flt, res, by=None, bucket_s=bucket_s)
     cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
+    # where every allocated resource-second is held by jobs whose usage the logs do not record, "busy" is
+    # unknown, not 0 (an SWF log without CPU times): the line has a gap there
+    unknown = (pl.col("requested") > 0) & (pl.col("unknown") >= pl.col("requested") * (1 - 1e-9))
     return gap.select("t", pl.lit(cap, dtype=pl.Float64).alias("capacity"),
-                      pl.col("requested").alias("allocated"), "used")
+                      pl.col("requested").alias("allocated"),
+                      pl.when(unknown).then(None).otherwise(pl.col("used")).alias("used"))
 
 
 def overview_totals(flt: Filters | None) -> dict:
@@ -264,14 +268,17 @@ def _overview_totals(store: str, token: str, flt) -> dict:
     for r, col in (("gpu", "gpu_hours"), ("cpu", "cpu_hours"), ("mem", "mem_tb_hours")):
         scale = 1000.0 if r == "mem" else 1.0  # GB-hours, like job_waste's memory columns
         for k in ("requested", "used", "wasted"):
-            out[f"{r}_{k}_h"] = (row.get(f"{col}_{k}") or 0.0) * scale
+            value = row.get(f"{col}_{k}")
+            # None: no job of the window records that usage (an SWF log without CPU times) - unknown, not 0
+            out[f"{r}_{k}_h"] = None if value is None else value * scale
     res = out["resource"] = resource(flt)  # occupancy and utilisation of GPUs, or of cores without GPUs
     cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     span_h = ((flt.end - flt.start).total_seconds() / 3600.0) if flt and flt.start and flt.end else None
     out["capacity_gpus"] = capacity_gpus(flt.cluster if flt else None) if res == "cpu" else cap
     out["capacity"] = cap
-    out["occupancy"] = out[f"{res}_requested_h"] / (cap * span_h) if cap and span_h else None
-    out["utilisation"] = out[f"{res}_used_h"] / out[f"{res}_requested_h"] if out[f"{res}_requested_h"] else None
+    req_h, used_h = out[f"{res}_requested_h"], out[f"{res}_used_h"]
+    out["occupancy"] = (req_h or 0.0) / (cap * span_h) if cap and span_h else None
+    out["utilisation"] = used_h / req_h if req_h and used_h is not None else None
     levels = dict(pyramid(flt, res))
     for key in ("occupancy", "utilisation"):
         if levels.get(key) is not None:  # the pyramid query knows node availability and usage coverage
@@ -295,12 +302,18 @@ def pyramid(flt: Filters | None, res: str | None = None) -> list[tuple[str, floa
 
 
 def waste_trend(flt: Filters | None, resource: str = "gpu", bucket_s: float = 86400.0) -> pl.DataFrame:
-    """Wasted resource-hours per bucket, cluster-wide: t, wasted_hours."""
+    """Wasted resource-hours per bucket, cluster-wide: t, wasted_hours (null where every job of the bucket has
+    unknown usage). As gap_area defines it, the part of the request held by jobs whose usage the logs do not
+    record is neither used nor wasted."""
     gap = gap_series(flt, resource, by=None, bucket_s=bucket_s)
     if "requested_s" in gap.columns:
-        wasted = (pl.col("requested_s") - pl.col("used_s")).sum() / 3600.0
+        unknown = pl.col("unknown_s") if "unknown_s" in gap.columns else pl.lit(0.0)
+        requested, used = pl.col("requested_s"), pl.col("used_s")
     else:
-        wasted = (pl.col("requested") - pl.col("used")).sum() * bucket_s / 3600.0
+        unknown, requested, used = (pl.col(c) * bucket_s for c in ("unknown", "requested", "used"))
+    known = (requested - unknown).sum()
+    wasted = pl.when((known <= 1e-9 * requested.sum()) & (requested.sum() > 0)).then(None).otherwise(
+        (requested - unknown - used).sum() / 3600.0)
     return gap.group_by("t").agg(wasted.alias("wasted_hours")).sort("t")
 
 

@@ -110,9 +110,15 @@ def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
                             "actually used. The biggest drop is where capacity is lost."))
     daily = q("gap_area", resource=res, bucket_s=86_400.0, origin=scope.window.start, group_by="none")
     trend = daily.select(pl.col("bucket_start").alias("t"), _hours("wasted_seconds", "value"))
-    charts.append(Chart("waste_trend", "trend", trend, f"{hours} requested but not used, per day",
-                        f"Bar height is {hours} held by jobs but idle that day; a rising trend means requests "
-                        "are getting more inflated.", {"unit": hours}))
+    # every held resource-second with unknown usage (an SWF log without CPU times): a row of zeros would read
+    # "no waste", so the chart is left out and a note says why
+    held_s = daily["requested_seconds"].fill_null(0.0) if daily.height else pl.Series([0.0])
+    known_s = held_s - (daily["unknown_usage_seconds"].fill_null(0.0) if daily.height else 0.0)
+    usage_unknown = held_s.sum() > 0 and known_s.max() <= 1e-9 * held_s.max()
+    if not usage_unknown:
+        charts.append(Chart("waste_trend", "trend", trend, f"{hours} requested but not used, per day",
+                            f"Bar height is {hours} held by jobs but idle that day; a rising trend means requests "
+                            "are getting more inflated.", {"unit": hours}))
     totals = pl.DataFrame([
         {"resource": r, "unit": u, "requested": ov[f"{p}_requested"], "used": ov[f"{p}_used"],
          "wasted": ov[f"{p}_wasted"], "efficiency": ov[e]}
@@ -123,6 +129,8 @@ def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
                     [("resource", "resource", "text"), ("unit", "unit", "text"), ("requested", "requested", "num1"),
                      ("used", "used", "num1"), ("wasted", "wasted", "num1"), ("efficiency", "efficiency", "pct")])]
     notes = []
+    if usage_unknown:
+        notes.append(f"No job in the window records its usage of {hours}: the waste per day is unknown, not 0.")
     if ov["jobs_without_usage"]:
         notes.append(f"{ov['jobs_without_usage']:,} job(s) have no usage data; their requests count in 'requested' "
                      "but not in efficiency.")

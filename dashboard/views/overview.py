@@ -27,19 +27,25 @@ c = st.columns([1, 1, 1.05, 1.1, 1.25, 1])
 c[0].metric(f"{name} occupancy", ui.pct(totals["occupancy"]), border=True, height="stretch",
             help=f"{hours} allocated to jobs / {hours} the node list provides in the window."
                  + (" This selection has no GPUs, so it is measured in CPU cores." if res == "cpu" else ""))
+UNKNOWN = "Unknown: no job of this selection records its usage of {} (an SWF log without CPU times, sacct without TRES usage)."
 c[1].metric(f"{name} utilisation", ui.pct(totals["utilisation"]), border=True, height="stretch",
-            help=f"{hours} busy / {hours} allocated. The gap to occupancy is requested-but-idle.")
+            help=f"{hours} busy / {hours} allocated. The gap to occupancy is requested-but-idle."
+            if totals["utilisation"] is not None else UNKNOWN.format(hours))
 if res == "cpu":  # no GPUs to waste: the card shows the capacity the occupancy is measured against
     c[2].metric("CPU cores", ui.compact(totals["capacity"]), border=True, height="stretch",
                 help="Cores in the node list: the capacity of the CPU occupancy (this selection has no GPUs)."
                 if totals["capacity"] else "No node list: the capacity is unknown.")
 else:
     c[2].metric("Wasted GPU-h", ui.compact(totals["gpu_wasted_h"]), border=True, height="stretch",
-                help=f"{totals['gpu_wasted_h']:,.1f} GPU-hours held but not used.")
+                help=f"{totals['gpu_wasted_h']:,.1f} GPU-hours held but not used."
+                if totals["gpu_wasted_h"] is not None else UNKNOWN.format("GPUs"))
 c[3].metric("Wasted core-h", ui.compact(totals["cpu_wasted_h"]), border=True, height="stretch",
-            help=f"{totals['cpu_wasted_h']:,.1f} CPU core-hours held but not used.")
-c[4].metric("Wasted mem TB-h", ui.compact(totals["mem_wasted_h"] / 1000), border=True, height="stretch",
-            help=f"{totals['mem_wasted_h'] / 1000:,.2f} memory terabyte-hours held but not used.")
+            help=f"{totals['cpu_wasted_h']:,.1f} CPU core-hours held but not used."
+            if totals["cpu_wasted_h"] is not None else UNKNOWN.format("CPU cores"))
+mem_tb_h = None if totals["mem_wasted_h"] is None else totals["mem_wasted_h"] / 1000
+c[4].metric("Wasted mem TB-h", ui.compact(mem_tb_h), border=True, height="stretch",
+            help=f"{mem_tb_h:,.2f} memory terabyte-hours held but not used." if mem_tb_h is not None
+            else UNKNOWN.format("memory"))
 c[5].metric("Jobs", ui.compact(totals["jobs"]), f"{totals['users']:,} users", delta_color="off", delta_arrow="off",
             border=True, help=f"{totals['jobs']:,} jobs of {totals['users']:,} users ran in the window.")
 
@@ -61,8 +67,11 @@ left, right = st.columns(2)
 with left:
     try:
         trend = data.waste_trend(flt, res, bucket_s=86400.0)
-        ui.chart(charts.waste_trend(trend, t="t", value="wasted_hours", unit=hours,
-                                    title=f"Wasted {hours} per day"), "waste_trend", key="ov_trend")
+        title = f"Wasted {hours} per day"
+        ui.chart(charts.waste_trend(trend, t="t", value="wasted_hours", unit=hours, title=title)
+                 if trend["wasted_hours"].is_not_null().any() or trend.is_empty() else
+                 charts.empty_figure(title, f"Unknown: this log records no usage of {hours}."),
+                 "waste_trend", key="ov_trend")
     except data.NotAvailable as exc:
         ui.not_available(exc)
 with right:

@@ -40,13 +40,21 @@ if groups.is_empty():
     ui.empty("No jobs ran in this window with these filters. Widen the window or clear a filter in the sidebar.")
     st.stop()
 
-req, used, wasted = (groups[c].sum() for c in ("requested_hours", "used_hours", "wasted_hours"))
+# a group whose jobs record no usage has used / wasted null: summed as 0 they would read "all idle" or "no waste"
+req, used, wasted = (groups[c].sum() if groups[c].is_not_null().any() else None
+                     for c in ("requested_hours", "used_hours", "wasted_hours"))
+unknown = f"Unknown: no job of this selection records its usage of {label} (e.g. an SWF log without CPU times)."
 m1, m2, m3, m4 = st.columns(4)
-m1.metric(f"Requested {amount_unit}", ui.compact(req), border=True, help=f"{req:,.1f} {amount_unit}.")
-m2.metric(f"Used {amount_unit}", ui.compact(used), border=True, help=f"{used:,.1f} {amount_unit}.")
+m1.metric(f"Requested {amount_unit}", ui.compact(req), border=True, help=f"{req or 0:,.1f} {amount_unit}.")
+m2.metric(f"Used {amount_unit}", ui.compact(used), border=True,
+          help=f"{used:,.1f} {amount_unit}." if used is not None else unknown)
 m3.metric(f"Wasted {amount_unit}", ui.compact(wasted), border=True,
-          help=f"{wasted:,.1f} {amount_unit}: requested minus used, integrated over the window.")
-m4.metric("Efficiency", ui.pct(used / req if req else None), border=True, help="Used / requested, as areas.")
+          help=f"{wasted:,.1f} {amount_unit}: requested minus used, integrated over the window."
+          if wasted is not None else unknown)
+# used + wasted = the request of the jobs whose usage is known (the rankings' sums skip the same jobs)
+known_req = (used or 0.0) + (wasted or 0.0)
+m4.metric("Efficiency", ui.pct(used / known_req if used is not None and known_req else None), border=True,
+          help="Used / requested, as areas, over the jobs whose usage is recorded." if used is not None else unknown)
 
 try:
     series = data.gap_series(flt, resource, by=by, team_level=level, bucket_s=bucket_s)

@@ -127,6 +127,8 @@ def test_tiny_overview_is_in_core_hours(monkeypatch, tiny):
     assert "CPU" in top["layout"]["title"]["text"]
     bars = dict(zip(top["data"][0]["y"], top["data"][0]["x"]))
     assert bars["user1"] == pytest.approx(TINY_USER1_WASTED_H)
+    # wasted per day leaves out job 2's unknown usage (neither used nor wasted): (760.25 - 30.25 - 530) / 3600
+    assert sum(_ys(figs["ov_trend"])) == pytest.approx((760.25 - 30.25 - 530) / 3600)
 
 
 def test_tiny_rankings_default_to_core_hours(monkeypatch, tiny):
@@ -243,6 +245,18 @@ def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
     at = page(app(monkeypatch, kth), "overview")
     assert "CPU occupancy" in [m.label for m in at.metric]
     assert "this log" in json.dumps(charts(at)["ov_top"]["layout"]["annotations"])
+    # unknown, not 0: no "0.0 %" busy, no "0" wasted, no day of waste drawn, no busy line at 0
+    assert metric(at, "CPU utilisation").value == "–"
+    assert metric(at, "Wasted core-h").value == "–" and metric(at, "Wasted core-h").help.startswith("Unknown")
+    figs = charts(at)
+    assert "records no usage" in json.dumps(figs["ov_trend"]["layout"]["annotations"])
+    busy = [tr for tr in figs["ov_occ"]["data"] if tr["name"] == "busy (used)"][0]
+    held = [tr for tr in figs["ov_occ"]["data"] if tr["name"] == "allocated"][0]["y"]
+    assert any(held) and all(y is None if h else y == 0 for y, h in zip(busy["y"], held))  # busy 0 only when idle
+    at = page(at, "waste")
+    assert metric(at, "Used core-hours").value == "–" and metric(at, "Efficiency").value == "–"
+    assert metric(at, "Wasted core-hours").value == "–"
+    assert metric(at, "Requested core-hours").value not in ("–", "0")
     at = page(at, "rankings")
     top = metric(at, "Largest waster")
     assert top.value == "–" and top.delta == "n/a: this log records no usage"

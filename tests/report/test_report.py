@@ -333,3 +333,23 @@ def test_budget_tree_drives_fair_share(store, tmp_path):
     with pytest.raises(ReportError, match=r"^budgets: .*share"):
         build_report(store, 7 * 86400, end=window_end(), formats="html", out_dir=tmp_path / "o2", budgets=bad)
     assert not (tmp_path / "o2").exists()
+
+
+def test_a_log_without_usage_gets_no_chart_of_zero_waste(tmp_path):
+    """An SWF log whose jobs record no CPU time (field 6 is -1): the report says the waste per day is unknown
+    instead of drawing days of zero waste, and its totals leave used and wasted empty."""
+    from queries.ingest import ingest
+
+    swf = tmp_path / "nousage.swf"
+    swf.write_text("; UnixStartTime: 1000000000\n; MaxProcs: 8\n"
+                   "1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 1 1 1 -1 -1\n"
+                   "2 60 20 1800 2 -1 -1 2 3600 -1 1 2 1 1 1 1 -1 -1\n")
+    store = tmp_path / "store"
+    ingest([swf], store, fmt="swf", procs_per_node=2)
+    paths = build_report(store, 7 * 86400, end="2001-09-10", formats="html,csv", out_dir=tmp_path / "out")
+    text = _file(paths, ".html").read_text()
+    assert "the waste per day is unknown, not 0" in text
+    assert 'data-chart="waste_trend"' not in text and 'data-chart="pyramid"' in text
+    totals = {r["resource"]: r for r in csv.DictReader(io.StringIO(_file(paths, "-totals.csv").read_text()))}
+    assert float(totals["CPU"]["requested"]) == pytest.approx((4 * 3600 + 2 * 1800) / 3600)
+    assert totals["CPU"]["used"] == totals["CPU"]["wasted"] == ""
