@@ -1,8 +1,11 @@
-"""Build configuration beyond pyproject.toml: the engine's compiled kernel (``engine/backfill/_fastpath.c``).
+"""Build configuration beyond pyproject.toml: the optional C extensions (the engine's backfill kernel
+``engine/backfill/_fastpath.c``, its node pool ``engine/_nodecore.c``, the SWF number reader
+``queries/ingest/_swfparse.c``, ...).
 
-The extension is optional: without a C compiler (or Python headers) the package installs and the engine runs its
-pure-Python kernel (``engine/backfill/fastpath.py``), and the install prints one line saying so. The build passes
-the source's sha256 into the module (``SOURCE_SHA256``) so tests can tell a stale in-place build from a current one.
+Each is optional: without a C compiler (or Python headers) the package installs and its pure-Python twin runs
+(the same results, slower), and the install prints one line per extension that was not built. The build passes
+each source's sha256 into its module (``SOURCE_SHA256``) so tests can tell a stale in-place build from a current
+one.
 """
 from __future__ import annotations
 
@@ -23,28 +26,28 @@ NODECORE_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / NODECORE).re
 
 
 class OptionalBuildExt(build_ext):
-    """Build the kernel if a compiler works; otherwise one line, and the install goes on."""
+    """Build each extension if a compiler works; otherwise one line naming it, and the install goes on."""
 
     def run(self):
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - any build failure leaves the Python kernel, by design
-            self._note(exc)
+        except Exception as exc:  # noqa: BLE001 - any build failure leaves the Python twins, by design
+            self._note(exc, "the C extensions")
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - as above
-            self._note(exc)
+            self._note(exc, ext.name)
 
-    noted = False
+    noted: set[str] = set()
 
     @classmethod
-    def _note(cls, exc):
-        if not cls.noted:  # a failed compile also fails the copy that follows: one line is enough
-            cls.noted = True
-            print(f"quotaloop: compiled engine kernel not built ({type(exc).__name__}); the pure-Python kernel will "
-                  "run (slower; see README: Speed of the simulator)", file=sys.stderr)
+    def _note(cls, exc, what: str):
+        if what not in cls.noted and "the C extensions" not in cls.noted:  # one line per extension is enough
+            cls.noted.add(what)
+            print(f"quotaloop: {what} not compiled ({type(exc).__name__}); its pure-Python twin will run (same "
+                  "results, slower; see README: Speed of the simulator)", file=sys.stderr)
 
 
 setup(

@@ -17,7 +17,9 @@ Invariants:
   after every new file is fsynced. A crash before that leaves the old manifest, hence the old store,
   untouched; stray files not named in the manifest are ignored by readers and removed by the next commit.
 - ``(cluster, job_id)`` is unique in ``jobs`` (and ``job_rollup``): an upsert rewrites the files of the partitions
-  it touches that hold one of its keys, and writes new keys into a new file beside them.
+  it touches that hold one of its keys, and writes new keys into a new file beside them, together with the
+  partition's small files of a full size tier (``MERGE_FANIN``): the number of files of a partition stays
+  bounded however many daily ingests it sees, and merged rows are the same rows (not touched).
 - Every file of a table keyed by job carries in its footer the hashes of its job ids (and a ``jobs`` file its
   RUNNING jobs): ``keyindex``, written with the file. Writers read only the files that may hold the jobs they
   look for; a file without a usable summary may hold any (``rollup --rebuild`` writes the missing ones).
@@ -59,6 +61,14 @@ KEYED_BY_JOB = ("jobs", "job_rollup")  # one row per (cluster, job_id): an upser
 GROUPED_BY_JOB = ("job_day_rollup",)  # several rows per (cluster, job_id): an upsert replaces all of the job's rows
 DERIVED = ("job_rollup", "job_day_rollup", "usage_cube")  # derived from jobs and samples (``queries.analytics.rollup``), never ingested
 WRITERS = 2  # partition files written at a time
+# Small files are merged by size tier (as an LSM tree does): a daily ingest adds one small file per partition
+# it touches, and a file's tier is how many times MERGE_FANIN its size is of MERGE_BASE_BYTES. When a tier of a
+# partition holds MERGE_FANIN - 1 files, the next upsert there writes them into its new file, so a partition
+# holds at most MERGE_FANIN - 1 files a tier below MERGE_MAX_BYTES and a row is rewritten about once a tier
+# (log of the partition's size), never the whole partition; files of MERGE_MAX_BYTES and more are left alone.
+MERGE_FANIN = 4
+MERGE_BASE_BYTES = 64 << 10
+MERGE_MAX_BYTES = 64 << 20
 
 
 def _fsync_dir(path: Path) -> None:
@@ -321,6 +331,24 @@ class Transaction:
         prefix = rel_dir + "/"
         return [r for r in self.tables.get(table, []) if r.startswith(prefix)]
 
+    def _full_tier(self, table: str, rel_dir: str, busy: set[str]) -> list[str]:
+        """The live files of the partition ``rel_dir`` (but ``busy``) in its lowest size tier that holds
+        ``MERGE_FANIN - 1`` of them or more: an upsert into the partition merges them into its new file."""
+        tiers: dict[int, list[str]] = {}
+        for rel in self._live_in(table, rel_dir):
+            try:
+                size = os.stat(self.store.root / rel).st_size
+            except OSError:  # a missing live file is ``check``'s to report, not the merge's
+                continue
+            if rel in busy or size >= MERGE_MAX_BYTES:
+                continue
+            tier, bound = 0, MERGE_BASE_BYTES * MERGE_FANIN
+            while size >= bound:
+                tier, bound = tier + 1, bound * MERGE_FANIN
+            tiers.setdefault(tier, []).append(rel)
+        full = [files for _, files in sorted(tiers.items()) if len(files) >= MERGE_FANIN - 1]
+        return full[0] if full else []
+
     def _month_groups(self, df: pl.DataFrame, table: str, key: str):
         """``(cluster, month, part)`` for each partition ``df`` touches, each part sorted by ``key`` (samples:
         then ``ts``). One sort of the whole frame and zero-copy slices of it: cheaper than splitting into groups
@@ -373,6 +401,8 @@ class Transaction:
             # large upsert's false positives would otherwise rewrite files it does not touch)
             old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, ids)
                    and pl.read_parquet(self.store.root / r, columns=[key]).join(keys, on=key, how="semi").height]
+            # small files of a full tier hold none of the incoming keys: the filters below keep all their rows
+            old += self._full_tier(table, rel_dir, busy=set(old))
             if old:
                 previous = pl.concat([pl.read_parquet(self.store.root / r) for r in old], how="diagonal_relaxed")
                 if table == "samples":
