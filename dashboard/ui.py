@@ -28,7 +28,8 @@ def favicon():
 
 
 def compact(value: float | None, digits: int = 3) -> str:
-    """Numbers that fit a metric card: 950, 12,400, 261 k, 4.07 M."""
+    """Numbers that fit a metric card: 16, 2.5, 950, 12,400, 261 k, 4.07 M (a whole number below 100 - a count of
+    jobs or nodes - without a decimal)."""
     if value is None:
         return "–"
     a = abs(value)
@@ -38,7 +39,7 @@ def compact(value: float | None, digits: int = 3) -> str:
         return f"{value / 1e6:.3g} M"
     if a >= 1e4:
         return f"{value / 1e3:.3g} k"
-    return f"{value:,.0f}" if a >= 100 else f"{value:,.1f}"
+    return f"{value:,.0f}" if a >= 100 or float(value).is_integer() else f"{value:,.1f}"
 
 
 # Metric labels wrap instead of ending in "…": at 1440 px six cards in a row cut "GPU occupancy" to "GPU occupa…".

@@ -77,7 +77,9 @@ with users_tab:
                 m3.metric("Largest waster", "–", "n/a: this log records no usage", delta_color="off",
                           delta_arrow="off", border=True)
             else:
-                m3.metric("Largest waster", str(top["user"]), f"{top[wasted]:,.0f} {unit}", delta_color="off",
+                # a log without a User field (a sacct --format that left it out) has one user: nobody named
+                m3.metric("Largest waster", "(user not logged)" if top["user"] is None else str(top["user"]),
+                          f"{top[wasted]:,.0f} {unit}", delta_color="off",
                           delta_arrow="off", border=True)
             left, right = st.columns(2)
             with left:

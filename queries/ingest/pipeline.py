@@ -92,13 +92,18 @@ class FileSummary:
     time_note: str = ""  # how the zone was chosen, when not given (``timezone.resolve``)
     fields_rejected: int = 0
     notes: list[str] = field(default_factory=list)
+    # the commonest reasons rows were rejected: [count, first line, reason], most frequent first (all of them
+    # are in the store's ``rejects`` table): "rejected 846" alone does not tell an operator what to fix
+    top_rejects: list[list] = field(default_factory=list)
 
     def line(self) -> str:
         extra = f"; {self.fields_rejected} fields rejected (rows kept)" if self.fields_rejected else ""
+        why = "".join(f"; {n} rejected: {reason} (first at line {first})" if first is not None else
+                      f"; {n} rejected: {reason}" for n, first, reason in self.top_rejects)
         return (
             f"{self.source_file}: {self.format}: read {self.rows_read} = accepted {self.rows_accepted}"
             f" + rejected {self.rows_rejected}; {self.jobs} jobs, {self.samples} samples, {self.nodes} nodes"
-            + self._zone_text() + extra + "".join(f"; {n}" for n in self.notes)
+            + self._zone_text() + extra + why + "".join(f"; {n}" for n in self.notes)
         )
 
     def _zone_text(self) -> str:
@@ -107,6 +112,24 @@ class FileSummary:
         if self.time_zone:
             return f"; site zone {self.time_zone} (times are absolute, stored as UTC)"
         return ""
+
+
+TOP_REJECTS = 3  # reasons named in an ingest's summary line
+_REASON_CHARS = 120
+
+
+def top_rejects(rejects: pl.DataFrame, n: int = TOP_REJECTS) -> list[list]:
+    """``[count, first line, reason]`` of the ``n`` commonest reasons of ``rejects`` (ties: the earliest first),
+    each reason one line of at most ``_REASON_CHARS`` characters."""
+    if not rejects.height:
+        return []
+    top = (rejects.group_by("reason").agg(pl.len().alias("n"), pl.col("line").min().alias("first"))
+           .sort(["n", "first", "reason"], descending=[True, False, False], nulls_last=True).head(n))
+    out = []
+    for reason, count, first in top.select("reason", "n", "first").iter_rows():
+        text = _one_line(str(reason))
+        out.append([count, first, text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."])
+    return out
 
 
 def _with_cluster(df: pl.DataFrame, explicit: str | None, fallback: str) -> pl.DataFrame:
@@ -257,7 +280,8 @@ def ingest(
             tx.replace_rejects(cl, src, rej)
             s = FileSummary(src, f, cl, res.rows_read, res.rows_accepted, res.rejects.height,
                             jobs.height, samples.height, res.nodes.height, res.time_zone,
-                            zone_note if f == "sacct" else "", res.field_rejects.height, list(res.notes))
+                            zone_note if f == "sacct" else "", res.field_rejects.height, list(res.notes),
+                            top_rejects(res.rejects))
             summaries.append(s)
             tx.append("ingest_log", pl.DataFrame([{
                 "ingest_id": ingest_id, "ts": dt.datetime.now(dt.timezone.utc), "source_file": src, "format": f,

@@ -114,7 +114,7 @@ def test_tiny_overview_is_in_core_hours(monkeypatch, tiny):
     at = page(app(monkeypatch, tiny), "overview")
     labels = [m.label for m in at.metric]
     assert not [x for x in labels if "GPU" in x], labels
-    assert metric(at, "CPU cores").value == "8.0"  # 4 nodes x 2 cores
+    assert metric(at, "CPU cores").value == "8"  # 4 nodes x 2 cores
     assert _pct(metric(at, "CPU occupancy").value) == pytest.approx(TINY_OCCUPANCY, abs=0.0005) and TINY_OCCUPANCY > 0.0005
     assert _pct(metric(at, "CPU utilisation").value) == pytest.approx(TINY_UTILISATION, abs=0.0005)
     figs = charts(at)
@@ -267,3 +267,20 @@ def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
     page(at, "my_jobs")
     page(at, "overview")
     assert any("records no usage of your jobs" in c.value for c in at.caption)
+
+
+def test_a_log_without_users_names_no_user_none(monkeypatch, tmp_path):
+    """A sacct --format without User (the aws-hpc-cost-simulator dumps) gives jobs of no named user: the
+    rankings say so instead of printing "None", and a count of jobs reads as a count."""
+    src = tmp_path / "jobs.csv"
+    src.write_text("job_id,submit,start,end,req_cpus,cpu_seconds_used,state\n"
+                   "1,2024-03-01T10:00:00Z,2024-03-01T10:00:00Z,2024-03-01T12:00:00Z,4,7200,COMPLETED\n"
+                   "2,2024-03-01T11:00:00Z,2024-03-01T11:00:00Z,2024-03-01T12:00:00Z,2,3600,COMPLETED\n")
+    store = tmp_path / "store"
+    ingest([src], store, fmt="csv")
+    at = page(app(monkeypatch, store), "overview")
+    assert metric(at, "Jobs").value == "2"
+    at = page(at, "rankings")
+    top = metric(at, "Largest waster")
+    # 4 x 2 h + 2 x 1 h held, 2 + 1 core-hours used: 7 core-hours wasted
+    assert top.value == "(user not logged)" and top.delta == "7 CPU core-hours"

@@ -336,3 +336,10 @@ def test_a_parameter_spelled_at_its_default_shares_the_cached_run(store, monkeyp
     assert data.user_row(flt, "alice") == users.filter(pl.col("user") == "alice").row(0, named=True)
     assert calls == ["user_ranking"]
     assert set(users["main_team"]) == {a for a, *_ in fx.USERS.values()}  # the leaf teams of the fixture
+
+
+def test_compact_numbers_for_metric_cards():
+    from dashboard import ui
+
+    assert [ui.compact(v) for v in (None, 0, 16, 16.0, 2.5, 0.04, 99.5, 950, 12_400, 261_000, 4_070_000)] == [
+        "–", "0", "16", "16", "2.5", "0.0", "99.5", "950", "12.4 k", "261 k", "4.07 M"]

@@ -204,5 +204,30 @@ def test_sacct_rejects_through_the_cli(tmp_path, store):
     # the plain summary line says the same
     plain = cli(str(src), "--store", str(store), "--cluster", "lab")
     assert plain.returncode == 0, plain.stderr
+    # ... and names the three commonest reasons (most frequent first, then by first line), counted here by hand
+    counts: dict[str, list[int]] = {}
+    for line, reason in rej.select("line", "reason").iter_rows():
+        counts.setdefault(reason, []).append(line)
+    top = sorted(counts.items(), key=lambda kv: (-len(kv[1]), min(kv[1]), kv[0]))[:3]
+    assert len(top) == 3
+    why = "".join(f"; {len(lines)} rejected: {reason} (first at line {min(lines)})" for reason, lines in top)
     assert plain.stdout.strip() == (f"{src}: sacct: read 17 = accepted 4 + rejected 13; 2 jobs, 0 samples, 0 nodes;"
-                                    " local times read in UTC (this machine's zone; pass --timezone to change)")
+                                    " local times read in UTC (this machine's zone; pass --timezone to change)" + why)
+    assert json.loads(cli(str(src), "--store", str(store), "--cluster", "lab", "--json").stdout)[0][
+        "top_rejects"] == [[len(lines), min(lines), reason] for reason, lines in top]
+
+
+def test_the_summary_names_the_commonest_reject_reasons():
+    from queries.ingest.pipeline import FileSummary, top_rejects
+
+    long = "x" * 300
+    rejects = pl.DataFrame({"line": [9, 3, 5, 7, 2, 11, 4],
+                            "field": [None] * 7,
+                            "reason": ["b", "a", "b", "c\nd", "a", "b", long],
+                            "raw": [""] * 7})
+    top = top_rejects(rejects)
+    # b three times (first at 5), a twice (first at 2), then the once-seen ones by first line: the long one (4)
+    assert top == [[3, 5, "b"], [2, 2, "a"], [1, 4, "x" * 117 + "..."]]
+    s = FileSummary("f.csv", "csv", "c", 10, 3, 7, 3, 0, 0, top_rejects=top_rejects(rejects, n=4))
+    assert s.line().endswith("; 1 rejected: c d (first at line 7)")  # one line: the newline in a reason is a space
+    assert top_rejects(rejects.clear()) == []
