@@ -8,6 +8,10 @@
 --   wasted_seconds = requested_seconds - unknown_usage_seconds - used_seconds
 -- (job_waste leaves such a job's waste null and its sums skip it; summed over buckets the two agree).
 -- A stacked chart: used + wasted + unknown usage = requested.
+-- Cells: when the buckets, their origin and the window's bounds are whole hours (or open) and no partition /
+-- state / job_class filter is set, the store's usage_hours cells (the same per-hour sums, kept at ingest:
+-- queries.analytics.usage_hours) answer every job whose run end does not depend on the window; only the others
+-- (a RUNNING job with no end, no elapsed time, no snapshot) are split here. Equal up to the order of a sum.
 -- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
 -- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
 -- param: resource varchar null  cpu | gpu | mem; null = the selection's own (selection_resource: core-hours without GPUs)
@@ -16,7 +20,17 @@
 -- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
 with
 -- include: _jobs
--- include: _usage_all
+cell_grain as (
+    -- the cells of usage_hours the buckets are made of: days when the buckets and their origin are whole UTC
+    -- days, hours when whole hours, else none (null: every job is derived from its samples)
+    select case when $bucket_s::double > 0 and $bucket_s::double % 86400 = 0
+                     and epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) % 86400000000 = 0
+                then 86400.0
+                when $bucket_s::double > 0 and $bucket_s::double % 3600 = 0
+                     and epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) % 3600000000 = 0
+                then 3600.0 end as grain_s
+),
+-- include: _hour_cells
 -- include: _job_usage
 -- include: _resource
 settings as (
@@ -47,8 +61,12 @@ resource_samples as (
 ),
 
 sampled_jobs as (
-    -- jobs with at least one sampled value of the resource: their used curve comes from the samples
-    select distinct cluster, job_id from resource_samples where value is not null
+    -- jobs with at least one sampled value of the resource: their used curve comes from the samples. Only the
+    -- jobs derived per job (none, usually, when the cells answer: DuckDB then skips the samples)
+    select distinct s.cluster, s.job_id
+    from resource_samples as s
+    semi join job_rates as j on j.cluster = s.cluster and j.job_id = s.job_id
+    where s.value is not null
 ),
 
 gap_levels as (
@@ -146,6 +164,19 @@ contributions as (
            -unknown_level * (origin + (k_to + 1) * bucket_s - t_to), -unknown_level,
            -used_level * (origin + (k_to + 1) * bucket_s - t_to), -used_level
     from bucketed where k_from < k_to
+    union all
+    -- the cells of usage_hours inside the window (none unless they answer): each lies in one bucket
+    select
+        case st.group_by when 'team' then c.team when 'user' then c."user" when 'account' then c.account
+             else '(all)' end,
+        floor((c.t_s - st.origin) / st.bucket_s)::bigint,
+        coalesce(case st.resource when 'cpu' then c.cpu_req_s when 'gpu' then c.gpu_req_s else c.mem_req_gbs end,
+                 0.0), 0.0,
+        coalesce(case st.resource when 'cpu' then c.cpu_unknown_s when 'gpu' then c.gpu_unknown_s
+                      else c.mem_unknown_gbs end, 0.0), 0.0,
+        coalesce(case st.resource when 'cpu' then c.cpu_used_s when 'gpu' then c.gpu_used_s else c.mem_used_gbs end,
+                 0.0), 0.0
+    from hour_cells as c, settings as st
 ),
 
 per_bucket as (
