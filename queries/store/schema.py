@@ -211,6 +211,8 @@ USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
 USAGE_HOURS: dict[str, tuple[pl.DataType, str]] = {
     "cluster": (pl.String, "cluster name"),
     "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
+    "running": (pl.Boolean, "the cell's jobs are RUNNING without an end (kept apart, in a partition of their own: "
+                            "their runs grow with each snapshot)"),
     "user": (pl.String, "user"),
     "account": (pl.String, "account ('(none)' when the jobs have none)"),
     "grain_s": (pl.Float64, "the cell's length: 3600 (an hour) or 86400 (a UTC day)"),

@@ -461,3 +461,26 @@ def test_gap_area_from_usage_hours(bench_store):
               f"(cpu {s_cpu:5.2f})  jobs aggregate {j_wall:5.2f} s (cpu {j_cpu:5.2f})  cells / jobs cpu "
               f"{c_cpu / j_cpu:5.2f}x  samples / jobs cpu {s_cpu / j_cpu:5.2f}x  rows {got.height:,}", flush=True)
     con.close()
+
+
+@pytest.mark.benchmark
+def test_quota_backtest_from_the_day_rollup(bench_store):
+    """quota_backtest (weekly) with its per-period integrals from job_day_rollup against the samples path
+    (use_rollup=false) and the bare jobs aggregate at its grain (user x week), CPU seconds, best of REPEATS."""
+    con = _connect(bench_store)
+    jobs_sql = JOBS_BASELINES["quota_backtest"][0]
+    rolled, samples, jobs = [], [], []
+    for _ in range(REPEATS):
+        jobs.append(_time(lambda: con.sql(jobs_sql).fetchall())[0])
+        q, got = _time(lambda: queries.run("quota_backtest", con=con))
+        rolled.append(q)
+        s, ref = _time(lambda: queries.run("quota_backtest", con=con, use_rollup=False))
+        samples.append(s)
+    assert got.height and got.height == ref.height
+    assert got["rec_efficiency"].fill_null(0).sum() == pytest.approx(ref["rec_efficiency"].fill_null(0).sum(), rel=1e-9)
+    r_cpu, s_cpu, j_cpu = (min(r[1] for r in rs) for rs in (rolled, samples, jobs))
+    r_wall, s_wall, j_wall = (min(r[0] for r in rs) for rs in (rolled, samples, jobs))
+    print(f"\nquota_backtest weekly: day rollup {r_wall:6.2f} s (cpu {r_cpu:5.2f})  samples {s_wall:6.2f} s "
+          f"(cpu {s_cpu:5.2f})  jobs aggregate {j_wall:5.2f} s (cpu {j_cpu:5.2f})  rollup / jobs cpu "
+          f"{r_cpu / j_cpu:5.2f}x  samples / jobs cpu {s_cpu / j_cpu:5.2f}x  rows {got.height:,}", flush=True)
+    con.close()

@@ -20,16 +20,6 @@
 -- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
 with
 -- include: _jobs
-cell_grain as (
-    -- the cells of usage_hours the buckets are made of: days when the buckets and their origin are whole UTC
-    -- days, hours when whole hours, else none (null: every job is derived from its samples)
-    select case when $bucket_s::double > 0 and $bucket_s::double % 86400 = 0
-                     and epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) % 86400000000 = 0
-                then 86400.0
-                when $bucket_s::double > 0 and $bucket_s::double % 3600 = 0
-                     and epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) % 3600000000 = 0
-                then 3600.0 end as grain_s
-),
 -- include: _hour_cells
 -- include: _job_usage
 -- include: _resource
@@ -48,8 +38,9 @@ settings as (
     from chosen_resource as r  -- the selection's resource when none is asked for
 ),
 
-resource_samples as (
-    -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB
+resource_samples as not materialized (
+    -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB. Not materialized: each reference joins
+    -- the samples with the jobs derived per job, and DuckDB skips the samples when those are none
     select
         s.cluster,
         s.job_id,

@@ -2,7 +2,8 @@
 the samples on random stores and the sample store (every group_by, buckets of 1 h, 6 h and a day, origins on and
 off the hour, windows of whole days, whole hours and cutting hours, filters the cells have no dimension for);
 incremental = rebuild on random ingest orders and after a compaction; a store without the table is answered from
-the samples and gets none from a later ingest until a rebuild."""
+the samples and gets none from a later ingest until a rebuild. quota_backtest from job_day_rollup equals it from
+the samples."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,7 +25,7 @@ from test_rollup import _files, _write
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
-CELL = ["cluster", "submit", "user", "account", "grain_s", "t_s"]
+CELL = ["cluster", "submit", "running", "user", "account", "grain_s", "t_s"]
 AMOUNTS = ["requested_seconds", "used_seconds", "wasted_seconds", "unknown_usage_seconds"]
 REPO = Path(__file__).resolve().parents[3]
 
@@ -46,14 +47,18 @@ def _rebuilt_cells(store, tmp_path) -> pl.DataFrame:
     return _cells(copy)
 
 
-def _raw(store, **params) -> pl.DataFrame:
-    """gap_area answered from the samples alone: the store with its rollups, cube and cells hidden."""
+def _raw_query(name, store, **params) -> pl.DataFrame:
+    """The query answered from the samples alone: the store with its rollups, cube and cells hidden."""
     hidden = ("job_rollup", "job_day_rollup", cube.TABLE, usage_hours.TABLE)
     con = connect(store, extra={t: schema.empty(t) for t in hidden})
     try:
-        return run("gap_area", con=con, **params)
+        return run(name, con=con, **params)
     finally:
         con.close()
+
+
+def _raw(store, **params) -> pl.DataFrame:
+    return _raw_query("gap_area", store, **params)
 
 
 def _ts(seconds: float) -> dt.datetime:
@@ -82,15 +87,20 @@ def test_hand_computed_cells(tmp_path):
     assert Store(store).snapshots()["c"] == _ts(h + 1800)
     t0 = T0.timestamp()
     hours = _cells(store).filter(pl.col("grain_s") == h)
-    got = {(r["user"], r["account"], r["t_s"] - t0): (r["cpu_req_s"], r["cpu_used_s"], r["cpu_unknown_s"])
+    got = {(r["running"], r["user"], r["account"], r["t_s"] - t0): (r["cpu_req_s"], r["cpu_used_s"], r["cpu_unknown_s"])
            for r in hours.iter_rows(named=True)}
     assert got == {
-        ("u", "a/x", 0.0): (pytest.approx(4 * 1800 + 3600), pytest.approx(1800), pytest.approx(3600)),
-        ("u", "a/x", h): (pytest.approx(4 * 1800 + 1800), pytest.approx(1800), pytest.approx(1800)),
-        ("u", "b", 0.0): (pytest.approx(600), None, pytest.approx(600)),
+        (False, "u", "a/x", 0.0): (pytest.approx(4 * 1800), pytest.approx(1800), None),
+        (False, "u", "a/x", h): (pytest.approx(4 * 1800), pytest.approx(1800), None),
+        (False, "u", "b", 0.0): (pytest.approx(600), None, pytest.approx(600)),
         # job 2 in hour 1: 10 min at min(3, 2) = 2 CPUs + 10 min at 1 CPU (the rest is outside its run)
-        ("v", "a/y", h): (pytest.approx(2 * 1200), pytest.approx(2 * 600 + 1 * 600), None),
+        (False, "v", "a/y", h): (pytest.approx(2 * 1200), pytest.approx(2 * 600 + 1 * 600), None),
+        # job 4, RUNNING: its cells apart (a snapshot move re-derives them, not its month)
+        (True, "u", "a/x", 0.0): (pytest.approx(3600), None, pytest.approx(3600)),
+        (True, "u", "a/x", h): (pytest.approx(1800), None, pytest.approx(1800)),
     }
+    assert {p.parent.name for p in (store / usage_hours.TABLE).glob("*/*/*.parquet")} == {"month=2026-03",
+                                                                                         "month=running"}
     days = _cells(store).filter(pl.col("grain_s") == 86400.0)
     assert days["cpu_req_s"].sum() == pytest.approx(4 * 3600 + 2 * 1200 + 600 + 5400)
     assert days["cpu_used_s"].sum() == pytest.approx(3600 + 1800)
@@ -160,7 +170,7 @@ def test_gap_area_does_read_the_cells(celled_store, tmp_path):
     shutil.copytree(celled_store, store)
     with Store(store).transaction() as tx:
         cells = _cells(store)
-        usage_hours._write(tx, cells.with_columns(pl.col("gpu_used_s") * 2), cube._months(cells))
+        usage_hours._write(tx, cells.with_columns(pl.col("gpu_used_s") * 2), usage_hours._parts(cells))
     for params in ({"bucket_s": 86400.0}, {"bucket_s": 3600.0, "start": "2026-03-03 05:00"},
                    {"bucket_s": 21600.0, "origin": "2026-03-01 01:00", "end": "2026-03-07"}):
         honest, tampered = run("gap_area", celled_store, **params), run("gap_area", store, **params)
@@ -234,3 +244,34 @@ def test_a_store_without_the_table_is_answered_from_the_samples(celled_store, tm
     _same(got, _raw(store, **params))
     assert got["requested_seconds"].sum() == pytest.approx(
         run("gap_area", celled_store, **params)["requested_seconds"].sum() + 2 * 3600)
+
+
+# ------------------------------------------------------------------ quota_backtest: day rollup = samples
+@pytest.mark.parametrize("params", [
+    {}, {"period_s": 86400.0}, {"start": "2026-03-03", "end": "2026-03-10"},
+    {"period_s": 2 * 86400.0, "origin": "2026-03-01", "start": "2026-03-04"},
+    {"end": "2026-03-07 06:00"}, {"period_s": 86400.0, "origin": "2026-03-01 05:00"},
+    {"period_s": 21600.0}, {"cluster": "east", "account_prefix": "org/a"}, {"state": "COMPLETED"},
+    {"min_jobs": 1, "min_gpu_equiv_hours": 0.0, "period_s": 86400.0}],
+    ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "weekly")
+def test_quota_backtest_from_the_day_rollup_equals_the_samples(celled_store, params):
+    got = run("quota_backtest", celled_store, **params)
+    assert got.height
+    _same(got, _raw_query("quota_backtest", celled_store, **params))
+    _same(got, run("quota_backtest", celled_store, use_rollup=False, **params))
+
+
+def test_quota_backtest_does_read_the_day_rollup(celled_store, tmp_path):
+    """Not vacuous: zeroing the day rows' GPU integrals changes daily terms from the rollup, not from the samples
+    or with periods that are not whole days."""
+    store = tmp_path / "tampered"
+    shutil.copytree(celled_store, store)
+    days = Store(store).read(rollup.DAY_TABLE)
+    with Store(store).transaction() as tx:
+        tx.tables[rollup.DAY_TABLE] = []
+        tx.upsert(rollup.DAY_TABLE, days.with_columns(pl.col("gpu_used_s") * 0))
+        tx.derived_fresh = True
+    honest, tampered = (run("quota_backtest", s, period_s=86400.0) for s in (celled_store, store))
+    assert (tampered["rec_efficiency"].fill_null(-1) != honest["rec_efficiency"].fill_null(-1)).sum() > 10
+    for params in ({"use_rollup": False, "period_s": 86400.0}, {"period_s": 21600.0}):
+        _same(run("quota_backtest", store, **params), run("quota_backtest", celled_store, **params))
