@@ -39,7 +39,7 @@ import polars as pl
 
 from ..store import Store, connect
 from ..store import keyindex, schema
-from . import cube
+from . import cube, usage_hours
 from .loader import run
 
 TABLE = "job_rollup"
@@ -206,6 +206,7 @@ def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
     cube.refresh(tx, pl.concat([f.select("cluster", "submit") for f in (rows, moved, had)]))  # their months' cells
+    usage_hours.refresh(tx, pl.concat([f.select("cluster", "submit") for f in (rows, had)]), moved)  # and hours
     return n
 
 
@@ -220,6 +221,7 @@ def rebuild(store: str | os.PathLike, threads: int | None = None) -> int:
         n = tx.replace_table(TABLE, rows, apart=running)
         tx.replace_table(DAY_TABLE, days, apart=running)
         cube.rebuild(tx, threads=threads)
+        usage_hours.rebuild(tx, threads=threads)
         tx.derived_fresh = True
     return n
 

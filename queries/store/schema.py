@@ -203,9 +203,34 @@ USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
                                     "(16 CPUs, 128 GB per GPU): what picks an entity's main account"),
 }
 
+# Per-hour and per-day usage cells (``queries.analytics.usage_hours``): derived, never ingested. A cell is the
+# jobs of one cluster, submit month, user and account, and one UTC hour (grain_s 3600) or day (grain_s 86400)
+# [t_s, t_s + grain_s); its columns are the resource-seconds gap_area counts for that cell (requested, used,
+# unknown usage), summed over the jobs. A query whose buckets and window are whole cells sums them (exact up to
+# the order of a floating-point sum). RUNNING jobs whose run end depends on the query's window are in no cell.
+USAGE_HOURS: dict[str, tuple[pl.DataType, str]] = {
+    "cluster": (pl.String, "cluster name"),
+    "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
+    "running": (pl.Boolean, "the cell's jobs are RUNNING without an end (kept apart, in a partition of their own: "
+                            "their runs grow with each snapshot)"),
+    "user": (pl.String, "user"),
+    "account": (pl.String, "account ('(none)' when the jobs have none)"),
+    "grain_s": (pl.Float64, "the cell's length: 3600 (an hour) or 86400 (a UTC day)"),
+    "t_s": (pl.Float64, "the cell's first second, epoch seconds (a multiple of grain_s)"),
+    "cpu_req_s": (pl.Float64, "CPU-seconds held in the cell (gap_area's requested_seconds)"),
+    "cpu_used_s": (pl.Float64, "CPU-seconds used in the cell, capped at the allocation (used_seconds)"),
+    "cpu_unknown_s": (pl.Float64, "CPU-seconds held by jobs whose CPU usage is unknown (unknown_usage_seconds)"),
+    "gpu_req_s": (pl.Float64, "GPU-seconds held in the cell"),
+    "gpu_used_s": (pl.Float64, "GPU-seconds used in the cell (utilisation capped at 1)"),
+    "gpu_unknown_s": (pl.Float64, "GPU-seconds held by jobs whose GPU usage is unknown"),
+    "mem_req_gbs": (pl.Float64, "memory GB-seconds held in the cell"),
+    "mem_used_gbs": (pl.Float64, "memory GB-seconds used in the cell, capped at the allocation"),
+    "mem_unknown_gbs": (pl.Float64, "memory GB-seconds held by jobs whose memory usage is unknown"),
+}
+
 TABLES = {"jobs": JOBS, "samples": SAMPLES, "nodes": NODES, "rejects": REJECTS, "ingest_log": INGEST_LOG,
           "job_rollup": JOB_ROLLUP, "job_day_rollup": JOB_DAY_ROLLUP,
-          "usage_cube": USAGE_CUBE}
+          "usage_cube": USAGE_CUBE, "usage_hours": USAGE_HOURS}
 
 
 def polars_schema(table: str) -> pl.Schema:

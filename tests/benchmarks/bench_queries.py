@@ -404,3 +404,83 @@ def test_job_waste_totals_match_polars_on_one_month(bench_store):
     req_gpu = (jobs["req_gpus"] * run_s.dt.total_microseconds() / 1e6).sum()
     assert got.height == jobs.height, (got.height, jobs.height, start)
     assert got["gpu_seconds_requested"].sum() == pytest.approx(req_gpu, rel=1e-9)
+
+
+# ------------------------------------------------------------------ gap_area from usage_hours (hourcube, issue 15)
+# the Waste explorer's and the Overview's gap_area calls: (label, params, the jobs aggregate's grain)
+GAP_CASES = [
+    ("daily, per team, open window", {"bucket_s": 86400.0, "group_by": "team"}, "account, epoch_us(start) // 86400000000"),
+    ("6 h, per user, last 30 days", {"bucket_s": 21600.0, "group_by": "user", "days": 30},
+     '"user", epoch_us(start) // 21600000000'),
+    ("1 h, per account, last 10 days", {"bucket_s": 3600.0, "group_by": "account", "days": 10},
+     "account, epoch_us(start) // 3600000000"),
+    ("daily, none, last 30 days, origin = start", {"bucket_s": 86400.0, "group_by": "none", "days": 30,
+                                                   "origin_at_start": True}, "epoch_us(start) // 86400000000"),
+]
+
+
+@pytest.mark.benchmark
+def test_gap_area_from_usage_hours(bench_store):
+    """gap_area from the hour cells (usage_hours) against the samples path (use_cube=false) and the bare jobs
+    aggregate at its grain (jobs in the window grouped by the group key and the bucket of their start), CPU
+    seconds, best of REPEATS in one run. Derives usage_hours first when the cached store predates it (timed)."""
+    from queries.analytics import usage_hours
+    if not (bench_store / usage_hours.TABLE).is_dir():
+        t, c = time.perf_counter(), time.process_time()
+        with Store(bench_store).transaction() as tx:
+            n = usage_hours.rebuild(tx, threads=2)
+            tx.derived_fresh = True
+        print(f"\nusage_hours.rebuild: {n:,} cells in {time.perf_counter() - t:.1f} s (cpu {time.process_time() - c:.1f})")
+    con = _connect(bench_store)
+    last_day = con.sql("select max(start)::date from jobs").fetchall()[0][0]
+    print(f"\nusage_hours: {con.sql('select grain_s, count(*) from usage_hours group by 1 order by 1').fetchall()}")
+    for label, spec, grain in GAP_CASES:
+        params = {k: v for k, v in spec.items() if k not in ("days", "origin_at_start")}
+        where = ""
+        if "days" in spec:
+            start = dt.datetime.combine(last_day, dt.time(), dt.timezone.utc) - dt.timedelta(days=spec["days"] - 1)
+            end = start + dt.timedelta(days=spec["days"])
+            params.update(start=start.isoformat(), end=end.isoformat())
+            if spec.get("origin_at_start"):
+                params["origin"] = start.isoformat()
+            where = f" where start < '{end.isoformat()}' and coalesce(\"end\", start) >= '{start.isoformat()}'"
+        jobs_sql = _consumed(f"select {grain}, {_j_aggs(_USAGE_COLS)} from jobs{where} group by all")
+        cells, samples, jobs = [], [], []
+        for _ in range(REPEATS):
+            jobs.append(_time(lambda sql=jobs_sql: con.sql(sql).fetchall())[0])
+            q, got = _time(lambda params=params: queries.run("gap_area", con=con, **params))
+            cells.append(q)
+            s, ref = _time(lambda params=params: queries.run("gap_area", con=con, use_cube=False, **params))
+            samples.append(s)
+        assert got.height and got.height == ref.height
+        assert got["requested_seconds"].sum() == pytest.approx(ref["requested_seconds"].sum(), rel=1e-9)
+        assert got["used_seconds"].sum() == pytest.approx(ref["used_seconds"].sum(), rel=1e-9)
+        c_cpu, s_cpu, j_cpu = (min(r[1] for r in rs) for rs in (cells, samples, jobs))
+        c_wall, s_wall, j_wall = (min(r[0] for r in rs) for rs in (cells, samples, jobs))
+        print(f"gap_area {label:42s} cells {c_wall:6.2f} s (cpu {c_cpu:5.2f})  samples {s_wall:6.2f} s "
+              f"(cpu {s_cpu:5.2f})  jobs aggregate {j_wall:5.2f} s (cpu {j_cpu:5.2f})  cells / jobs cpu "
+              f"{c_cpu / j_cpu:5.2f}x  samples / jobs cpu {s_cpu / j_cpu:5.2f}x  rows {got.height:,}", flush=True)
+    con.close()
+
+
+@pytest.mark.benchmark
+def test_quota_backtest_from_the_day_rollup(bench_store):
+    """quota_backtest (weekly) with its per-period integrals from job_day_rollup against the samples path
+    (use_rollup=false) and the bare jobs aggregate at its grain (user x week), CPU seconds, best of REPEATS."""
+    con = _connect(bench_store)
+    jobs_sql = JOBS_BASELINES["quota_backtest"][0]
+    rolled, samples, jobs = [], [], []
+    for _ in range(REPEATS):
+        jobs.append(_time(lambda: con.sql(jobs_sql).fetchall())[0])
+        q, got = _time(lambda: queries.run("quota_backtest", con=con))
+        rolled.append(q)
+        s, ref = _time(lambda: queries.run("quota_backtest", con=con, use_rollup=False))
+        samples.append(s)
+    assert got.height and got.height == ref.height
+    assert got["rec_efficiency"].fill_null(0).sum() == pytest.approx(ref["rec_efficiency"].fill_null(0).sum(), rel=1e-9)
+    r_cpu, s_cpu, j_cpu = (min(r[1] for r in rs) for rs in (rolled, samples, jobs))
+    r_wall, s_wall, j_wall = (min(r[0] for r in rs) for rs in (rolled, samples, jobs))
+    print(f"\nquota_backtest weekly: day rollup {r_wall:6.2f} s (cpu {r_cpu:5.2f})  samples {s_wall:6.2f} s "
+          f"(cpu {s_cpu:5.2f})  jobs aggregate {j_wall:5.2f} s (cpu {j_cpu:5.2f})  rollup / jobs cpu "
+          f"{r_cpu / j_cpu:5.2f}x  samples / jobs cpu {s_cpu / j_cpu:5.2f}x  rows {got.height:,}", flush=True)
+    con.close()

@@ -8,6 +8,10 @@
 --   wasted_seconds = requested_seconds - unknown_usage_seconds - used_seconds
 -- (job_waste leaves such a job's waste null and its sums skip it; summed over buckets the two agree).
 -- A stacked chart: used + wasted + unknown usage = requested.
+-- Cells: when the buckets, their origin and the window's bounds are whole hours (or open) and no partition /
+-- state / job_class filter is set, the store's usage_hours cells (the same per-hour sums, kept at ingest:
+-- queries.analytics.usage_hours) answer every job whose run end does not depend on the window; only the others
+-- (a RUNNING job with no end, no elapsed time, no snapshot) are split here. Equal up to the order of a sum.
 -- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
 -- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
 -- param: resource varchar null  cpu | gpu | mem; null = the selection's own (selection_resource: core-hours without GPUs)
@@ -16,7 +20,7 @@
 -- param: origin timestamp 1970-01-05  buckets are aligned to this instant (default: a Monday, 00:00 UTC)
 with
 -- include: _jobs
--- include: _usage_all
+-- include: _hour_cells
 -- include: _job_usage
 -- include: _resource
 settings as (
@@ -34,8 +38,9 @@ settings as (
     from chosen_resource as r  -- the selection's resource when none is asked for
 ),
 
-resource_samples as (
-    -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB
+resource_samples as not materialized (
+    -- the resource's sampled value: CPUs, GPU utilisation 0..1 or GB. Not materialized: each reference joins
+    -- the samples with the jobs derived per job, and DuckDB skips the samples when those are none
     select
         s.cluster,
         s.job_id,
@@ -47,8 +52,12 @@ resource_samples as (
 ),
 
 sampled_jobs as (
-    -- jobs with at least one sampled value of the resource: their used curve comes from the samples
-    select distinct cluster, job_id from resource_samples where value is not null
+    -- jobs with at least one sampled value of the resource: their used curve comes from the samples. Only the
+    -- jobs derived per job (none, usually, when the cells answer: DuckDB then skips the samples)
+    select distinct s.cluster, s.job_id
+    from resource_samples as s
+    semi join job_rates as j on j.cluster = s.cluster and j.job_id = s.job_id
+    where s.value is not null
 ),
 
 gap_levels as (
@@ -146,6 +155,19 @@ contributions as (
            -unknown_level * (origin + (k_to + 1) * bucket_s - t_to), -unknown_level,
            -used_level * (origin + (k_to + 1) * bucket_s - t_to), -used_level
     from bucketed where k_from < k_to
+    union all
+    -- the cells of usage_hours inside the window (none unless they answer): each lies in one bucket
+    select
+        case st.group_by when 'team' then c.team when 'user' then c."user" when 'account' then c.account
+             else '(all)' end,
+        floor((c.t_s - st.origin) / st.bucket_s)::bigint,
+        coalesce(case st.resource when 'cpu' then c.cpu_req_s when 'gpu' then c.gpu_req_s else c.mem_req_gbs end,
+                 0.0), 0.0,
+        coalesce(case st.resource when 'cpu' then c.cpu_unknown_s when 'gpu' then c.gpu_unknown_s
+                      else c.mem_unknown_gbs end, 0.0), 0.0,
+        coalesce(case st.resource when 'cpu' then c.cpu_used_s when 'gpu' then c.gpu_used_s else c.mem_used_gbs end,
+                 0.0), 0.0
+    from hour_cells as c, settings as st
 ),
 
 per_bucket as (

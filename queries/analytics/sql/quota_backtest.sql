@@ -15,6 +15,12 @@
 -- param: max_step double 0.25 >=0  the applied coefficient moves at most this much per period
 -- param: min_jobs integer 3 >=0  fewer jobs in a period: hold the previous coefficient
 -- param: min_gpu_equiv_hours double 1 >=0  less known GPU-equivalent footprint in a period: hold the previous coefficient
+-- param: use_rollup boolean true  take the sampled integrals per period from job_day_rollup for periods and a window of whole days (false: from the samples)
+-- Rollup: when the periods, their origin and the window's bounds are whole UTC days (or open), a job whose
+-- job_rollup row answers for it (_job_usage's jobs_rolled: the same run interval and levels) takes its
+-- integrals per period from the sums of its job_day_rollup rows over the period's days inside the window, and
+-- whether it is sampled and its sampled CPU peak from its job_rollup row; the samples are read only for the
+-- other jobs. Exact: the day rows are the same clipped, capped integrals, cut at midnights instead of periods.
 with recursive
 -- include: _jobs
 -- include: _usage_all
@@ -26,9 +32,56 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
+by_days as (
+    -- one row when the rollup answers per period (periods and window of whole days), else none
+    select 1 as ok
+    from periods as p
+    where coalesce($use_rollup::boolean, false)
+      and p.period_s % 86400 = 0 and p.origin % 86400 = 0
+      and ($start::timestamptz is null or epoch_us($start::timestamptz) % 86400000000 = 0)
+      and ($end::timestamptz is null or epoch_us($end::timestamptz) % 86400000000 = 0)
+),
+
+backtest_jobs as (
+    -- the jobs whose rollup row does not answer: their samples are clipped and split here
+    select cluster, job_id, lo, hi, cpus, gpus, mem_gb
+    from jobs_rolled
+    where not (rollup_answers and exists (select 1 from by_days))
+),
+
+rolled_flags as (
+    -- the jobs whose rollup row answers: sampled or not per resource, and their sampled CPU peak (over all
+    -- their samples, as multi_period_samples)
+    select
+        cluster,
+        job_id,
+        r_n_cpu > 0 as cpu_sampled,
+        r_n_gpu > 0 as gpu_sampled,
+        r_n_mem > 0 as mem_sampled,
+        r_peak_cpus_sampled as peak_cpus
+    from jobs_rolled
+    where rollup_answers and exists (select 1 from by_days)
+),
+
+rolled_periods as (
+    -- their integrals per period: the sums of their day rows over the period's days inside the window
+    select
+        d.cluster,
+        d.job_id,
+        floor((d.day_s - p.origin) / p.period_s)::bigint as period_k,
+        sum(d.cpu_used_s) as cpu_used_s,
+        sum(d.gpu_used_s) as gpu_used_s,
+        sum(d.mem_used_gbs) as mem_used_gbs
+    from job_day_rollup as d
+    semi join rolled_flags as f on f.cluster = d.cluster and f.job_id = d.job_id
+    cross join periods as p
+    cross join window_bounds as w
+    where d.day_s >= w.w_start and d.day_s < w.w_end
+    group by d.cluster, d.job_id, floor((d.day_s - p.origin) / p.period_s)::bigint
+),
+
 backtest_samples as (
-    -- _job_usage's clipped_samples for every job in the window, the rolled-up ones too: a period cuts most
-    -- runs, so the rollup's whole-run figures cannot answer per period
+    -- _job_usage's clipped_samples for every job in the window whose rollup row does not answer per period
     select
         s.cluster,
         s.job_id,
@@ -47,7 +100,7 @@ backtest_samples as (
         greatest(least(epoch_us(s.ts) / 1e6 + s.interval_s, j.hi) - greatest(epoch_us(s.ts) / 1e6, j.lo), 0)
             as overlap_s
     from samples as s
-    join jobs_in_window as j on s.cluster = j.cluster and s.job_id = j.job_id
+    join backtest_jobs as j on s.cluster = j.cluster and s.job_id = j.job_id
     where s.ts is not null and s.interval_s is not null
 ),
 
@@ -104,6 +157,16 @@ multi_period_samples as (
     from sample_periods
     where multi_period
     group by cluster, job_id
+    union all
+    select cluster, job_id, cpu_sampled, gpu_sampled, mem_sampled, peak_cpus from rolled_flags
+),
+
+period_usage as (
+    select cluster, job_id, period_k, n_cpu, n_gpu, n_mem, peak_cpus, cpu_used_s, gpu_used_s, mem_used_gbs
+    from sample_periods
+    union all
+    select cluster, job_id, period_k, null, null, null, null, cpu_used_s, gpu_used_s, mem_used_gbs
+    from rolled_periods
 ),
 
 job_periods as (
@@ -132,7 +195,7 @@ job_period_usage as (
         least(p.origin + (j.period_k + 1) * p.period_s, j.w_end)
             - greatest(p.origin + j.period_k * p.period_s, j.w_start) as p_span_s
     from job_periods as j
-    left join sample_periods as sp
+    left join period_usage as sp
         on sp.cluster = j.cluster and sp.job_id = j.job_id and sp.period_k = j.period_k
     left join multi_period_samples as js on js.cluster = j.cluster and js.job_id = j.job_id
     cross join periods as p
