@@ -22,6 +22,7 @@ import bisect
 import heapq
 import itertools
 
+from .. import fsorder
 from ..jobstate import RUNNING
 from ..units import INF
 from .buckets import BucketQueue
@@ -31,17 +32,27 @@ _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held ba
 
 class FairShareQueue(BucketQueue):
     indexes_classes = True
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        self.compiled = fsorder.routines()
+
     def funded_order(self, now):
         self.adapt()  # build or drop the class index now, while no other order is running
         sim = self.sim
         ten = sim.budgeting.at(now)
         plan = self._plan(ten)
         n = len(ten.paths)
-        usage = [0.0] * n
-        for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
-            if u:
-                for i in chain:
-                    usage[i] += u
+        fast = self.compiled  # the same sums and descents in C (engine/fsorder.py); these loops are the oracle
+        if fast is not None:
+            usage = fast.tree_usage(sim.ledger.window_all(now), plan.acct_chain, n)
+            descend = fast.descend
+        else:
+            usage = [0.0] * n
+            for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
+                if u:
+                    for i in chain:
+                        usage[i] += u
         rem = list(plan.pending)  # funded jobs pending per tree node (this pass consumes its copy)
         children = ten.children
         total = sum(rem[c] for c in children[0])
@@ -65,6 +76,8 @@ class FairShareQueue(BucketQueue):
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
             node = 0
+            if fast is not None:
+                node = descend(children, rem, frac, usage, paths)
             while children[node]:
                 best = bkey = None
                 for c in children[node]:
