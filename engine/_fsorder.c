@@ -1,10 +1,12 @@
-/* The compiled twin of the fair-share order's per-pass arithmetic (issue 16): the usage windows of every account
- * (``tenants.Ledger.window_all``), their sums up each account's chain of tree nodes and the tree descent to the
- * under-served bucket (``policies.fairshare.FairShareQueue.funded_order``).
+/* The compiled twin of the fair-share order's hot loops (issue 16): the usage windows of every account
+ * (``tenants.Ledger.window_all``), their sums up each account's chain of tree nodes, the tree descent to the
+ * under-served bucket and the bucket walk up to the next job to hand over (borrowing-cap room, the pass's hint)
+ * of ``policies.fairshare.FairShareQueue.funded_order``.
  *
- * No state of its own: pure functions over the engine's own Python lists (the ledger's ``hist``/``cum``/``rate``/
- * ``last``/``ptr``, a plan's ``acct_chain``, a ``Tenants``' ``children``/``frac``/``paths``), reading them and (for
- * ``window_all``) writing the per-account pointers in place, exactly as the Python code does. ``engine/fsorder.py``
+ * No state of its own: functions over the engine's own Python objects (the ledger's ``hist``/``cum``/``rate``/
+ * ``last``/``ptr``, a plan's ``acct_chain``, a ``Tenants``' ``children``/``frac``/``paths``, the bucket's job
+ * iterator, the wait reasons, the class index's ``dirty`` sets), reading them and writing what the Python code
+ * writes (the ledger's pointers, ``dirty``, notes through the engine's own ``note``), in the same order. ``engine/fsorder.py``
  * selects them (``QUOTALOOP_ENGINE``); the Python code stays the readable reference and the oracle
  * (tests/engine/test_compiled_fairshare.py).
  *
@@ -14,7 +16,10 @@
  *   in account order, each account's window added up its chain bucket first;
  * - the same ties: the descent compares the tuple keys ``(0, usage / frac, path)`` (``(1, usage, path)`` for a
  *   zero fraction) as Python does: the first element that is not ``==`` decides by ``<`` (so a NaN never wins),
- *   paths by code point (``PyUnicode_Compare``); the first child wins a full tie.
+ *   paths by code point (``PyUnicode_Compare``); the first child wins a full tie;
+ * - the walk calls back into Python (``note``, the pass's ``hint``) for every job the Python loop would, with the
+ *   same arguments, in the same order; it never yields: it returns the job to hand over, and the order (Python)
+ *   yields it, so the pass still drives the order lazily.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -255,6 +260,177 @@ static PyObject *descend(PyObject *self, PyObject *args)
     }
 }
 
+
+/* seq[j] as a new reference (lists directly, anything else by its __getitem__) */
+static PyObject *item(PyObject *seq, PyObject *j, Py_ssize_t ji)
+{
+    if (PyList_CheckExact(seq) && ji >= 0 && ji < PyList_GET_SIZE(seq)) {
+        PyObject *x = PyList_GET_ITEM(seq, ji);
+        Py_INCREF(x);
+        return x;
+    }
+    return PyObject_GetItem(seq, j);
+}
+
+static PyObject *s_quota, *s_long, *s_n_failed_short;
+
+/* note(j, r, now) unless reason[j] already is r */
+static int note_if_new(PyObject *reason, PyObject *note, PyObject *j, Py_ssize_t ji, PyObject *r, PyObject *now)
+{
+    PyObject *old = item(reason, j, ji);
+    if (old == NULL)
+        return -1;
+    int ne = PyObject_RichCompareBool(old, r, Py_NE);
+    Py_DECREF(old);
+    if (ne <= 0)
+        return ne;
+    PyObject *res = PyObject_CallFunctionObjArgs(note, j, r, now, NULL);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* walk(it, st, room, dirty, acct, req_g, reason, note, now, hint, failed, shape, state, n_shapes): the bucket walk
+ * of ``funded_order`` up to the next job to hand over. Consumes ``it`` until a job is neither held back by the
+ * room (milli-GPUs under the tightest cap; None = uncapped: noted "quota") nor skipped by the pass's ``hint``
+ * (noted with the hint's reason); returns that job, None when ``it`` is exhausted, or False when the hint stops the
+ * order. ``st`` = [jobs taken, held-back jobs not yet counted], updated in place; ``dirty`` (None: the class index is
+ * not tracked) gets every job taken. With ``hint`` None, ``failed`` ... ``n_shapes`` are not read. */
+static PyObject *walk(PyObject *self, PyObject *args)
+{
+    PyObject *it, *st, *room, *dirty, *acct, *req_g, *reason, *note, *now, *hint, *failed, *shape, *state, *n_shapes;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO", &it, &st, &room, &dirty, &acct, &req_g, &reason, &note, &now,
+                          &hint, &failed, &shape, &state, &n_shapes))
+        return NULL;
+    if (need_list(st, "st") || PyList_GET_SIZE(st) != 2) {
+        PyErr_SetString(PyExc_TypeError, "walk: st is a list [taken, held]");
+        return NULL;
+    }
+    if (hint != Py_None && !PyDict_Check(failed)) {
+        PyErr_SetString(PyExc_TypeError, "walk: failed is a dict");
+        return NULL;
+    }
+    Py_ssize_t taken = PyLong_AsSsize_t(PyList_GET_ITEM(st, 0));
+    if (taken == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t held = PyLong_AsSsize_t(PyList_GET_ITEM(st, 1));
+    if (held == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *result = NULL;  /* new reference, or NULL on error */
+    for (;;) {
+        PyObject *j = PyIter_Next(it);
+        if (j == NULL) {
+            if (!PyErr_Occurred()) {
+                result = Py_None;
+                Py_INCREF(result);
+            }
+            break;
+        }
+        taken++;
+        Py_ssize_t ji = PyLong_AsSsize_t(j);
+        if (ji == -1 && PyErr_Occurred())
+            goto drop_j;
+        PyObject *g = item(req_g, j, ji);
+        if (g == NULL)
+            goto drop_j;
+        if (dirty != Py_None) {  /* dirty[acct[j]][req_g[j]].add(j) */
+            PyObject *a = item(acct, j, ji), *da = NULL, *dg = NULL;
+            int bad = a == NULL || (da = PyObject_GetItem(dirty, a)) == NULL || (dg = PyObject_GetItem(da, g)) == NULL
+                      || PySet_Add(dg, j) < 0;
+            Py_XDECREF(a);
+            Py_XDECREF(da);
+            Py_XDECREF(dg);
+            if (bad) {
+                Py_DECREF(g);
+                goto drop_j;
+            }
+        }
+        if (room != Py_None) {
+            int over = PyObject_RichCompareBool(g, room, Py_GT);
+            if (over < 0) {
+                Py_DECREF(g);
+                goto drop_j;
+            }
+            if (over) {  /* held back by a borrowing cap: left out of this pass's order */
+                Py_DECREF(g);
+                held++;
+                if (note_if_new(reason, note, j, ji, s_quota, now) < 0)
+                    goto drop_j;
+                Py_DECREF(j);
+                continue;
+            }
+        }
+        Py_DECREF(g);
+        if (hint != Py_None) {  /* the pass already knows this job cannot start: skip it cheaply */
+            PyObject *nfs = PyObject_GetAttr(state, s_n_failed_short);
+            if (nfs == NULL)
+                goto drop_j;
+            int stop = PyObject_RichCompareBool(nfs, n_shapes, Py_GE);
+            Py_DECREF(nfs);
+            if (stop < 0)
+                goto drop_j;
+            if (stop) {
+                Py_DECREF(j);
+                result = Py_False;
+                Py_INCREF(result);
+                break;
+            }
+            PyObject *sh = item(shape, j, ji);
+            if (sh == NULL)
+                goto drop_j;
+            PyObject *r = PyDict_GetItemWithError(failed, sh);  /* borrowed */
+            Py_DECREF(sh);
+            if (r == NULL && PyErr_Occurred())
+                goto drop_j;
+            Py_XINCREF(r);
+            int ask = r == NULL || r == Py_None;
+            if (!ask) {
+                ask = PyObject_RichCompareBool(r, s_long, Py_EQ);
+                if (ask < 0) {
+                    Py_DECREF(r);
+                    goto drop_j;
+                }
+            }
+            if (ask) {
+                Py_XDECREF(r);
+                r = PyObject_CallOneArg(hint, j);
+                if (r == NULL)
+                    goto drop_j;
+                if (r == Py_False) {
+                    Py_DECREF(j);
+                    result = r;  /* the reference the call returned */
+                    break;
+                }
+            }
+            if (r != Py_None) {
+                int bad = note_if_new(reason, note, j, ji, r, now) < 0;
+                Py_DECREF(r);
+                if (bad)
+                    goto drop_j;
+                Py_DECREF(j);
+                continue;
+            }
+            Py_DECREF(r);
+        }
+        result = j;  /* handed over: the iterator's reference */
+        break;
+    drop_j:
+        Py_DECREF(j);
+        break;
+    }
+    PyObject *pt = PyLong_FromSsize_t(taken), *ph = PyLong_FromSsize_t(held);
+    if (pt == NULL || ph == NULL) {
+        Py_XDECREF(pt);
+        Py_XDECREF(ph);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    PyList_SetItem(st, 0, pt);  /* steal; lists checked above */
+    PyList_SetItem(st, 1, ph);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"window_all", window_all, METH_VARARGS,
      "window_all(hist, cum, rate, last, ptr, t, lookback_s): Ledger.window_all's loop (advances ptr in place)"},
@@ -262,6 +438,9 @@ static PyMethodDef methods[] = {
      "tree_usage(window, acct_chain, n_nodes): window usage summed up every account's chain"},
     {"descend", descend, METH_VARARGS,
      "descend(children, rem, frac, usage, paths): the fair-share descent from the root to a bucket"},
+    {"walk", walk, METH_VARARGS,
+     "walk(it, st, room, dirty, acct, req_g, reason, note, now, hint, failed, shape, state, n_shapes): a bucket's "
+     "walk up to the next job to hand over (None: exhausted; False: the hint stops the order)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -273,6 +452,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fsorder(void)
 {
+    s_quota = PyUnicode_InternFromString("quota");
+    s_long = PyUnicode_InternFromString("long");
+    s_n_failed_short = PyUnicode_InternFromString("n_failed_short");
+    if (s_quota == NULL || s_long == NULL || s_n_failed_short == NULL)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -28,10 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compiled_pool import (ACCOUNTS, BACKFILL, BUDGETS, CONTRACTS, assert_identical, node_cluster,
                                 random_node_workload, run_engine)
+from test_engine_backlog import CAPPED, THRESHOLDS, random_capped_workload
 from test_engine_warm import NODES, logged
 
 import engine.backfill.fastpath as fastpath
 import engine.fsorder as fsorder
+import engine.policies.buckets as buckets
 from engine import Cluster, SimConfig, simulate
 from engine.tenants import Ledger
 
@@ -244,6 +246,29 @@ def test_random_fairshare_simulations_identical(monkeypatch, seed, n, policy, ba
     assert_identical(simulate(w, cluster, cfg), c)
 
 
+@needs_compiled
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(5, 160), backfill=st.sampled_from(BACKFILL),
+       contract=st.sampled_from(CONTRACTS), budgets=st.sampled_from(CAPPED), thresholds=st.sampled_from(THRESHOLDS),
+       interval=st.sampled_from([0.0, 0.0, 7.0]))
+def test_random_capped_backlogs_identical(monkeypatch, seed, n, backfill, contract, budgets, thresholds, interval):
+    """Capped accounts with a backlog, the class index forced on, flapping or off (test_engine_backlog's
+    thresholds): the compiled walk notes the same "quota" jobs, hands over the same ones and counts the same
+    held-back jobs (the index decisions depend on them)."""
+    rule, depth = backfill
+    cfg = SimConfig(policy="fairshare", backfill=rule, reservation_depth=depth, budgets=budgets, lookback_s=300,
+                    min_runtime_by_class=contract, checkpoint_interval_s=(None, 15.0)[seed % 2],
+                    sched_interval_s=interval, sched_cycle=("all", "backfill")[seed % 3 == 0])
+    w, cluster = random_capped_workload(seed, n), Cluster.uniform(2, 4, 16)
+    with monkeypatch.context() as m:
+        for name, v in zip(("INDEX_FROM", "INDEX_UNTIL", "INDEX_EVERY"), thresholds):
+            m.setattr(buckets, name, v)
+        py = run_engine(m, "python", w, cluster, cfg)
+        c = run_engine(m, "compiled", w, cluster, cfg)
+    assert_identical(py, c)
+
+
 def random_logged(seed, n):
     """A logged workload around the warm start T (test_engine_warm's ``logged`` rows) on its two 4-GPU nodes:
     history before T, jobs running at T on a logged node, jobs pending at T and jobs arriving after it."""
@@ -329,3 +354,54 @@ def test_no_references_leak(monkeypatch):
     gc.collect()
     assert [sys.getrefcount(x) for x in probes] == before
     assert gc.garbage == []
+
+
+class Hint:
+    """A pass's hint as ``easy.node_pass`` publishes it: answers by job, failures by shape, a stop count."""
+
+    def __init__(self, answers, failed, shape, n_shapes):
+        self.answers, self.failed, self.shape, self.n_shapes = answers, failed, shape, n_shapes
+        self.state = type("State", (), {"n_failed_short": 0})()
+        self.asked = []
+
+    def __call__(self, j):
+        self.asked.append(j)
+        return self.answers.get(j)
+
+
+@needs_compiled
+def test_walk_hand_computed():
+    # jobs 0..6 requesting (milli-GPUs) 1000, 4000, 1000, 2000, 1000, 1000, 1000 under a room of 2000: 1 is held
+    # back (noted "quota"); 0's shape already failed outright ("resources": skipped without asking the hint, its
+    # reason noted); 2 is asked (answer None: handed over); then 3 is handed over; 4's shape is "long": asked,
+    # answer "reservation"; 5 is asked, answer False: the order stops. Job 6 is never taken.
+    req_g = [1000, 4000, 1000, 2000, 1000, 1000, 1000]
+    shape = ["s0", "s1", "s2", "s3", "long", "s5", "s6"]
+    hint = Hint({4: "reservation", 5: False}, {"s0": "resources", "long": "long"}, shape, 3)
+    reason = ["priority", "quota", None, None, None, None, None]
+    notes = []
+
+    def note(j, r, now):
+        notes.append((j, r, now))
+        reason[j] = r
+
+    dirty = {0: {g: set() for g in set(req_g)}}
+    it = iter(range(7))
+    st = [0, 0]
+    walk = fsorder.compiled.walk
+    args = (dirty, [0] * 7, req_g, reason, note, 5.0, hint, hint.failed, shape, hint.state, hint.n_shapes)
+    assert walk(it, st, 2000, *args) == 2
+    assert st == [3, 1] and notes == [(0, "resources", 5.0)]  # 1 already held "quota": not noted again
+    assert hint.asked == [2]
+    assert walk(it, st, 2000, *args) == 3 and st == [4, 1]
+    assert walk(it, st, 2000, *args) is False
+    assert st == [6, 1] and hint.asked == [2, 3, 4, 5] and notes[1:] == [(4, "reservation", 5.0)]
+    assert dirty[0] == {1000: {0, 2, 4, 5}, 4000: {1}, 2000: {3}}
+    # the stop count reached: False before looking at the job; uncapped without a hint: every job in turn; the end
+    hint.state.n_failed_short = 3
+    assert walk(iter([6]), st, None, *args) is False and st == [7, 1]
+    none = (None, [0] * 7, req_g, reason, note, 5.0, None, None, None, None, None)
+    st = [0, 0]
+    it = iter([1, 6])
+    assert walk(it, st, None, *none) == 1 and walk(it, st, None, *none) == 6 and walk(it, st, None, *none) is None
+    assert st == [2, 0]
