@@ -23,7 +23,7 @@ SWF_SOURCE = "queries/ingest/_swfparse.c"
 SWF_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SWF_SOURCE).read_bytes()).hexdigest()
 NODECORE = "engine/_nodecore.c"  # the compiled node-mode pool (engine/nodepool.py), optional in the same way
 NODECORE_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / NODECORE).read_bytes()).hexdigest()
-FSORDER = "engine/_fsorder.c"  # the fair-share order's per-pass arithmetic (engine/fsorder.py), optional in the same way
+FSORDER = "engine/_fsorder.c"  # the fair-share order's hot loops (engine/fsorder.py), optional in the same way
 FSORDER_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / FSORDER).read_bytes()).hexdigest()
 
 
