@@ -23,6 +23,8 @@ SWF_SOURCE = "queries/ingest/_swfparse.c"
 SWF_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / SWF_SOURCE).read_bytes()).hexdigest()
 NODECORE = "engine/_nodecore.c"  # the compiled node-mode pool (engine/nodepool.py), optional in the same way
 NODECORE_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / NODECORE).read_bytes()).hexdigest()
+FSORDER = "engine/_fsorder.c"  # the fair-share order's hot loops (engine/fsorder.py), optional in the same way
+FSORDER_SHA256 = hashlib.sha256((Path(__file__).resolve().parent / FSORDER).read_bytes()).hexdigest()
 
 
 class OptionalBuildExt(build_ext):
@@ -63,6 +65,10 @@ setup(
     ), Extension(
         "engine._nodecore", [NODECORE],
         define_macros=[("QL_SOURCE_SHA256", f'"{NODECORE_SHA256}"')],
+        extra_compile_args=["-O2", "-ffp-contract=off"],
+    ), Extension(
+        "engine._fsorder", [FSORDER],
+        define_macros=[("QL_SOURCE_SHA256", f'"{FSORDER_SHA256}"')],
         extra_compile_args=["-O2", "-ffp-contract=off"],
     )],
     cmdclass={"build_ext": OptionalBuildExt},

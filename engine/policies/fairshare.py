@@ -15,6 +15,9 @@ turn until one starts (or it runs out), instead of a descent per job; during a p
 ``hint`` lets the order skip jobs whose answer is already known (a shape that failed outright, a "long" shape
 outside the hole, a borrowing cap), noting the same wait reason the pass would.
 ``tests/engine/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
+The usage sums, the descent and the bucket walk (outside the class-skipping segments) run in C when
+``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); the Python loops here are the reference and the oracle
+(``tests/engine/test_compiled_fairshare.py``).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import bisect
 import heapq
 import itertools
 
+from .. import fsorder
 from ..jobstate import RUNNING
 from ..units import INF
 from .buckets import BucketQueue
@@ -31,17 +35,27 @@ _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held ba
 
 class FairShareQueue(BucketQueue):
     indexes_classes = True
+
+    def __init__(self, sim):
+        super().__init__(sim)
+        self.compiled = fsorder.routines()
+
     def funded_order(self, now):
         self.adapt()  # build or drop the class index now, while no other order is running
         sim = self.sim
         ten = sim.budgeting.at(now)
         plan = self._plan(ten)
         n = len(ten.paths)
-        usage = [0.0] * n
-        for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
-            if u:
-                for i in chain:
-                    usage[i] += u
+        fast = self.compiled  # the same sums and descents in C (engine/fsorder.py); these loops are the oracle
+        if fast is not None:
+            usage = fast.tree_usage(sim.ledger.window_all(now), plan.acct_chain, n)
+            descend, walk, st = fast.descend, fast.walk, [0, 0]
+        else:
+            usage = [0.0] * n
+            for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
+                if u:
+                    for i in chain:
+                        usage[i] += u
         rem = list(plan.pending)  # funded jobs pending per tree node (this pass consumes its copy)
         children = ten.children
         total = sum(rem[c] for c in children[0])
@@ -65,6 +79,8 @@ class FairShareQueue(BucketQueue):
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
             node = 0
+            if fast is not None:
+                node = descend(children, rem, frac, usage, paths)
             while children[node]:
                 best = bkey = None
                 for c in children[node]:
@@ -123,6 +139,30 @@ class FairShareQueue(BucketQueue):
                 if pos >= 0:  # continue after the last job a class-skipping segment offered
                     it = itertools.dropwhile(pos.__ge__, it)
                 heads[node] = it
+            if fast is not None:  # the same walk with the per-job loop in C (``walk``): the loop below is its oracle
+                st[0], st[1] = 0, n_held
+                while True:
+                    hint = self.hint
+                    if hint is not None and hint is not seen:
+                        seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                    j = walk(it, st, room, dirty if tracked else None, acct, req_g, reason, note, now, hint, failed,
+                             shape, state, n_shapes)
+                    if j is None:
+                        break
+                    if j is False:
+                        self.held_seen += st[1]
+                        return
+                    if st[1]:
+                        self.held_seen += st[1]
+                        st[1] = 0
+                    yield j
+                    if status[j] == RUNNING:
+                        started = True
+                        if tracked:
+                            pos_of[node] = j
+                        break
+                taken, n_held = st[0], st[1]
+                it = ()  # walked: the loop below has nothing left to do
             for j in it:
                 taken += 1
                 if tracked:  # every class is within the room: the same walk, noting what it hands over

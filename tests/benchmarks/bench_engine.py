@@ -21,6 +21,10 @@
    with and without the kept baseline, against the as-logged replay of the same window (baseline in the run).
 5.-7. Issue 16 at scale (the capped backlog, the 512-node capped / uncapped ratio, the compiled node pool):
    ``bench_engine_scale.py``.
+8. Issue 16, the compiled fair-share order (``engine/_fsorder.c``): 30-day fair share + EASY + 8 h contracts on
+   the sample, the compiled routines against their Python loops (compiled node pool on both sides) and the whole
+   compiled engine against ``QUOTALOOP_ENGINE=python``, one process, best of 3; with ``QUOTALOOP_BENCH_512`` (or
+   /tmp/nodecore-512) also the 512-node store, budgets scaled x4, one run each.
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared) and wall seconds.
 Run: ``python -m pytest tests/benchmarks/bench_engine.py -m benchmark -s``
@@ -614,3 +618,58 @@ def test_hpc2n_compiled_kernel_vs_python_and_c_textbook(shared_data, tmp_path):
     print(f"  quotaloop simulate process: compiled {q_c:.2f} s = {q_c / c_cpu:.2f}x the C loop, Python {q_py:.2f} s = "
           f"{q_py / c_cpu:.2f}x (issue 16 asks <= 1.5x)")
     assert diff == 0 and len(c_start) == len(eng) == 202871
+
+
+@pytest.mark.benchmark
+def test_compiled_fairshare_order_vs_python():
+    # issue 16: the fair-share order's usage windows, tree sums, descent and bucket walk in C (engine/_fsorder.c)
+    # against its Python loops (engine/fsorder.ENABLED off, the compiled node pool kept: the ratio is the order's),
+    # and the whole compiled engine against QUOTALOOP_ENGINE=python. CPU seconds in one process; identical results.
+    import os
+
+    from bench_engine_scale import _scaled_budgets
+    from queries.store import Store
+
+    import engine.fsorder as fsorder
+    from engine import min_runtime
+    from engine.backfill.fastpath import ENGINE_ENV
+    from engine.budgets import load
+    from engine.result import metrics_json
+
+    if fsorder.compiled is None:
+        pytest.fail("the compiled fair-share order is not built (pip install -e .): nothing to measure")
+    stores = [(128, REPO / "sample_data" / "store", 3)]
+    big = Path(os.environ.get("QUOTALOOP_BENCH_512", "/tmp/nodecore-512"))
+    if (big / "_manifest.json").exists():
+        stores.append((512, big, 1))
+    mr = min_runtime.parse_overrides(["8h"], "--min-runtime")
+    print(f"\nthe compiled fair-share order, 30-day fair share + EASY + 8 h, caps scaled to the cluster: CPU s "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    for nodes, path, reps in stores:
+        if not (path / "_manifest.json").exists():
+            print(f"  {nodes} nodes: no store at {path}")
+            continue
+        s = Store(path)
+        jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+        cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(_scaled_budgets(max(1, nodes // 128))),
+                        min_runtime_by_class=mr)
+        cpu, res = {}, {}
+        for _ in range(reps):
+            for name, engine, on in (("python order", "", False), ("compiled order", "", True),
+                                     ("QUOTALOOP_ENGINE=python", "python", True)):
+                os.environ[ENGINE_ENV] = engine
+                fsorder.ENABLED = on
+                try:
+                    res[name], t, _ = timed(simulate, jobs, cluster, cfg)
+                finally:
+                    del os.environ[ENGINE_ENV]
+                    fsorder.ENABLED = True
+                cpu[name] = min(cpu.get(name, math.inf), t)
+        base = res["QUOTALOOP_ENGINE=python"]
+        for r in res.values():
+            assert r.jobs.equals(base.jobs, null_equal=True) and r.timeline.equals(base.timeline, null_equal=True)
+            assert metrics_json(r.metrics) == metrics_json(base.metrics)
+        py, fs, c = cpu["python order"], cpu["compiled order"], cpu["QUOTALOOP_ENGINE=python"]
+        print(f"  {nodes} nodes, {jobs.height} jobs (best of {reps}): compiled pool + Python order {py:.2f} s, "
+              f"+ compiled order {fs:.2f} s = {py / fs:.2f}x; all Python {c:.2f} s, all compiled {fs:.2f} s = "
+              f"{c / fs:.2f}x; identical output; load average now {os.getloadavg()[0]:.1f}")
