@@ -274,6 +274,20 @@ def normalise_gap(df: pl.DataFrame, resource: str, by: str | None) -> pl.DataFra
     return out.sort("t", "group")
 
 
+def known_usage(requested: float | None, used: float | None, wasted: float | None,
+                rel: float = 1e-9) -> tuple[float | None, float | None]:
+    """``(used, wasted)`` resource-hours as a page shows them: ``(None, None)`` - unknown - when the logs record
+    the usage of none of the requested hours. The queries count a job's usage as known when they have samples
+    or totals for it, or when it holds none of the resource (no GPUs = 0 GPUs used), so used + wasted is the
+    request whose usage is known; 0 of a positive request (openb's GPU pods, an SWF log without CPU times) is
+    "unknown", not "0 used, 0 wasted"."""
+    if used is None or wasted is None:
+        return None, None
+    if requested and used + wasted <= rel * abs(requested):
+        return None, None
+    return used, wasted
+
+
 def prefixes(accounts) -> list[str]:
     out = set()
     for acc in accounts:

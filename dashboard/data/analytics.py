@@ -271,14 +271,17 @@ def _overview_totals(store: str, token: str, flt) -> dict:
             value = row.get(f"{col}_{k}")
             # None: no job of the window records that usage (an SWF log without CPU times) - unknown, not 0
             out[f"{r}_{k}_h"] = None if value is None else value * scale
+        out[f"{r}_used_h"], out[f"{r}_wasted_h"] = shaping.known_usage(
+            out[f"{r}_requested_h"], out[f"{r}_used_h"], out[f"{r}_wasted_h"])
     res = out["resource"] = resource(flt)  # occupancy and utilisation of GPUs, or of cores without GPUs
     cap = capacity(flt.cluster if flt else None, res, flt.partition if flt else None)
     span_h = ((flt.end - flt.start).total_seconds() / 3600.0) if flt and flt.start and flt.end else None
     out["capacity_gpus"] = capacity_gpus(flt.cluster if flt else None) if res == "cpu" else cap
     out["capacity"] = cap
-    req_h, used_h = out[f"{res}_requested_h"], out[f"{res}_used_h"]
+    req_h, used_h, wasted_h = (out[f"{res}_{k}_h"] for k in ("requested", "used", "wasted"))
     out["occupancy"] = (req_h or 0.0) / (cap * span_h) if cap and span_h else None
-    out["utilisation"] = used_h / req_h if req_h and used_h is not None else None
+    # busy over the allocated hours whose usage is known (used + wasted): unknown usage is neither
+    out["utilisation"] = used_h / (used_h + wasted_h) if used_h is not None and used_h + wasted_h else None
     levels = dict(pyramid(flt, res))
     for key in ("occupancy", "utilisation"):
         if levels.get(key) is not None:  # the pyramid query knows node availability and usage coverage

@@ -24,7 +24,7 @@ from queries.analytics import budgets as qb
 
 from .files import Window
 from .html import Chart, Kpi, Section, Table, fmt
-from ..shaping import RESOURCE_WORDS
+from ..shaping import RESOURCE_WORDS, known_usage
 
 BACKTEST_PERIODS = 8
 
@@ -82,6 +82,10 @@ HEADLINE = {"gpu": (("GPU", "GPU-hours", "gpu_hours", "gpu_efficiency"),
 
 def overview(q: Runner, scope: Scope) -> tuple[Section, dict]:
     ov = q("overview").row(0, named=True)
+    for p, e in (("gpu_hours", "gpu_efficiency"), ("cpu_hours", "cpu_efficiency"), ("mem_tb_hours", "mem_efficiency")):
+        # none of the requested hours has known usage: unknown, not "0 used, 0 wasted" (as on the dashboard)
+        ov[f"{p}_used"], ov[f"{p}_wasted"] = known_usage(ov[f"{p}_requested"], ov[f"{p}_used"], ov[f"{p}_wasted"])
+        ov[e] = ov[e] if ov[f"{p}_used"] is not None else None
     res = q.resource
     name, held, hours, _ = WORDS[res]
     pyr = q("metric_pyramid", resource=res) if scope.audience != "user" else None  # '(all)' = every job in scope

@@ -26,6 +26,12 @@ depth = data.team_depth(data.options())
 ident = ui.viewer()
 restricted = privacy.restricted(ident)  # a researcher: own row and rank, other users unnamed
 # the two coefficients side by side right after the waste; the terms behind each follow
+# per rank_by: what each user requested and used, beside ``wasted`` (used + wasted = the request whose usage
+# is known)
+REQUESTED_COLS = {"gpu": "gpu_hours_requested", "cpu": "cpu_hours_requested", "mem": "mem_tb_hours_requested",
+                  "equiv": "footprint_gpu_equiv_hours"}
+USED_COLS = {"gpu": "gpu_hours_used", "cpu": "cpu_hours_used", "mem": "mem_tb_hours_used",
+             "equiv": "used_gpu_equiv_hours"}
 RANK_COLS = ["user", "main_team", "job_count", wasted, eff, "rec_coefficient", "legacy_coefficient", "rec_efficiency",
              "rec_confidence", "rec_demand", "legacy_score", "legacy_rank", "footprint_gpu_equiv_hours"]
 
@@ -71,9 +77,12 @@ with users_tab:
         else:
             m1, m2, m3 = st.columns(3)
             m1.metric("Users ranked", f"{users.height:,}", border=True)
-            m2.metric(f"Wasted {unit}", f"{users[wasted].sum():,.0f}", border=True)
+            used_col, req_col = USED_COLS[rank_by], REQUESTED_COLS[rank_by]
+            _, total = shaping.known_usage(*(users[c].sum() if users[c].is_not_null().any() else None
+                                             for c in (req_col, used_col, wasted)))
+            m2.metric(f"Wasted {unit}", "–" if total is None else f"{total:,.0f}", border=True)
             top = users.row(0, named=True)
-            if top[wasted] is None:  # nobody's usage is known (an SWF log without CPU times): no waste to rank
+            if total is None:  # nobody's usage is known (an SWF log without CPU times, openb's GPU pods)
                 m3.metric("Largest waster", "–", "n/a: this log records no usage", delta_color="off",
                           delta_arrow="off", border=True)
             else:

@@ -1,7 +1,7 @@
 """Waste explorer (platform team): request-vs-usage gap areas and a team -> user -> job drill-down."""
 import streamlit as st
 
-from dashboard import auth, charts, data, privacy, ui
+from dashboard import auth, charts, data, privacy, shaping, ui
 
 flt = ui.filters()
 ui.page_header("Waste explorer",
@@ -43,6 +43,7 @@ if groups.is_empty():
 # a group whose jobs record no usage has used / wasted null: summed as 0 they would read "all idle" or "no waste"
 req, used, wasted = (groups[c].sum() if groups[c].is_not_null().any() else None
                      for c in ("requested_hours", "used_hours", "wasted_hours"))
+used, wasted = shaping.known_usage(req, used, wasted)
 unknown = f"Unknown: no job of this selection records its usage of {label} (e.g. an SWF log without CPU times)."
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(f"Requested {amount_unit}", ui.compact(req), border=True, help=f"{req or 0:,.1f} {amount_unit}.")

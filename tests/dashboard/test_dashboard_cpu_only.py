@@ -284,3 +284,35 @@ def test_a_log_without_users_names_no_user_none(monkeypatch, tmp_path):
     top = metric(at, "Largest waster")
     # 4 x 2 h + 2 x 1 h held, 2 + 1 core-hours used: 7 core-hours wasted
     assert top.value == "(user not logged)" and top.delta == "7 CPU core-hours"
+
+
+def test_gpu_usage_unknown_but_for_jobs_without_gpus(monkeypatch, tmp_path):
+    """openb's shape: GPU pods without GPU usage beside CPU pods (0 GPUs: known to use 0). The GPU figures are
+    unknown, not "0 used, 0 wasted"; once one GPU job records its usage, utilisation is over the known part."""
+    head = "job_id,user,submit,start,end,req_cpus,req_gpus,cpu_seconds_used,mean_gpu_util,state\n"
+    rows = ["1,ann,2024-03-01T10:00:00Z,2024-03-01T10:00:00Z,2024-03-01T12:00:00Z,8,4,,,COMPLETED\n",
+            "2,bob,2024-03-01T11:00:00Z,2024-03-01T11:00:00Z,2024-03-01T12:00:00Z,2,0,3600,,COMPLETED\n"]
+    src = tmp_path / "jobs.csv"
+    src.write_text(head + "".join(rows))
+    ingest([src], tmp_path / "a", fmt="csv")
+    at = page(app(monkeypatch, tmp_path / "a"), "overview")
+    assert metric(at, "GPU utilisation").value == "–" and metric(at, "Wasted GPU-h").value == "–"
+    at = page(at, "waste")
+    assert metric(at, "Used GPU-hours").value == "–" and metric(at, "Wasted GPU-hours").value == "–"
+    assert metric(at, "Requested GPU-hours").value == "8"
+    at = page(at, "rankings")
+    at.segmented_control(key="r_by").set_value("gpu").run()
+    assert metric(at, "Largest waster").value == "–" and metric(at, "Wasted GPU-hours").value == "–"
+
+    # job 3: 2 GPUs for 1 h at 50 %: known GPU request 2 GPU-h, 1 used, 1 wasted; the 8 of job 1 stay unknown
+    src.write_text(head + "".join(rows) +
+                   "3,cat,2024-03-01T13:00:00Z,2024-03-01T13:00:00Z,2024-03-01T14:00:00Z,4,2,,0.5,COMPLETED\n")
+    ingest([src], tmp_path / "b", fmt="csv")
+    at = page(app(monkeypatch, tmp_path / "b"), "overview")
+    assert _pct(metric(at, "GPU utilisation").value) == pytest.approx(0.5)  # not 1 / 10
+    assert metric(at, "Wasted GPU-h").value == "1"
+    at = page(at, "waste")
+    assert metric(at, "Efficiency").value == "50.0 %" and metric(at, "Requested GPU-hours").value == "10"
+    at = page(at, "rankings")
+    at.segmented_control(key="r_by").set_value("gpu").run()
+    assert metric(at, "Largest waster").value == "cat" and metric(at, "Wasted GPU-hours").value == "1"
