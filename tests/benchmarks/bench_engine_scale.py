@@ -8,6 +8,9 @@
    its GPU counts x4 and x4 without max_gpus, one process; minutes long, so it runs only when named with -k.
 7. Issue 16, the compiled node pool (``engine/_nodecore.c``) against the Python pool: 30-day fair share + EASY +
    8 h contracts on the sample (128 nodes) and on the stores named by ``QUOTALOOP_BENCH_NODES``, one process.
+8. Issue 16, the growth curve: the same month on the sample and the ``QUOTALOOP_BENCH_NODES`` stores (1,024 to
+   8,192 GPUs), engine CPU, CPU per job, peak RSS per job and the growth exponent against n log n, each size in a
+   child process of its own; minutes long, so it runs only when named (-k growth_curve).
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared). The naive baselines and the
 HPC2N comparisons are in ``bench_engine.py``, whose ``timed`` and ``REPO`` these reuse.
