@@ -3,7 +3,9 @@
 
 Every replay is a ``ScenarioSpec`` run by ``whatif.runner`` on the rows of ``whatif.loader`` (the
 ``replay_jobs`` query): one scenario model, one loader. The caches here only key and keep the runs, and beside
-each window's baseline its fidelity against the log (``whatif.fidelity``, computed once per baseline).
+each window's baseline its fidelity against the log (``whatif.fidelity``) and its measures (``runner.Measured``:
+attainment, queueing, waits per bucket), each computed once per baseline: a slider press simulates and measures
+only the scenario, and reads nothing from the store (inputs, node layout and budget tree are cached).
 """
 from __future__ import annotations
 
@@ -212,13 +214,18 @@ def _window(jobs: pl.DataFrame, start, end) -> tuple[dt.datetime, dt.datetime]:
     return lo, hi
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _layout_inferred(store: str, token: str, cluster) -> bool:
+    return loader.layout_inferred(store, cluster)
+
+
 def _named_inputs(store: str, token: str, start, end, cluster):
     jobs, nodes = _engine_inputs(store, token, start, end, cluster)
     tree, source = budget_tree()
     lo, hi = _window(jobs, start, end)
     return runner.Inputs(jobs, nodes, tree, lo, hi, store=store, cluster=cluster, budgets_source=source,
                          warm_start=start is not None,
-                         layout_inferred=nodes.height > 0 and loader.layout_inferred(store, cluster))
+                         layout_inferred=nodes.height > 0 and _layout_inferred(store, token, cluster))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -238,10 +245,20 @@ def _named_fidelity(store: str, token: str, start, end, cluster, policy: str, ba
     return runner.fidelity_of(spec, _named_inputs(store, token, start, end, cluster), _baseline)
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _named_measured(store: str, token: str, start, end, cluster, policy: str, backfill: str, seed: int,
+                    budgets_key: str, sim_knobs: tuple, _baseline):
+    """The baseline's measures (``runner.measure_baseline``), kept beside it: a slider measures only the
+    scenario."""
+    spec = ScenarioSpec.make("shares", policy=policy, backfill=backfill, seed=seed, sim_knobs=dict(sim_knobs))
+    return runner.measure_baseline(spec, _named_inputs(store, token, start, end, cluster), _baseline)
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _baseline, _fidelity=None):
+def _run_named(store: str, token: str, start, end, cluster, spec, budgets_key: str, _baseline, _fidelity=None,
+               _measured=None):
     return runner.run(spec, _named_inputs(store, token, start, end, cluster), baseline=_baseline,
-                      fidelity=_fidelity)
+                      fidelity=_fidelity, measured=_measured)
 
 
 def run_scenario(flt: Filters, spec, progress=None):
@@ -263,8 +280,9 @@ def run_scenario(flt: Filters, spec, progress=None):
         # the calibrated knobs are part of the baseline: a spec with other knobs must not reuse it
         base = _named_baseline(*key, spec.policy, spec.backfill, spec.seed, budgets_key, spec.sim_knobs)
         fidelity = _named_fidelity(*key, spec.policy, spec.backfill, spec.seed, budgets_key, spec.sim_knobs, base)
+        measured = _named_measured(*key, spec.policy, spec.backfill, spec.seed, budgets_key, spec.sim_knobs, base)
         say(0.5, f"Replaying the scenario ({spec.label.lower()}) and comparing ...")
-        result = _run_named(*key, spec, budgets_key, base, fidelity)
+        result = _run_named(*key, spec, budgets_key, base, fidelity, measured)
     except Exception as exc:  # an engine or scenario error must read as a message, never a traceback
         raise SimulationError(f"{type(exc).__name__}: {exc}") from exc
     say(1.0, "Done")
@@ -315,6 +333,9 @@ def explain_team(flt: Filters, run_key, which: str, team: str, result=None, tree
         tree = budget_tree()[0]
     if which == "logs":  # the logged history depends on the tree it is measured against, not on the run
         run_key = ("logs", hash(tree))
+    elif which == "baseline" and isinstance(run_key, ScenarioSpec):
+        # every scenario of the window shares its baseline (``_named_baseline``'s key): explain it once
+        run_key = ("baseline", run_key.policy, run_key.backfill, run_key.seed, run_key.sim_knobs)
     return _explain(store, token, lo, hi, sim_cluster(flt), run_key, which, team, _budgets_key(), result, tree)
 
 

@@ -27,7 +27,9 @@ measures them the same way:
 Invariants: the engine is a black box (``engine.simulate``); the same spec and inputs give byte-identical
 files from ``ScenarioResult.write``; the baseline of every kind is the unchanged replay (same policy, backfill,
 budgets, seed: ``baseline``, which a caller may keep and pass back to ``run``), so a scenario equal to its
-baseline compares equal everywhere (and is not simulated a second time).
+baseline compares equal everywhere (and is not simulated a second time); a caller keeping the baseline may keep
+its measures too (``measure_baseline``: attainment, queueing, waits per bucket) and pass them back, so a slider
+measures only the scenario - the result is the same as measuring both.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ import polars as pl
 import engine
 from engine import budgets as bt
 from engine.metrics import clean
-from queries.analytics.budgets import attainment_of, budget_unit
+from queries.analytics.budgets import Attainment, attainment_of, budget_unit
 from queries.store import Store
 
 from . import fidelity as baseline_fidelity
@@ -266,12 +268,35 @@ def configs(spec: ScenarioSpec, inputs: Inputs):
     return jobs, base, scen_jobs, change.cfg, change.extra, change.notes
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What ``run`` measures of one replay over its window: attainment (``attainment_of``), queueing and idle
+    reservation (``usage_metrics``) and p50 / p90 waits per budget bucket (``_waits_by_bucket``)."""
+    attainment: Attainment
+    usage: dict
+    waits: pl.DataFrame
+
+
+def measure(res: engine.SimResult, cfg, inputs: Inputs) -> Measured:
+    """The measures of ``res``, a replay of ``inputs``' window under ``cfg`` (its budgets are what attainment is
+    measured against)."""
+    return Measured(_attainment(res, cfg, inputs), usage_metrics(res, inputs.start, inputs.end),
+                    _waits_by_bucket(res))
+
+
+def measure_baseline(spec: ScenarioSpec, inputs: Inputs, base: engine.SimResult) -> Measured:
+    """The measures of ``baseline(spec, inputs)`` (a caller caching the baseline caches these beside it and
+    passes them to ``run``: the same for every scenario of the window, as the baseline is)."""
+    return measure(base, baseline_config(spec, inputs)[1], inputs)
+
+
 def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimResult | None = None,
-        fidelity: dict | None = None) -> ScenarioResult:
+        fidelity: dict | None = None, measured: Measured | None = None) -> ScenarioResult:
     """Simulate baseline and scenario; ``progress(fraction, text)`` is called between the steps. ``baseline``:
     the result of ``baseline(spec, inputs)`` when the caller kept it (a slider re-runs only the scenario), and
-    ``fidelity`` its ``fidelity_of(spec, inputs, baseline)`` likewise; a scenario whose jobs and configuration
-    equal the baseline's is not simulated twice."""
+    ``fidelity`` its ``fidelity_of(spec, inputs, baseline)``, ``measured`` its ``measure_baseline(spec, inputs,
+    baseline)`` likewise (only with ``baseline``); a scenario whose jobs and configuration equal the baseline's
+    is neither simulated nor measured twice."""
     say = progress or (lambda f, t: None)
     if not inputs.counts()["jobs"] and not inputs.counts().get("jobs_pending_at_start"):
         raise ValueError("no jobs were submitted in this window on this cluster: nothing to replay")
@@ -284,14 +309,20 @@ def run(spec: ScenarioSpec, inputs: Inputs, progress=None, baseline: engine.SimR
     if baseline is None:
         say(0.15, "Replaying the baseline ...")
         baseline = engine.simulate(base_jobs, inputs.nodes, base_cfg)
+        measured = None  # measures of a baseline the caller did not keep describe another run
     base = baseline
     say(0.5, "Replaying the scenario ...")
     same = scen_jobs is base_jobs and scen_cfg == base_cfg
     scen = base if same else engine.simulate(scen_jobs, inputs.nodes, scen_cfg)
     say(0.85, "Comparing ...")
-    ba, sa = _attainment(base, base_cfg, inputs), _attainment(scen, scen_cfg, inputs)
-    comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end, unit=ba.unit)
-    teams = team_table(base, scen, ba.table, sa.table, inputs, by=verdict_basis(spec.kind))
+    if measured is None:
+        measured = measure(base, base_cfg, inputs)
+    scen_measured = measured if scen is base else measure(scen, scen_cfg, inputs)
+    ba, sa = measured.attainment, scen_measured.attainment
+    comparison = compare(base, scen, ba.summary, sa.summary, inputs.start, inputs.end, unit=ba.unit,
+                         usage=(measured.usage, scen_measured.usage))
+    teams = team_table(base, scen, ba.table, sa.table, inputs, by=verdict_basis(spec.kind),
+                       waits=(measured.waits, scen_measured.waits))
     if fidelity is None:
         fidelity = baseline_fidelity.of_baseline(inputs, base, base_cfg)
     say(1.0, "Done")
@@ -393,11 +424,13 @@ def _flat(metrics: dict, att: dict, usage: dict) -> dict:
     return flat
 
 
-def compare(base, scen, base_att: dict, scen_att: dict, start=None, end=None, unit: str = "gpu") -> pl.DataFrame:
-    """The comparison table; queueing and idle reservation inside [start, end) (``usage_metrics``); the rows of
-    ``metrics_for(unit)``."""
-    a = _flat(base.metrics, base_att, usage_metrics(base, start, end))
-    b = _flat(scen.metrics, scen_att, usage_metrics(scen, start, end))
+def compare(base, scen, base_att: dict, scen_att: dict, start=None, end=None, unit: str = "gpu",
+            usage: tuple | None = None) -> pl.DataFrame:
+    """The comparison table; queueing and idle reservation inside [start, end) (``usage_metrics``, or ``usage``:
+    both runs' when already measured); the rows of ``metrics_for(unit)``."""
+    base_usage, scen_usage = usage or (usage_metrics(base, start, end), usage_metrics(scen, start, end))
+    a = _flat(base.metrics, base_att, base_usage)
+    b = _flat(scen.metrics, scen_att, scen_usage)
     rows = []
     for key, label, better in metrics_for(unit):
         x, y = a.get(key), b.get(key)
@@ -463,12 +496,15 @@ def verdict_notes(teams: pl.DataFrame, by: str = "received") -> list[str]:
 
 
 def team_table(base, scen, base_att: pl.DataFrame, scen_att: pl.DataFrame, inputs: Inputs,
-               by: str = "received") -> pl.DataFrame:
+               by: str = "received", waits: tuple | None = None) -> pl.DataFrame:
+    """Per budget bucket, both runs side by side (module doc); ``waits``: both runs' ``_waits_by_bucket`` when
+    already measured."""
     hours = (inputs.end - inputs.start).total_seconds() / 3600.0
     cap = inputs.capacity * hours
     keep = ["node", "attainment", "entitled_gpu_hours", "received_gpu_hours", "demanded_gpu_hours"]
-    a = base_att.select(keep).join(_waits_by_bucket(base), on="node", how="left")
-    b = scen_att.select(keep).join(_waits_by_bucket(scen), on="node", how="left")
+    base_waits, scen_waits = waits or (_waits_by_bucket(base), _waits_by_bucket(scen))
+    a = base_att.select(keep).join(base_waits, on="node", how="left")
+    b = scen_att.select(keep).join(scen_waits, on="node", how="left")
     t = a.join(b, on="node", how="full", coalesce=True, suffix="_s").sort("node")
     delta = pl.col("received_gpu_hours_s").fill_null(0.0) - pl.col("received_gpu_hours").fill_null(0.0)
     tol = pl.max_horizontal(pl.lit(VERDICT_ABS_H), VERDICT_REL * pl.col("received_gpu_hours").fill_null(0.0).abs())

@@ -8,6 +8,9 @@
    its GPU counts x4 and x4 without max_gpus, one process; minutes long, so it runs only when named with -k.
 7. Issue 16, the compiled node pool (``engine/_nodecore.c``) against the Python pool: 30-day fair share + EASY +
    8 h contracts on the sample (128 nodes) and on the stores named by ``QUOTALOOP_BENCH_NODES``, one process.
+8. Issue 16, the growth curve: the same month on the sample and the ``QUOTALOOP_BENCH_NODES`` stores (1,024 to
+   8,192 GPUs), engine CPU, CPU per job, peak RSS per job and the growth exponent against n log n, each size in a
+   child process of its own; minutes long, so it runs only when named (-k growth_curve).
 
 Times are process CPU seconds (``time.process_time``: the 2-core machine is shared). The naive baselines and the
 HPC2N comparisons are in ``bench_engine.py``, whose ``timed`` and ``REPO`` these reuse.
@@ -232,3 +235,86 @@ def test_node_mode_compiled_pool_vs_python():
         for nodes, n, _, cpu in rows[1:]:
             nlogn = (n * math.log(n)) / (j0 * math.log(j0))
             print(f"  {nodes} vs {n0} nodes: jobs x{n / j0:.2f}, compiled CPU x{cpu / c0:.2f} (n log n: x{nlogn:.2f})")
+
+
+# ------------------------------------------------------------------------------------------ 8. the growth curve
+def growth_point(store: Path, nodes: int) -> dict:
+    """One point of the growth curve, run in a fresh process so its peak RSS is this size's alone: the store's
+    30-day month, fair share + EASY + 8 h contracts, budgets scaled to the cluster (``_scaled_budgets(nodes //
+    128)``: cluster_gpus, guaranteed_gpus and max_gpus x1 / x2 / x4 / x8 on 128 / 256 / 512 / 1,024 nodes),
+    ``simulate()`` timed alone (process CPU). Peak RSS is read before the run (store read, budgets loaded) and
+    after it, so the engine's own memory is the difference."""
+    import resource
+
+    from queries.store import Store
+
+    from engine import min_runtime
+    from engine.budgets import load
+
+    s = Store(store)
+    jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(_scaled_budgets(max(1, nodes // 128))),
+                    min_runtime_by_class=min_runtime.parse_overrides(["8h"], "--min-runtime"))
+    before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res, cpu, wall = timed(simulate, jobs, cluster, cfg)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"nodes": nodes, "gpus": float(cluster.total_gpus), "jobs": jobs.height, "simulated": res.jobs.height,
+            "cpu_s": cpu, "wall_s": wall, "rss_before_kib": before_kib, "rss_peak_kib": peak_kib,
+            "passes": res.metrics["scheduler"].get("passes")}
+
+
+@pytest.mark.benchmark
+def test_growth_curve_fairshare_easy_min8h(request):
+    # issue 16: "30-day fair share + EASY + min runtime on 1,024 / 2,048 / 4,096 / 8,192 GPUs: engine CPU <= 2 s
+    # at 4,096 GPUs, growth with the number of jobs no worse than n log n (print the curve)", and "memory per
+    # simulated job stays flat". The sample (128 nodes) plus QUOTALOOP_BENCH_NODES="256=/path,512=/path,1024=/path"
+    # (`quotaloop sample --nodes N --days 30 --store /path`). Each size runs in its own child process (growth_point)
+    # so the peak RSS is that size's; sizes in turn, never two at once. Minutes long: runs only when named
+    # (-k growth_curve).
+    if "growth_curve" not in (request.config.getoption("keyword") or ""):
+        pytest.skip("minutes long: run with -k growth_curve")
+    import json
+    import os
+    import subprocess
+    import sys
+
+    stores = {128: REPO / "sample_data" / "store"}
+    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
+        k, v = item.split("=", 1)
+        stores[int(k)] = Path(v)
+    here = Path(__file__).resolve().parent
+    print(f"\ngrowth curve: 30-day fair share + EASY + --min-runtime 8h, budgets.toml's GPU counts x nodes/128, "
+          f"simulate() CPU, one child process per size (load average at start {os.getloadavg()[0]:.1f})")
+    rows = []
+    for nodes, path in sorted(stores.items()):
+        if not (path / "_manifest.json").exists():
+            print(f"  {nodes} nodes: no store at {path}")
+            continue
+        code = (f"import json, sys; sys.path.insert(0, {str(here)!r}); from pathlib import Path; "
+                f"from bench_engine_scale import growth_point; "
+                f"print(json.dumps(growth_point(Path({str(path)!r}), {nodes})))")
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO)
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        assert row["simulated"] > 0.99 * row["jobs"]  # a whole month simulated (a cap may skip a few: over_cap)
+        rows.append(row)
+        engine_kib = row["rss_peak_kib"] - row["rss_before_kib"]
+        print(f"  {nodes:>5} nodes ({row['gpus']:.0f} GPUs), {row['jobs']:>7} jobs: {row['cpu_s']:7.1f} s CPU "
+              f"({row['wall_s']:.1f} s wall, load {os.getloadavg()[0]:.1f}), {row['cpu_s'] / row['jobs'] * 1e6:6.0f} "
+              f"us CPU/job, {row['passes']} passes; peak RSS {row['rss_peak_kib'] / 1024:.0f} MiB "
+              f"({row['rss_peak_kib'] / row['jobs']:.2f} KiB/job), of it the run {engine_kib / 1024:.0f} MiB "
+              f"({engine_kib / row['jobs']:.2f} KiB/job)")
+    if len(rows) < 2:
+        return
+    # the local exponent d log(cpu) / d log(n) between neighbours, against n log n's over the same step (~1.1)
+    print("  step: jobs x, CPU x, n log n x; exponent of CPU in n, of n log n")
+    for a, b in zip(rows, rows[1:]):
+        n0, n1, c0, c1 = a["jobs"], b["jobs"], a["cpu_s"], b["cpu_s"]
+        nlogn = (n1 * math.log(n1)) / (n0 * math.log(n0))
+        print(f"  {a['nodes']} -> {b['nodes']} nodes: jobs x{n1 / n0:.2f}, CPU x{c1 / c0:.2f}, n log n x{nlogn:.2f}; "
+              f"exponent {math.log(c1 / c0) / math.log(n1 / n0):.2f} (n log n {math.log(nlogn) / math.log(n1 / n0):.2f})")
+    x = np.log([r["jobs"] for r in rows])
+    y = np.log([r["cpu_s"] for r in rows])
+    slope = float(np.polyfit(x, y, 1)[0])
+    n0, n1 = rows[0]["jobs"], rows[-1]["jobs"]
+    ref = math.log((n1 * math.log(n1)) / (n0 * math.log(n0))) / math.log(n1 / n0)
+    print(f"  least-squares exponent over all sizes: CPU ~ n^{slope:.2f} (n log n over the same range: n^{ref:.2f})")
