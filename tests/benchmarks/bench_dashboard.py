@@ -254,7 +254,7 @@ def test_dashboard_speed():
             if WITH_SAMPLE:
                 _report("the sample store", SAMPLE, browser)
             if (BIG / "_manifest.json").exists() or (BIG / "jobs").is_dir():
-                _report("the 10M-job store", BIG, browser)
+                _report(f"the big store ({BIG.name})", BIG, browser)
             else:
                 print(f"\n(10M-job store not found at {BIG}: run tests/benchmarks/bench_queries.py first to build it)")
         finally:

@@ -20,7 +20,8 @@ kept for comparison with the figures measured before; a real day of a 10M-job ye
 
 The ingest's DuckDB connections are opened with ``memory_limit`` ``QUOTALOOP_BENCH_MEMORY`` and may not spill
 (``max_temp_directory_size`` 0: a spill is DuckDB's out-of-memory error, which fails the test). Polars' part of
-the ingest is not bounded by that limit; the process's peak RSS is printed beside.
+the ingest is not bounded by that limit; the process's peak RSS is printed beside. ``QUOTALOOP_BENCH_SPILL=1``
+allows spilling (to time an ingest that does not fit).
 
 Run: ``python -m pytest tests/benchmarks/bench_rollup.py -m benchmark -s`` (or ``scripts/bench -k rollup``).
 """
@@ -174,7 +175,8 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
         print(f"\n{name} ({n_day:,} jobs): into the {N_JOBS:,}-job store {w['big' + tag]:.2f} s "
               f"(cpu {c['big' + tag]:.2f}), into an empty store {w['empty' + tag]:.2f} s (cpu {c['empty' + tag]:.2f}), "
               f"ratio {w['big' + tag] / w['empty' + tag]:.1f}x (cpu {c['big' + tag] / c['empty' + tag]:.1f}x)")
-    print(f"every ingest's DuckDB connections ran within memory_limit {MEMORY} without spilling; peak RSS of this "
+    print(f"every ingest's DuckDB connections ran within memory_limit {MEMORY} "
+          f"{'(spilling allowed)' if os.environ.get('QUOTALOOP_BENCH_SPILL') == '1' else 'without spilling'}; peak RSS of this "
           f"process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (Polars included)")
 
 
@@ -182,7 +184,9 @@ def _no_spill(connect):
     """``duckdb.connect`` with ``memory_limit`` MEMORY (unless the caller sets one) and no temporary directory
     space: whatever would spill raises ``duckdb.OutOfMemoryException`` instead."""
     def wrapped(*args, config=None, **kwargs):
-        config = {"memory_limit": MEMORY, **(config or {}), "max_temp_directory_size": "0KB"}
+        config = {"memory_limit": MEMORY, **(config or {})}
+        if os.environ.get("QUOTALOOP_BENCH_SPILL", "0") != "1":  # =1: spilling allowed (to time it anyway)
+            config["max_temp_directory_size"] = "0KB"
         return connect(*args, config=config, **kwargs)
     return wrapped
 
