@@ -24,6 +24,12 @@ DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data"
 
 # Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
 OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
+# DuckDB keeps each file's parsed Parquet footer for the connection's life instead of parsing it again for every
+# scan. The store's footers carry their jobs' hashes (``keyindex``: 8 bytes a job, about 9 MB for a month of the
+# 10M-job benchmark store); uncached, the views' schema read and every query's scan re-parse them, which cost
+# more than some queries themselves at 10M jobs (queries/README.md, "Speed"). Safe: a store file is never
+# rewritten in place (new files get new names), and DuckDB checks the file's modification time anyway.
+PARQUET_METADATA_CACHE = True
 # The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
 # for a flat store (a simulation's output) or a store ingested before it was recorded.
 SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": UTC_TS}
@@ -41,6 +47,8 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     st = Store(store or DEFAULT_STORE) if pending is None else pending.store
     con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
     con.execute("set timezone = 'UTC'")
+    if PARQUET_METADATA_CACHE:
+        con.execute("set parquet_metadata_cache = true")
     for table in schema.TABLES:
         if table in (extra or {}):  # the caller's frame stands in for the table
             continue

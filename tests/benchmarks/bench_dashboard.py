@@ -9,8 +9,9 @@ latency of a simulation (move a budget slider, press Simulate, wait for the comp
 ``engine.simulate`` of the same two runs. Cold renders come from a server started with ``QUOTALOOP_WARM=0``; a
 second server with the start-up warm-up (``dashboard/data/prewarm.py``) gives the first visit after it finished.
 
-Stores: the bundled sample store (built by ``quotaloop sample`` when missing), and the 10M-job store of the
-query benchmark when it exists (``QUOTALOOP_BENCH_CACHE``/jobs-10000000, built by bench_queries.py).
+Stores: the bundled sample store (built by ``quotaloop sample`` when missing; ``QUOTALOOP_BENCH_SAMPLE=0`` skips
+it), and the 10M-job store of the query benchmark when it exists (``QUOTALOOP_BENCH_BIG_STORE``, default
+``QUOTALOOP_BENCH_CACHE``/jobs-10000000, built by bench_queries.py with its rollup and cube).
 
 Run: ``python -m pytest tests/benchmarks/bench_dashboard.py -m benchmark -s``
 """
@@ -29,7 +30,9 @@ import dashboard_browser as br  # tests/support is on pytest's pythonpath (pypro
 pytestmark = pytest.mark.benchmark
 REPO = br.REPO
 SAMPLE = REPO / "sample_data" / "store"
-BIG = Path(os.environ.get("QUOTALOOP_BENCH_CACHE", "/tmp/quotaloop-bench-queries")) / "jobs-10000000"
+BIG = Path(os.environ.get("QUOTALOOP_BENCH_BIG_STORE") or
+           Path(os.environ.get("QUOTALOOP_BENCH_CACHE", "/tmp/quotaloop-bench-queries")) / "jobs-10000000")
+WITH_SAMPLE = os.environ.get("QUOTALOOP_BENCH_SAMPLE", "1") != "0"
 PAGES = {"overview": "/", "waste": "/waste", "layout": "/layout", "rankings": "/rankings",
          "fairshare": "/fairshare", "my_jobs": "/my-jobs", "reports": "/reports"}
 PAGE_FILES = {name: name for name in PAGES}
@@ -241,16 +244,17 @@ def _report(label: str, store: Path, browser) -> None:
 def test_dashboard_speed():
     sync_api = pytest.importorskip("playwright.sync_api")
     br.require_chromium()
-    if not (SAMPLE / "_manifest.json").exists():
+    if WITH_SAMPLE and not (SAMPLE / "_manifest.json").exists():
         from dashboard.cli.serve import ensure_sample_store
 
         ensure_sample_store(SAMPLE)
     with sync_api.sync_playwright() as p:
         browser = br.launch(p)
         try:
-            _report("the sample store", SAMPLE, browser)
+            if WITH_SAMPLE:
+                _report("the sample store", SAMPLE, browser)
             if (BIG / "_manifest.json").exists() or (BIG / "jobs").is_dir():
-                _report("the 10M-job store", BIG, browser)
+                _report(f"the big store ({BIG.name})", BIG, browser)
             else:
                 print(f"\n(10M-job store not found at {BIG}: run tests/benchmarks/bench_queries.py first to build it)")
         finally:

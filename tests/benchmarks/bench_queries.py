@@ -14,7 +14,10 @@ usage query had to do at least when it derived usage from the samples). Its rati
 
 Query and baselines run alternately ``QUOTALOOP_BENCH_REPEATS`` times (default 2), the best of each counts;
 wall-clock and CPU seconds (every DuckDB thread) are printed with their ratios. DuckDB runs with ``memory_limit``
-(default 4GB, ``QUOTALOOP_BENCH_MEMORY``) and 2 threads.
+(default 4GB, ``QUOTALOOP_BENCH_MEMORY``) and 2 threads, and may not spill (issue 15: every query within the
+memory limit without spilling): ``max_temp_directory_size`` is 0, so a query that would write to DuckDB's
+temporary directory fails with DuckDB's out-of-memory error instead; the test records it, goes on, and fails at
+the end naming every query that would have spilled (``QUOTALOOP_BENCH_SPILL=1`` allows spilling again).
 
 The store is written with vectorised NumPy/Polars straight to month partitions plus a manifest (the layout
 ``queries.store.Store`` reads) and cached under ``QUOTALOOP_BENCH_CACHE`` (default /tmp/quotaloop-bench-queries)
@@ -37,6 +40,7 @@ import os
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
@@ -301,11 +305,25 @@ def bench_store() -> Path:
     return root
 
 
+NO_SPILL = os.environ.get("QUOTALOOP_BENCH_SPILL", "0") != "1"
+# the pre-rollup baseline scans every sample (about 20 CPU-s a query at 10M) and use_cube=false derives every job:
+# QUOTALOOP_BENCH_OLD=0 / QUOTALOOP_BENCH_PER_JOB=0 leave them out when only the target's ratio is wanted
+WITH_OLD = os.environ.get("QUOTALOOP_BENCH_OLD", "1") != "0"
+WITH_PER_JOB = os.environ.get("QUOTALOOP_BENCH_PER_JOB", "1") != "0"
+
+
 def _connect(store: Path):
     con = queries.connect(store, threads=2)
     con.execute(f"set memory_limit = '{MEMORY}'")
     con.execute("set preserve_insertion_order = false")
+    if NO_SPILL:  # nothing may be offloaded to the temporary directory: a spill is an out-of-memory error
+        con.execute("set max_temp_directory_size = '0KB'")
     return con
+
+
+def _spilled(error: Exception) -> bool:
+    """Whether ``error`` is DuckDB refusing to offload a block (it would have spilled past ``memory_limit``)."""
+    return isinstance(error, duckdb.OutOfMemoryException)
 
 
 REPEATS = int(os.environ.get("QUOTALOOP_BENCH_REPEATS", "2"))
@@ -351,20 +369,33 @@ def test_queries_within_3x_of_bare_scan(bench_store):
     print(f"samples: {n_samples:,}; seconds, best of {REPEATS}; CPU seconds of all threads; 'jobs' = the bare jobs "
           f"aggregate at the query's grain (the target's baseline), 'old' = samples per job + that aggregate (the "
           f"pre-rollup baseline); 'others' = share of the machine's {os.cpu_count()} CPUs used by other processes")
-    rows = []
+    rows, spills = [], []
     for name, params in CASES:
         jobs, old, query, per_job, height = [], [], [], [], 0
-        for _ in range(REPEATS):  # alternate, so that a busy machine slows all alike
-            jobs.append(_time(lambda name=name: _run_jobs_baseline(con, name))[0])
-            old.append(_time(lambda name=name: _run_baseline(con, name))[0])
-            q, df = _time(lambda name=name, params=params: queries.run(name, con=con, **params))
-            query.append(q)
-            height = df.height
-            if "use_cube" in {p.name for p in load(name).params}:  # the same query deriving every job
-                per_job.append(_time(lambda name=name, params=params:
-                                     queries.run(name, con=con, use_cube=False, **params))[0])
+        stage = ""
+        try:
+            for _ in range(REPEATS):  # alternate, so that a busy machine slows all alike
+                stage = "jobs aggregate"
+                jobs.append(_time(lambda name=name: _run_jobs_baseline(con, name))[0])
+                if WITH_OLD:
+                    stage = "old baseline"
+                    old.append(_time(lambda name=name: _run_baseline(con, name))[0])
+                stage = "query"
+                q, df = _time(lambda name=name, params=params: queries.run(name, con=con, **params))
+                query.append(q)
+                height = df.height
+                if WITH_PER_JOB and "use_cube" in {p.name for p in load(name).params}:  # the query deriving every job
+                    stage = "query, use_cube=false"
+                    per_job.append(_time(lambda name=name, params=params:
+                                         queries.run(name, con=con, use_cube=False, **params))[0])
+        except duckdb.Error as e:
+            if not _spilled(e):
+                raise
+            spills.append(f"{name} ({stage})")
+            print(f"{name:26s} {stage} would spill past memory_limit {MEMORY}: {str(e).splitlines()[0]}", flush=True)
+            continue
         j_wall, j_cpu = min(b[0] for b in jobs), min(b[1] for b in jobs)
-        o_wall, o_cpu = min(b[0] for b in old), min(b[1] for b in old)
+        o_wall, o_cpu = (min(b[0] for b in old), min(b[1] for b in old)) if old else (float("nan"),) * 2
         q_wall, q_cpu = min(q[0] for q in query), min(q[1] for q in query)
         quiet_j = [r for r in jobs if r[2] is not None and r[2] < QUIET]
         quiet_q = [r for r in query if r[2] is not None and r[2] < QUIET]
@@ -381,6 +412,10 @@ def test_queries_within_3x_of_bare_scan(bench_store):
             print(f"{'':26s} per job (use_cube=false) cpu {p_cpu:6.2f}: {p_cpu / j_cpu:5.2f}x the jobs aggregate, "
                   f"{p_cpu / q_cpu:5.2f}x the cube's", flush=True)
     con.close()
+    if NO_SPILL:
+        print(f"no spill: {'none of the runs above' if not spills else 'all but ' + ', '.join(spills)} needed "
+              f"DuckDB's temporary directory (memory_limit {MEMORY}, max_temp_directory_size 0)")
+    assert not spills, f"would spill past memory_limit {MEMORY}: {spills}"
     for name, _, _, height in rows:
         assert height > 0, f"{name} returned nothing on the benchmark store"
     if SCALE < 1:  # the target is set for the 10M-job store; a smoke run's fixed costs (planning, the

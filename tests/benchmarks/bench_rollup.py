@@ -10,7 +10,18 @@ seconds of every DuckDB thread. 2 threads, ``memory_limit`` ``QUOTALOOP_BENCH_ME
 timed: ``rollup.rebuild`` of the whole store, and one more day of jobs and samples ingested into the big store
 against the same day into an empty store (the incremental refresh's cost is proportional to what the day
 touches, not to the store). Nothing is asserted but that both runs return the same rows (this is a measurement;
-see the printed table). The store is cached under ``QUOTALOOP_BENCH_CACHE``/rollup-jobs-N between runs.
+see the printed table), and that the ingest's DuckDB work fits ``memory_limit`` without spilling (below). The
+store is cached under ``QUOTALOOP_BENCH_CACHE``/rollup-jobs-N between runs, or taken from
+``QUOTALOOP_BENCH_ROLLUP_STORE`` (e.g. bench_queries' 10M store; set ``QUOTALOOP_BENCH_ROLLUP_JOBS`` to its job
+count, which sizes the day). The ingest runs on a copy of the store made of hard links (a writer only adds files
+and replaces the manifest by rename, so the original is never changed), so a 10 GB store costs no copy.
+``QUOTALOOP_BENCH_DAY_JOBS`` sets the day's jobs (default: 1/365 of a month's generated jobs, about 72 at 1M,
+kept for comparison with the figures measured before; a real day of a 10M-job year is 10M / 365 = 27,397).
+
+The ingest's DuckDB connections are opened with ``memory_limit`` ``QUOTALOOP_BENCH_MEMORY`` and may not spill
+(``max_temp_directory_size`` 0: a spill is DuckDB's out-of-memory error, which fails the test). Polars' part of
+the ingest is not bounded by that limit; the process's peak RSS is printed beside. ``QUOTALOOP_BENCH_SPILL=1``
+allows spilling (to time an ingest that does not fit).
 
 Run: ``python -m pytest tests/benchmarks/bench_rollup.py -m benchmark -s`` (or ``scripts/bench -k rollup``).
 """
@@ -18,10 +29,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import resource
 import shutil
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
@@ -62,9 +75,12 @@ CASES = [
 ]
 
 
+DAY_JOBS = int(os.environ.get("QUOTALOOP_BENCH_DAY_JOBS", "0"))  # 0: the historical day (N_JOBS / 365 / 31)
+
+
 @pytest.fixture(scope="module")
 def rolled_store() -> Path:
-    root = CACHE / f"rollup-jobs-{N_JOBS}"
+    root = Path(os.environ.get("QUOTALOOP_BENCH_ROLLUP_STORE", CACHE / f"rollup-jobs-{N_JOBS}"))
     t = time.perf_counter()
     build_store(root, n_jobs=N_JOBS)
     built = time.perf_counter() - t
@@ -117,7 +133,7 @@ def test_queries_with_the_rollup_against_the_raw_derivation(rolled_store):
 def _one_day(tmp: Path, first_id: int) -> list[str]:
     """A day of jobs (1/365 of the store's jobs) and their samples as canonical Parquet files."""
     rng = np.random.default_rng(99)
-    n = max(N_JOBS // 365, 100)
+    n = DAY_JOBS * 31 if DAY_JOBS else max(N_JOBS // 365, 100)  # a month's worth, of which the first day is kept
     jobs, run = _jobs_chunk(rng, first_id, n, 12)  # month 12 = 2026-01: after the store's year
     jobs = jobs.filter(pl.col("submit") < dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))
     samples = schema.conform(_samples_chunk(rng, run, 10), "samples").join(jobs.select("cluster", "job_id"),
@@ -129,7 +145,7 @@ def _one_day(tmp: Path, first_id: int) -> list[str]:
 
 
 @pytest.mark.benchmark
-def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_path):
+def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_path, monkeypatch):
     """Best of ``REPEATS`` (each on a fresh copy of the big store, and a fresh empty store), wall and CPU seconds
     of this process (DuckDB's and Polars' threads included). Day A is the first ingest since the store was built
     (it records the cluster's first snapshot: every RUNNING job's ``t_end`` moves); day B, the next day (A
@@ -141,14 +157,16 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
     paths = _one_day(tmp_path, 10 * N_JOBS)
     shifted = _next_day(tmp_path, paths)
     best = {"empty": [], "big": [], "empty B": [], "big B": []}
+    monkeypatch.setattr(duckdb, "connect", _no_spill(duckdb.connect))
     for k in range(REPEATS):
         big = tmp_path / f"big{k}"
-        shutil.copytree(rolled_store, big)
+        shutil.copytree(rolled_store, big, copy_function=os.link)  # the writer never changes a file in place
         for label, store, day in (("empty", tmp_path / f"empty{k}", paths), ("big", big, paths),
                                   ("empty B", tmp_path / f"emptyB{k}", shifted), ("big B", big, shifted)):
             t, c = time.perf_counter(), time.process_time()
             ingest(day, store, fmt="parquet")
             best[label].append((time.perf_counter() - t, time.process_time() - c))
+            print(f"{label:8s} {best[label][-1][0]:7.2f} s (cpu {best[label][-1][1]:6.2f})", flush=True)
         shutil.rmtree(big)
     w = {k: min(x[0] for x in v) for k, v in best.items()}
     c = {k: min(x[1] for x in v) for k, v in best.items()}
@@ -157,6 +175,20 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
         print(f"\n{name} ({n_day:,} jobs): into the {N_JOBS:,}-job store {w['big' + tag]:.2f} s "
               f"(cpu {c['big' + tag]:.2f}), into an empty store {w['empty' + tag]:.2f} s (cpu {c['empty' + tag]:.2f}), "
               f"ratio {w['big' + tag] / w['empty' + tag]:.1f}x (cpu {c['big' + tag] / c['empty' + tag]:.1f}x)")
+    print(f"every ingest's DuckDB connections ran within memory_limit {MEMORY} "
+          f"{'(spilling allowed)' if os.environ.get('QUOTALOOP_BENCH_SPILL') == '1' else 'without spilling'}; peak RSS of this "
+          f"process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (Polars included)")
+
+
+def _no_spill(connect):
+    """``duckdb.connect`` with ``memory_limit`` MEMORY (unless the caller sets one) and no temporary directory
+    space: whatever would spill raises ``duckdb.OutOfMemoryException`` instead."""
+    def wrapped(*args, config=None, **kwargs):
+        config = {"memory_limit": MEMORY, **(config or {})}
+        if os.environ.get("QUOTALOOP_BENCH_SPILL", "0") != "1":  # =1: spilling allowed (to time it anyway)
+            config["max_temp_directory_size"] = "0KB"
+        return connect(*args, config=config, **kwargs)
+    return wrapped
 
 
 def _next_day(tmp: Path, paths: list[str]) -> list[str]:
