@@ -164,7 +164,7 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
     ends = (samples.filter(pl.col("ts").is_not_null() & pl.col("interval_s").is_not_null())
             .group_by(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
             .agg((pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6 + pl.col("interval_s")).max()
-                 .alias("samples_end_s")).collect())
+                 .alias("samples_end_s")).collect(engine="streaming"))  # a rebuild scans every sample: in batches
     rows = schema.conform(rows, TABLE).drop("samples_end_s").join(ends, on=KEYS, how="left")
     return schema.conform(rows, TABLE), schema.conform(days, DAY_TABLE)
 

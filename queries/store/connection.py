@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -30,6 +31,11 @@ OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float6
 # more than some queries themselves at 10M jobs (queries/README.md, "Speed"). Safe: a store file is never
 # rewritten in place (new files get new names), and DuckDB checks the file's modification time anyway.
 PARQUET_METADATA_CACHE = True
+# A writer's connection (``connect(pending=tx)``: the rollup, cube and hour cells an ingest, ``rollup --rebuild`` or
+# ``compact`` derives) is bounded like the dashboard's queries, so an ingest or a rebuild of a 10M-job store
+# spills to disk instead of taking 80 % of the machine (uncapped, a 10M-job rebuild reached 21 GB and was
+# killed). ``QUOTALOOP_WRITE_MEMORY`` overrides it; spills go under the system's temporary directory.
+WRITE_MEMORY_LIMIT = os.environ.get("QUOTALOOP_WRITE_MEMORY", "4GB")
 # The last instant each cluster's log knows (``Store.snapshots``): registered from the store's manifest, empty
 # for a flat store (a simulation's output) or a store ingested before it was recorded.
 SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": UTC_TS}
@@ -42,10 +48,15 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
     ``memory_limit`` (``"8GB"``) bounds DuckDB's memory; its default is 80 % of the machine's RAM.
     ``pending`` (a ``Transaction`` of this store) shows the store as that transaction would commit it: its staged
-    files and snapshots (the rollup reads what an ingest is about to commit, before it commits).
+    files and snapshots (the rollup reads what an ingest is about to commit, before it commits); such a writer's
+    connection is bounded by ``WRITE_MEMORY_LIMIT`` unless ``memory_limit`` says otherwise.
     """
     st = Store(store or DEFAULT_STORE) if pending is None else pending.store
-    con = duckdb.connect(config={k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v})
+    config = {k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v}
+    if pending is not None:
+        config.setdefault("memory_limit", WRITE_MEMORY_LIMIT)
+        config["temp_directory"] = str(Path(tempfile.gettempdir()) / f"quotaloop-duckdb-{os.getpid()}")
+    con = duckdb.connect(config=config)
     con.execute("set timezone = 'UTC'")
     if PARQUET_METADATA_CACHE:
         con.execute("set parquet_metadata_cache = true")

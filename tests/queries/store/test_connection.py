@@ -36,3 +36,34 @@ def test_a_connection_caches_the_parquet_footers_and_reads_the_same_rows(tmp_pat
     finally:
         con.close()
     assert first == again == [("1", 1.0), ("2", 2.0), ("3", 4.0)]
+
+
+def test_a_writers_connection_is_bounded_and_spills_outside_the_store(tmp_path, monkeypatch):
+    """The connection an ingest or a rebuild derives its rollups on (``connect(pending=tx)``) has a memory limit
+    (uncapped, DuckDB takes 80 % of the machine: a 10M-job rebuild was killed at 21 GB) and spills to the
+    system's temporary directory, never into the store; a reader's connection keeps its own setting."""
+    from queries.store import Store, connection
+
+    store = _store(tmp_path)
+    seen = []
+    real = connection.connect
+
+    def spy(*args, **kwargs):
+        con = real(*args, **kwargs)
+        seen.append((kwargs.get("pending") is not None,
+                     con.sql("select current_setting('memory_limit'), current_setting('temp_directory')").fetchall()[0]))
+        return con
+
+    monkeypatch.setattr(connection, "WRITE_MEMORY_LIMIT", "1GB")
+    monkeypatch.setattr("queries.analytics.rollup.connect", spy)
+    from queries.analytics import rollup
+
+    rollup.rebuild(store)
+    writers = [s for pending, s in seen if pending]
+    assert writers and all(limit in ("953.6 MiB", "1.0 GiB", "1GB") for limit, _ in writers), writers
+    assert all(not temp.startswith(str(store)) for _, temp in writers)
+    with Store(store).transaction() as tx:
+        con = real(pending=tx, memory_limit="2GB")
+        assert con.sql("select current_setting('memory_limit')").fetchall()[0][0] in ("1.8 GiB", "2.0 GiB", "2GB")
+        con.close()
+        tx.derived_fresh = True
