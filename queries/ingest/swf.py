@@ -315,7 +315,7 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     jobs = _jobs(ok, h, procs_per_node, gpus_per_node)
     nodes = _nodes(h, procs_per_node, gpus_per_node)
     return Parsed(rows_read=data.height, rows_accepted=jobs.height, jobs=jobs, nodes=nodes, rejects=rej,
-                  cluster=_cluster_slug(h), time_zone=h.get("TimeZoneString") or None, notes=_wait_notes(ok))
+                  cluster=_cluster_slug(h), time_zone=h.get("TimeZoneString") or None, notes=_wait_notes(ok) + _memory_notes(ok))
 
 
 def _wait_notes(ok: pl.DataFrame) -> list[str]:
@@ -329,6 +329,18 @@ def _wait_notes(ok: pl.DataFrame) -> list[str]:
         return ["no record states its wait (field 3 is -1 in every started job): waits read as 0, so wait "
                 "figures describe nothing of this log"]
     return [f"{unknown} of {started.height} started jobs state no wait (field 3 is -1): read as 0"]
+
+
+def _memory_notes(ok: pl.DataFrame) -> list[str]:
+    """Say so when most jobs that state both state a used memory (field 7) exactly equal to the requested one
+    (field 10): the site recorded the limit as the use (HPC2N: 170k of 178k jobs), so memory efficiency reads
+    100 % for them and their memory waste 0 - what the log says, not a measurement."""
+    both = ok.filter((pl.col("used_memory") > 0) & (pl.col("req_memory") > 0))
+    same = both.filter(pl.col("used_memory") == pl.col("req_memory")).height
+    if not both.height or same * 2 < both.height:
+        return []
+    return [f"{same} of {both.height} jobs state a used memory equal to their requested memory (fields 7 and 10): "
+            "likely the limit recorded as the use, so their memory efficiency reads 100 %"]
 
 
 def _missing(col: str) -> pl.Expr:

@@ -141,6 +141,21 @@ def test_missing_or_implausible_times_rejected(tmp_path):
         "submit time missing", "implausible time in seconds: 1e12", "not an integer: 1.5"]
 
 
+def test_used_memory_equal_to_the_request_is_said_at_ingest(tmp_path):
+    """HPC2N records the requested memory as the used one for 170k of 178k jobs: the summary says so when at
+    least half of the jobs stating both fields state them equal (jobs missing either do not count)."""
+    row = "{job} 0 0 10 1 10 {used} 1 60 {req} 1 1 1 1 1 1 -1 -1\n"
+    path = tmp_path / "m.swf"
+    path.write_text(row.format(job=1, used=100, req=100) + row.format(job=2, used=50, req=100)
+                    + row.format(job=3, used=-1, req=100) + row.format(job=4, used=70, req=70))
+    assert swf.parse(path).notes == [
+        "2 of 3 jobs state a used memory equal to their requested memory (fields 7 and 10): likely the limit "
+        "recorded as the use, so their memory efficiency reads 100 %"]
+    path.write_text(row.format(job=1, used=100, req=100) + row.format(job=2, used=50, req=100)
+                    + row.format(job=3, used=60, req=100))
+    assert swf.parse(path).notes == []
+
+
 def test_records_without_a_wait_are_said_at_ingest(tmp_path):
     """Field 3 = -1 reads as wait 0 (LLNL-Atlas, NASA-iPSC): the summary says how many started jobs had none.
     A never-run job (run -1) does not count; a log whose every wait is known gets no note."""
