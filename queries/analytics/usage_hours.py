@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..store import connect, keyindex, schema
-from .cube import _dir, _months
+from ..store import connect, schema
+from . import cells
+from .cells import RUNNING, months_of, parts_of
 from .loader import run
 
 TABLE = "usage_hours"
 QUERY = "_usage_hours"
-
-
-RUNNING = "running"  # the partition (in place of a month) of the cells of RUNNING jobs without an end
 
 
 def maintained(tx) -> bool:
@@ -42,54 +40,16 @@ def maintained(tx) -> bool:
     return TABLE in tx.tables or not any(r.startswith("jobs/") for r in tx.base_files)
 
 
-def _parts(rows: pl.DataFrame) -> pl.DataFrame:
-    """The (cluster, month) partitions of cells ``rows``: the submit month, or ``RUNNING`` for a running cell."""
-    if not rows.height:
-        return pl.DataFrame(schema={"cluster": pl.String, "month": pl.String})
-    return rows.select(pl.col("cluster").cast(pl.String).fill_null("default"),
-                       pl.when(pl.col("running")).then(pl.lit(RUNNING))
-                       .otherwise(pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown")).alias("month")).unique()
-
-
-def _read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``table``'s ``files`` whose (cluster, job_id) is in ``keys``; only the files whose footer may hold
-    one of them are read (``keyindex``), the ids first as a filter so that the reader decodes the other columns
-    for their rows only."""
-    ids = keys["job_id"].unique()
-    parts = [schema.conform(pl.scan_parquet(f).filter(pl.col("job_id").cast(pl.String).is_in(ids.implode()))
-                            .join(keys.lazy(), on=["cluster", "job_id"], how="semi").collect(), table)
-             for f in files if keys.height and keyindex.may_hold(f, ids)]
-    return pl.concat(parts) if parts else schema.empty(table)
-
-
-def _running_keys(tx, clusters: list[str]) -> pl.DataFrame:
-    """The (cluster, job_id) of the RUNNING jobs without an end of ``clusters`` (a jobs file's footer lists them;
-    a file without one is scanned)."""
-    parts = []
-    for rel in tx.tables.get("jobs", []):
-        f = str(tx.store.root / rel)
-        listed = keyindex.running(f)
-        if listed is None:
-            listed = (pl.scan_parquet(f).filter((pl.col("state") == "RUNNING") & pl.col("end").is_null())
-                      .select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String)).collect())
-        parts.append(listed.filter(pl.col("cluster").is_in(clusters)))
-    parts = [p for p in parts if p.height]
-    return pl.concat(parts).unique() if parts else pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String})
-
-
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The ``jobs`` the partitions ``months`` are derived from (a month's jobs; every RUNNING job without an end of
     a cluster for its ``RUNNING`` partition) and the ``samples`` of those jobs, as ``tx`` would commit them."""
-    dated = months.filter(pl.col("month") != RUNNING)
-    dirs = tuple(_dir("jobs", c, m) + "/" for c, m in dated.iter_rows())
-    files = [str(tx.store.root / r) for r in tx.tables.get("jobs", []) if dirs and r.startswith(dirs)]
-    frames = [schema.conform(pl.read_parquet(f), "jobs") for f in files]
-    running = _running_keys(tx, months.filter(pl.col("month") == RUNNING)["cluster"].to_list())
+    frames = cells.month_rows(tx, "jobs", months)
+    running = cells.running_keys(tx, months.filter(pl.col("month") == RUNNING)["cluster"].to_list())
     if running.height:
-        frames.append(_read_keyed([str(tx.store.root / r) for r in tx.tables.get("jobs", [])], "jobs", running))
+        frames.append(cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("jobs", [])], "jobs", running))
     jobs = pl.concat(frames).unique(["cluster", "job_id"]) if frames else schema.empty("jobs")
     keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
-    samples = _read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
+    samples = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
     return {"jobs": jobs, "samples": samples}
 
 
@@ -106,33 +66,13 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
         rows = schema.conform(run(QUERY, con=con), TABLE)
     finally:
         con.close()
-    # a month's jobs include its RUNNING ones, whose cells belong to the RUNNING partition (and the other way
-    # round): keep the partitions asked for
-    return rows if months is None else rows.join(
-        months, left_on=[pl.col("cluster").fill_null("default"),
-                         pl.when(pl.col("running")).then(pl.lit(RUNNING))
-                         .otherwise(pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown"))],
-        right_on=["cluster", "month"], how="semi")
+    return rows if months is None else cells.only(rows, months)
 
 
 def _write(tx, rows: pl.DataFrame, months: pl.DataFrame) -> None:
-    """Replace the partitions ``months`` of the table by ``rows`` (a partition without rows is left empty). Every
-    row has grain_s 3600 or 86400 (``sql/_usage_hours.sql``)."""
-    tx.tables.setdefault(TABLE, [])
-    keyed = _parts(rows).join(months, on=["cluster", "month"], how="anti")
-    if keyed.height:
-        raise AssertionError(f"usage_hours rows outside the partitions refreshed: {keyed.rows()[:3]}")
-    for cluster, month in months.iter_rows():
-        rel_dir = _dir(TABLE, cluster, month)
-        tx.tables[TABLE] = [r for r in tx.tables[TABLE] if not r.startswith(rel_dir + "/")]
-        part = rows.filter((pl.col("cluster").fill_null("default") == cluster)
-                           & (pl.when(pl.col("running")).then(pl.lit(RUNNING))
-                              .otherwise(pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown")) == month))
-        # the hour and the day cells in files of their own: a query reads one grain, and the files' statistics
-        # let DuckDB skip the other
-        for grain in (part.filter(pl.col("grain_s") == g) for g in (3600.0, 86400.0)):
-            if grain.height:
-                tx._write(TABLE, rel_dir, grain)
+    """Replace the partitions ``months`` of the table by ``rows``; the hour and the day cells in files of their
+    own (a query reads one grain, and the files' statistics let DuckDB skip the other)."""
+    cells.write(tx, TABLE, rows, months, split="grain_s")
 
 
 def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
@@ -143,7 +83,7 @@ def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
     if not maintained(tx):
         return 0
     clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
-    months = pl.concat([_months(changed), clusters.unique().with_columns(pl.lit(RUNNING).alias("month"))])
+    months = pl.concat([months_of(changed), clusters.unique().with_columns(pl.lit(RUNNING).alias("month"))])
     if not months.height:
         return 0
     rows = derive(tx, months)
@@ -155,5 +95,5 @@ def rebuild(tx, threads: int | None = None) -> int:
     """Re-derive the whole table of ``tx``'s store (inside ``rollup.rebuild``'s transaction); the cells written."""
     rows = derive(tx, None, threads=threads)
     tx.tables[TABLE] = []
-    _write(tx, rows, _parts(rows))
+    _write(tx, rows, parts_of(rows))
     return rows.height

@@ -165,6 +165,8 @@ JOB_DAY_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
 USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
     "cluster": (pl.String, "cluster name"),
     "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
+    "running": (pl.Boolean, "the cell's jobs are RUNNING without an end (kept apart, in a partition of their own: "
+                            "their runs grow with each snapshot; null in a cube written before the split)"),
     "user": (pl.String, "user"),
     "account": (pl.String, "account ('(none)' when the jobs have none)"),
     "day_lo_s": (pl.Float64, "UTC midnight at or before the jobs' run start, epoch seconds"),

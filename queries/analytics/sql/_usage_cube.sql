@@ -13,6 +13,7 @@ cube_jobs as (
     select
         u.*,
         date_trunc('month', u.submit) as submit_month,
+        coalesce(u.state = 'RUNNING' and u."end" is null, false) as running,
         floor(u.t_start / 86400) * 86400 as day_lo_s,
         greatest(ceil(u.t_end / 86400) * 86400, floor(u.t_start / 86400) * 86400 + 86400) as day_hi_s,
         coalesce(u.gpu_seconds_requested, 0)
@@ -27,6 +28,7 @@ cube_jobs as (
 select
     cluster,
     submit_month as submit,
+    running,
     "user",
     account,
     day_lo_s,
@@ -63,5 +65,5 @@ select
     sum(legacy_task_score) as legacy_task_score_sum,
     max(footprint_equiv_s) as footprint_max_s
 from cube_jobs
-group by cluster, submit_month, "user", account, day_lo_s, day_hi_s
-order by cluster, submit_month, "user", account, day_lo_s, day_hi_s
+group by cluster, submit_month, running, "user", account, day_lo_s, day_hi_s
+order by cluster, submit_month, running, "user", account, day_lo_s, day_hi_s

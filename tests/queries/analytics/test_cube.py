@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from queries.analytics import compact, cube, load, rollup, run
+from queries.analytics import cells, compact, cube, load, rollup, run
 from queries.ingest import ingest
 from queries.store import Store, connect, schema
 
@@ -22,7 +22,7 @@ from test_rollup import _files, _write
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
-CELL = ["cluster", "submit", "user", "account", "day_lo_s", "day_hi_s"]
+CELL = ["cluster", "submit", "running", "user", "account", "day_lo_s", "day_hi_s"]
 
 
 def _cells(store) -> pl.DataFrame:
@@ -121,7 +121,7 @@ def test_the_queries_do_read_the_cube(cubed_store, tmp_path):
     store = tmp_path / "tampered"
     shutil.copytree(cubed_store, store)
     with Store(store).transaction() as tx:
-        cube._write(tx, _cells(store).with_columns(pl.col("cpu_used_s") * 2), cube._months(_cells(store)))
+        cube._write(tx, _cells(store).with_columns(pl.col("cpu_used_s") * 2), cells.parts_of(_cells(store)))
     for params in ({}, {"start": "2026-03-03", "end": "2026-03-09"}):
         honest, tampered = run("overview", cubed_store, **params), run("overview", store, **params)
         assert tampered["cpu_hours_used"].item() > honest["cpu_hours_used"].item() * 1.2
@@ -180,3 +180,61 @@ def test_a_store_ingested_before_the_cube_gets_none_until_a_rebuild(cubed_store,
     rollup.rebuild(store)
     assert _cells(store)["jobs"].sum() == _cells(cubed_store)["jobs"].sum() + 1
     _same(run("user_ranking", store), run("user_ranking", store, use_cube=False))
+
+
+# ------------------------------------------------------------------ RUNNING jobs' cells apart
+def _next_month_job(tmp_path) -> str:
+    """One job of east submitted in April: it moves east's snapshot (every RUNNING job of east runs longer)."""
+    job = pl.DataFrame({"cluster": ["east"], "job_id": ["april-1"], "user": ["u1"], "account": ["lab"],
+                        "state": ["COMPLETED"], "submit": [_ts(30 * 86400)], "start": [_ts(30 * 86400)],
+                        "end": [_ts(30 * 86400 + 3600)], "req_cpus": [2.0]})
+    return _write(job, tmp_path / "april.parquet")
+
+
+def _files_by_part(store) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for rel in json.loads((store / "_manifest.json").read_text())["tables"][cube.TABLE]:
+        out.setdefault(rel.rsplit("/", 1)[0], set()).add(rel)
+    return out
+
+
+def test_a_snapshot_move_rewrites_the_running_cells_not_the_months(cubed_store, tmp_path):
+    """RUNNING jobs without an end have their cells in a partition of their own: an ingest that moves the
+    snapshot (a job of the next month) rewrites that partition and the new job's month, not the month the
+    RUNNING jobs were submitted in; the cube stays what a rebuild gives."""
+    store = tmp_path / "store"
+    shutil.copytree(cubed_store, store)
+    before = _files_by_part(store)
+    running = [d for d in before if d.endswith("month=running")]
+    assert running and _cells(store).filter(pl.col("running"))["jobs"].sum() > 0
+    ingest([_next_month_job(tmp_path)], store, fmt="parquet")
+    after = _files_by_part(store)
+    march = [d for d in before if d.endswith("month=2026-03")]
+    assert march and all(after[d] == before[d] for d in march)  # untouched
+    assert after["usage_cube/cluster=east/month=running"] != before["usage_cube/cluster=east/month=running"]
+    assert "usage_cube/cluster=east/month=2026-04" in after
+    _same(_cells(store), _rebuilt_cells(store, tmp_path / "r"))
+    for params in ({}, {"start": "2026-03-03", "end": "2026-04-02"}):
+        _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
+
+
+def test_a_cube_written_before_the_split_is_mended_by_its_first_refresh(cubed_store, tmp_path):
+    """A cube of an older version holds RUNNING jobs' cells in their months (no ``running`` column, no running
+    partition). Its first refresh re-derives those months as well, so no RUNNING job is counted twice."""
+    store = tmp_path / "old"
+    shutil.copytree(cubed_store, store)
+    old = _cells(store).with_columns(pl.lit(None, dtype=pl.Boolean).alias("running"))
+    with Store(store).transaction() as tx:
+        tx.tables[cube.TABLE] = []
+        cube._write(tx, old, cells.parts_of(old))  # written as null: an old file has no such column
+        tx.derived_fresh = True
+    assert not [d for d in _files_by_part(store) if d.endswith("month=running")]
+    ingest([_next_month_job(tmp_path)], store, fmt="parquet")
+    mended, rebuilt = _cells(store), _rebuilt_cells(store, tmp_path / "r")
+    east = pl.col("cluster") == "east"
+    assert mended.filter(east & pl.col("running"))["jobs"].sum() > 0
+    _same(mended.filter(east), rebuilt.filter(east))
+    # west's snapshot did not move: its old cells stay as they were until its first refresh, and answer alike
+    assert mended.filter(~east)["running"].null_count() == mended.filter(~east).height > 0
+    for params in ({}, {"start": "2026-03-03", "end": "2026-04-02"}):
+        _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))

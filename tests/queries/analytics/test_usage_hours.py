@@ -17,6 +17,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from queries.analytics import compact, cube, rollup, run, usage_hours
+from queries.analytics.cells import parts_of
 from queries.ingest import ingest
 from queries.store import Store, connect, schema
 
@@ -170,7 +171,7 @@ def test_gap_area_does_read_the_cells(celled_store, tmp_path):
     shutil.copytree(celled_store, store)
     with Store(store).transaction() as tx:
         cells = _cells(store)
-        usage_hours._write(tx, cells.with_columns(pl.col("gpu_used_s") * 2), usage_hours._parts(cells))
+        usage_hours._write(tx, cells.with_columns(pl.col("gpu_used_s") * 2), parts_of(cells))
     for params in ({"bucket_s": 86400.0}, {"bucket_s": 3600.0, "start": "2026-03-03 05:00"},
                    {"bucket_s": 21600.0, "origin": "2026-03-01 01:00", "end": "2026-03-07"}):
         honest, tampered = run("gap_area", celled_store, **params), run("gap_area", store, **params)

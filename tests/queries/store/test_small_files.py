@@ -20,7 +20,7 @@ from test_rollup import T0, _random_frames
 
 TABLES = ("jobs", "samples", "job_rollup", "job_day_rollup", "usage_cube")
 SORT = {"samples": ["cluster", "job_id", "ts"], "job_day_rollup": ["cluster", "job_id", "day_s"],
-        "usage_cube": ["cluster", "submit", "user", "account", "day_lo_s", "day_hi_s"]}
+        "usage_cube": ["cluster", "submit", "running", "user", "account", "day_lo_s", "day_hi_s"]}
 
 
 def _slices(tmp_path, seed: int, hours: int = 6) -> list[str]:
