@@ -55,6 +55,16 @@ def only(rows: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
                      right_on=["cluster", "month"], how="semi")
 
 
+def to_refresh(changed: pl.DataFrame, moved: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The partitions a refresh re-derives, and their clusters: the submit months of the rows in ``changed``
+    (``cluster``, ``submit``: the rollup rows re-derived, old and new) and the ``RUNNING`` partition of every
+    cluster in ``changed`` or ``moved`` (the RUNNING jobs whose run end moved with a snapshot)."""
+    clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
+    clusters = sorted(clusters.unique()["cluster"].to_list())
+    running = pl.DataFrame({"cluster": clusters, "month": [RUNNING] * len(clusters)}, schema=NO_PARTS)
+    return pl.concat([months_of(changed), running]).unique(maintain_order=True), clusters
+
+
 def read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``table``'s ``files`` whose (cluster, job_id) is in ``keys``; only the files whose footer may hold
     one of them are read (``keyindex``), the ids first as a filter so that the reader decodes the other columns

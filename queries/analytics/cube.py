@@ -92,12 +92,8 @@ def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame | None = None) -> int
     of cells written."""
     if not maintained(tx):
         return 0
-    moved = moved if moved is not None else changed.clear()
-    clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
-    clusters = clusters.unique()["cluster"].to_list()
-    months = pl.concat([months_of(changed), _legacy_months(tx, clusters),
-                        pl.DataFrame({"cluster": clusters, "month": [RUNNING] * len(clusters)},
-                                     schema=cells.NO_PARTS)]).unique()
+    months, clusters = cells.to_refresh(changed, moved if moved is not None else changed.clear())
+    months = pl.concat([months, _legacy_months(tx, clusters)]).unique(maintain_order=True)
     if not months.height:
         return 0
     rows = derive(tx, months)

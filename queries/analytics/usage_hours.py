@@ -28,7 +28,7 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .cells import RUNNING, months_of, parts_of
+from .cells import RUNNING, parts_of
 from .loader import run
 
 TABLE = "usage_hours"
@@ -82,8 +82,7 @@ def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
     of cells written."""
     if not maintained(tx):
         return 0
-    clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
-    months = pl.concat([months_of(changed), clusters.unique().with_columns(pl.lit(RUNNING).alias("month"))])
+    months, _ = cells.to_refresh(changed, moved)
     if not months.height:
         return 0
     rows = derive(tx, months)
