@@ -33,6 +33,23 @@ from .buckets import BucketQueue
 _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held back
 
 
+def python_descend(children, rem, frac, usage, paths):
+    """The leaf bucket a pass offers next: from the root, the child with pending jobs (``rem``) and the lowest
+    ``usage / frac`` (zero-fraction children after the others, by usage; ties by path). The reference for
+    ``fsorder``'s compiled ``descend``; the trees are shallow and narrow, so a walk per descent is cheap."""
+    node = 0
+    while children[node]:
+        best = bkey = None
+        for c in children[node]:
+            if rem[c] > 0:
+                f = frac[c]
+                k = (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
+                if bkey is None or k < bkey:
+                    best, bkey = c, k
+        node = best
+    return node
+
+
 class FairShareQueue(BucketQueue):
     indexes_classes = True
 
@@ -51,6 +68,7 @@ class FairShareQueue(BucketQueue):
             usage = fast.tree_usage(sim.ledger.window_all(now), plan.acct_chain, n)
             descend, walk, st = fast.descend, fast.walk, [0, 0]
         else:
+            descend = python_descend
             usage = [0.0] * n
             for u, chain in zip(sim.ledger.window_all(now), plan.acct_chain):
                 if u:
@@ -78,18 +96,7 @@ class FairShareQueue(BucketQueue):
         while total > 0:
             # descend from the root into the child with pending jobs and the lowest key (usage / fraction;
             # zero-fraction children after the others; ties by path): the trees are shallow and narrow
-            node = 0
-            if fast is not None:
-                node = descend(children, rem, frac, usage, paths)
-            while children[node]:
-                best = bkey = None
-                for c in children[node]:
-                    if rem[c] > 0:
-                        f = frac[c]
-                        k = (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
-                        if bkey is None or k < bkey:
-                            best, bkey = c, k
-                node = best
+            node = descend(children, rem, frac, usage, paths)
             # nothing changes the keys until a job starts, so the descent would pick this bucket again: offer
             # its jobs in order until one starts (or it has none left)
             cn = capped[node]

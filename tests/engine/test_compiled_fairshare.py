@@ -35,6 +35,7 @@ import engine.backfill.fastpath as fastpath
 import engine.fsorder as fsorder
 import engine.policies.buckets as buckets
 from engine import Cluster, SimConfig, simulate
+from engine.policies.fairshare import python_descend
 from engine.tenants import Ledger
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,20 +139,6 @@ def python_tree_usage(window, chains, n):
             for i in chain:
                 usage[i] += u
     return usage
-
-
-def python_descend(children, rem, frac, usage, paths):
-    node = 0
-    while children[node]:
-        best = bkey = None
-        for c in children[node]:
-            if rem[c] > 0:
-                f = frac[c]
-                k = (0, usage[c] / f, paths[c]) if f > 0 else (1, usage[c], paths[c])
-                if bkey is None or k < bkey:
-                    best, bkey = c, k
-        node = best
-    return node
 
 
 def random_tree(rng):
