@@ -51,8 +51,9 @@ class Workload:
         self.pinned = get("__pin")          # started before the warm start: runs as logged
         acct = self._str("account").fill_null("(none)")
         self.accounts = sorted(acct.unique().to_list())
-        index = {a: k for k, a in enumerate(self.accounts)}
-        self.acct = list(map(index.__getitem__, acct.to_list()))  # map: the loop runs in C
+        # the index in ``accounts`` is the dense rank (UTF-8 byte order is ``sorted``'s code point order): no
+        # Python str per job (0.02 s of 0.04 on HPC2N against a dict lookup of each)
+        self.acct = (acct.rank("dense").cast(pl.Int64) - 1).to_list()
 
     @property
     def n(self) -> int:

@@ -38,10 +38,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``quotaloop`` parser; ``only``: just that sub-command's (``main`` when the command line names one:
+    the other modules and the registries they read are not imported, 0.04 s of ``quotaloop simulate``)."""
     parser = _Parser(prog="quotaloop", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         mod = importlib.import_module(f"dashboard.cli.{name}")
         p = mod.register(sub)
         p.set_defaults(_run=mod.run)
@@ -51,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `quotaloop query ... | head` ends quietly, like any Unix tool
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    first = (sys.argv[1:] if argv is None else argv)[:1]
+    args = build_parser(first[0] if first and first[0] in COMMANDS else None).parse_args(argv)
     try:
         code = int(args._run(args) or 0)
         if argv is None and args.command in ENDS_WITHOUT_TEARDOWN:

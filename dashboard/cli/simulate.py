@@ -344,13 +344,14 @@ def calibrated_knobs(args, *, discover: bool = False) -> dict:
     ``calibration.json`` unless ``--no-calibration``: ``dashboard.whatif.calibration``), then the explicit
     ``--sched-interval`` / ``--sched-cycle`` / ``--reservation-depth`` / ``--walltime-margin`` /
     ``--max-jobs-per-user`` flags, which win."""
-    from dashboard.whatif import calibration
     from engine import parse_duration
 
     knobs = {}
+    store = getattr(args, "store", None) if discover else None
     try:
-        cal = calibration.resolve(getattr(args, "store", None) if discover else None, args.config_file,
-                                  ignore_store=getattr(args, "no_calibration", False))
+        # no file to read (a --workload run without --config-file): the what-if package is not even imported
+        cal = None if not args.config_file and store is None else _calibration().resolve(
+            store, args.config_file, ignore_store=getattr(args, "no_calibration", False))
     except ValueError as exc:
         flag = "--config-file" if args.config_file else "--store's calibration:"
         raise _user_error(f"{flag} {exc} (--no-calibration ignores a store's file)") from None
@@ -371,6 +372,12 @@ def calibrated_knobs(args, *, discover: bool = False) -> dict:
     if getattr(args, "max_jobs_per_user", None) is not None:
         knobs["max_running_jobs_per_user"] = args.max_jobs_per_user
     return knobs
+
+
+def _calibration():
+    from dashboard.whatif import calibration
+
+    return calibration
 
 
 def node_events(args, procs: bool = False) -> list:

@@ -282,11 +282,16 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     data = _tokens(data) if nums is None else \
         pl.concat([data, nums], how="horizontal").with_columns(pl.lit(18, pl.UInt32).alias("__n"))
     data = data.with_columns(pl.any_horizontal([cond for cond, _, _ in checks]).fill_null(False).alias("__failed"))
-    flagged = data.filter(pl.col("__failed")).select("line", "raw")
-    field, reason = first_failure(checks)
-    flagged = _tokens(flagged).with_columns(field.alias("__field"), reason.alias("__reason"))
+    flagged = data.select("line", "raw").filter(data["__failed"])
+    if flagged.height:
+        field, reason = first_failure(checks)
+        flagged = _tokens(flagged).with_columns(field.alias("__field"), reason.alias("__reason"))
+    else:  # nothing to explain: the messages' 100-odd expressions are not even built (0.04 s on HPC2N)
+        flagged = flagged.with_columns(pl.lit(None, pl.String).alias("__field"),
+                                       pl.lit(None, pl.String).alias("__reason"))
 
-    ok = data.filter(~pl.col("__failed"))
+    # a clean log (every archive trace) fails no check: no copy of every column by a filter that keeps them all
+    ok = data.filter(~pl.col("__failed")) if flagged.height else data
     # Partial executions (status 2) get their own id; any other repeated job number is a duplicate.
     ok = ok.with_columns(
         pl.col("job").cast(pl.Int64).alias("__job"),
@@ -303,7 +308,7 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
     dups = ok.filter(dup).with_columns(pl.lit("job").alias("__field"),
                                        pl.format("duplicate job number (first at line {})", pl.col("__first"))
                                        .alias("__reason"))
-    ok = ok.filter(~dup)
+    ok = ok.filter(~dup) if dups.height else ok
     rej = pl.concat([flagged, dups], how="diagonal_relaxed")
     rej = rej.select(pl.col("line"), pl.col("__field").alias("field"), pl.col("__reason").alias("reason"),
                      pl.col("raw")).sort("line")
@@ -321,25 +326,27 @@ def parse(path: str | Path, *, procs_per_node: int | None = None, gpus_per_node:
 def _wait_notes(ok: pl.DataFrame) -> list[str]:
     """Say so when started jobs record no wait (-1, read as 0): queue-wait figures and validation then describe
     the parser's zero, not the log (all of LLNL-Atlas and NASA-iPSC)."""
-    started = ok.filter(pl.col("run") >= 0)
-    unknown = started.filter(pl.col("wait") < 0).height
+    # counted by one aggregation: filtering would copy every column of the records (0.03 s on HPC2N)
+    started = pl.col("run") >= 0
+    started_n, unknown = ok.select(started.sum().alias("n"), (started & (pl.col("wait") < 0)).sum().alias("u")).row(0)
     if not unknown:
         return []
-    if unknown == started.height:
+    if unknown == started_n:
         return ["no record states its wait (field 3 is -1 in every started job): waits read as 0, so wait "
                 "figures describe nothing of this log"]
-    return [f"{unknown} of {started.height} started jobs state no wait (field 3 is -1): read as 0"]
+    return [f"{unknown} of {started_n} started jobs state no wait (field 3 is -1): read as 0"]
 
 
 def _memory_notes(ok: pl.DataFrame) -> list[str]:
     """Say so when most jobs that state both state a used memory (field 7) exactly equal to the requested one
     (field 10): the site recorded the limit as the use (HPC2N: 170k of 178k jobs), so memory efficiency reads
     100 % for them and their memory waste 0 - what the log says, not a measurement."""
-    both = ok.filter((pl.col("used_memory") > 0) & (pl.col("req_memory") > 0))
-    same = both.filter(pl.col("used_memory") == pl.col("req_memory")).height
-    if not both.height or same * 2 < both.height:
+    both = (pl.col("used_memory") > 0) & (pl.col("req_memory") > 0)
+    both_n, same = ok.select(both.sum().alias("n"),
+                             (both & (pl.col("used_memory") == pl.col("req_memory"))).sum().alias("s")).row(0)
+    if not both_n or same * 2 < both_n:
         return []
-    return [f"{same} of {both.height} jobs state a used memory equal to their requested memory (fields 7 and 10): "
+    return [f"{same} of {both_n} jobs state a used memory equal to their requested memory (fields 7 and 10): "
             "likely the limit recorded as the use, so their memory efficiency reads 100 %"]
 
 

@@ -129,3 +129,22 @@ def test_a_bad_budget_file_is_the_same_line_in_both_commands(command, store, tmp
     rc, out, err = run_cli(capsys, monkeypatch, command, "--store", str(store), "--budgets", str(bad),
                            "--out", str(tmp_path / "o"))
     assert assert_one_line_error(rc, out, err, command) == f"quotaloop {command}: {exc.value}"
+
+
+def test_a_named_command_builds_only_its_own_parser_with_the_same_flags_and_help():
+    """``main`` builds just the named sub-command's parser (start-up): it must be the same parser as the full one's
+    (help text, every flag and default), and an unknown command still gets the full parser's error."""
+    full = _subcommands()
+    for name in COMMANDS:
+        parser = build_parser(name)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(sub.choices) == [name]
+        one = sub.choices[name]
+        assert one.format_help() == full[name].format_help()
+        assert [(a.option_strings, a.dest, a.default) for a in one._actions] == \
+            [(a.option_strings, a.dest, a.default) for a in full[name]._actions]
+    from dashboard.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["simulat", "--out", "x"])
+    assert exc.value.code == 2
