@@ -46,8 +46,11 @@ mem_tb_h = None if totals["mem_wasted_h"] is None else totals["mem_wasted_h"] / 
 c[4].metric("Wasted mem TB-h", ui.compact(mem_tb_h), border=True, height="stretch",
             help=f"{mem_tb_h:,.2f} memory terabyte-hours held but not used." if mem_tb_h is not None
             else UNKNOWN.format("memory"))
-c[5].metric("Jobs", ui.compact(totals["jobs"]), f"{totals['users']:,} users", delta_color="off", delta_arrow="off",
-            border=True, help=f"{totals['jobs']:,} jobs of {totals['users']:,} users ran in the window.")
+# a log without user names (a GPU pod list) has jobs and no users: say so rather than "0 users"
+who = f"{totals['users']:,} users" if totals["users"] else "users not logged"
+c[5].metric("Jobs", ui.compact(totals["jobs"]), who, delta_color="off", delta_arrow="off", border=True,
+            help=f"{totals['jobs']:,} jobs ran in the window"
+                 + (f", of {totals['users']:,} users." if totals["users"] else "; the log names no users."))
 
 left, right = st.columns([2, 1])
 with left:

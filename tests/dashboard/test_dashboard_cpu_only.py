@@ -316,3 +316,19 @@ def test_gpu_usage_unknown_but_for_jobs_without_gpus(monkeypatch, tmp_path):
     at = page(at, "rankings")
     at.segmented_control(key="r_by").set_value("gpu").run()
     assert metric(at, "Largest waster").value == "cat" and metric(at, "Wasted GPU-hours").value == "1"
+
+
+def test_a_pod_list_without_users_or_gpu_usage(monkeypatch, tmp_path):
+    """openb's pod list: no user names, GPU pods without usage beside CPU pods (0 GPUs). One unnamed "user" holds
+    both, so its GPU waste is unknown (not the 0 its CPU pods add up to), and the Jobs card names no "0 users"."""
+    src = tmp_path / "pods.csv"
+    src.write_text("job_id,submit,start,end,req_cpus,req_gpus,state\n"
+                   "1,2024-03-01T10:00:00Z,2024-03-01T10:00:00Z,2024-03-01T12:00:00Z,8,4,COMPLETED\n"
+                   "2,2024-03-01T11:00:00Z,2024-03-01T11:00:00Z,2024-03-01T12:00:00Z,2,0,COMPLETED\n")
+    ingest([src], tmp_path / "store", fmt="csv")
+    at = page(app(monkeypatch, tmp_path / "store"), "overview")
+    jobs = metric(at, "Jobs")
+    assert jobs.value == "2" and jobs.delta == "users not logged" and "names no users" in jobs.help
+    at = page(at, "rankings")
+    at.segmented_control(key="r_by").set_value("gpu").run()
+    assert metric(at, "Wasted GPU-hours").value == "–"

@@ -100,6 +100,8 @@ entity_parts as (
 ),
 
 entity_totals as (
+    -- used and wasted are null (unknown), not 0, where the entity held the resource but no job of it records that usage:
+    -- jobs without the resource (waste 0, trivially known) must not make an unknown waste read as none
     select
         period_k,
         entity,
@@ -110,16 +112,16 @@ entity_totals as (
         count(distinct "user") as user_count,
         sum(run_s) / 3600 as run_hours,
         sum(cpu_req_s) / 3600 as cpu_hours_requested,
-        sum(cpu_used_s) / 3600 as cpu_hours_used,
-        sum(cpu_waste_s) / 3600 as cpu_hours_wasted,
+        case when coalesce(sum(cpu_req_known_s), 0) > 0 or coalesce(sum(cpu_req_s), 0) = 0 then sum(cpu_used_s) end / 3600 as cpu_hours_used,
+        case when coalesce(sum(cpu_req_known_s), 0) > 0 or coalesce(sum(cpu_req_s), 0) = 0 then sum(cpu_waste_s) end / 3600 as cpu_hours_wasted,
         sum(cpu_used_s) / nullif(sum(cpu_req_known_s), 0) as cpu_efficiency,
         sum(gpu_req_s) / 3600 as gpu_hours_requested,
-        sum(gpu_used_s) / 3600 as gpu_hours_used,
-        sum(gpu_waste_s) / 3600 as gpu_hours_wasted,
+        case when coalesce(sum(gpu_req_known_s), 0) > 0 or coalesce(sum(gpu_req_s), 0) = 0 then sum(gpu_used_s) end / 3600 as gpu_hours_used,
+        case when coalesce(sum(gpu_req_known_s), 0) > 0 or coalesce(sum(gpu_req_s), 0) = 0 then sum(gpu_waste_s) end / 3600 as gpu_hours_wasted,
         sum(gpu_used_s) / nullif(sum(gpu_req_known_s), 0) as gpu_efficiency,
         sum(mem_req_gbs) / 3.6e6 as mem_tb_hours_requested,
-        sum(mem_used_gbs) / 3.6e6 as mem_tb_hours_used,
-        sum(mem_waste_gbs) / 3.6e6 as mem_tb_hours_wasted,
+        case when coalesce(sum(mem_req_known_gbs), 0) > 0 or coalesce(sum(mem_req_gbs), 0) = 0 then sum(mem_used_gbs) end / 3.6e6 as mem_tb_hours_used,
+        case when coalesce(sum(mem_req_known_gbs), 0) > 0 or coalesce(sum(mem_req_gbs), 0) = 0 then sum(mem_waste_gbs) end / 3.6e6 as mem_tb_hours_wasted,
         sum(mem_used_gbs) / nullif(sum(mem_req_known_gbs), 0) as mem_efficiency,
         sum(footprint_equiv_s) / 3600 as footprint_gpu_equiv_hours,
         sum(known_equiv_s) / 3600 as known_gpu_equiv_hours,
