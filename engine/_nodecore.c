@@ -1079,6 +1079,156 @@ fail:
 static PyObject *NodeOps_allocate(NodeOps *self, PyObject *alloc) { return rows(self, alloc, -1); }
 static PyObject *NodeOps_release(NodeOps *self, PyObject *alloc) { return rows(self, alloc, 1); }
 
+/* ------------------------------------------------------------------------------------------- preemption */
+/* release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m) -> bool: the first test of the
+ * preemption search (``preempt._victims``): would the preemptor fit with every candidate victim released?
+ * Candidates are the jobs of ``near`` with min runtime 0, or (``acct_ok`` a list, not None) whose account's flag
+ * is true: the over-served buckets' jobs. Their allocations are added to the free lists (as deltas in C; nodes
+ * not available too, as the Python copies do); the nodes touched are those in ``elig`` and available. False when
+ * there is no candidate, no touched node, or no fit: a single-node job by ``place(sorted(touched))``'s rule (some
+ * touched node holds g, c, m), a gang by ``_gang`` over ``nodes`` (idle available nodes until their capacities
+ * cover it). Fitting is monotone in what is released, so the order of ``near`` does not matter. */
+static PyObject *NodeOps_release_fits(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[4])
+        || !PyAnySet_Check(args[5]) || (args[3] != Py_None && !PyList_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m)");
+        return NULL;
+    }
+    PyObject *min_rt = args[1], *acct = args[2], *acct_ok = args[3], *alloc = args[4], *elig = args[5];
+    int gang = PyObject_IsTrue(args[7]);
+    ll g, c, m;
+    if (gang < 0 || get_ll(args[8], &g) || get_ll(args[9], &c) || get_ll(args[10], &m))
+        return NULL;
+    Py_ssize_t N = PyList_GET_SIZE(self->fg), i;
+    ll *dg = PyMem_Calloc(3 * (size_t)(N + 1), sizeof(ll));
+    char *mark = PyMem_Calloc((size_t)N + 1, 1);
+    if (dg == NULL || mark == NULL) {
+        PyMem_Free(dg);
+        PyMem_Free(mark);
+        return PyErr_NoMemory();
+    }
+    ll *dc = dg + N + 1, *dm = dc + N + 1;
+    Py_ssize_t ncand = 0, ntouched = 0;
+    int fits = 0, err = 1;
+    PyObject *it = PyObject_GetIter(args[0]), *v;
+    if (it == NULL)
+        goto done;
+    while ((v = PyIter_Next(it)) != NULL) {
+        Py_ssize_t j = PyLong_AsSsize_t(v);
+        Py_DECREF(v);
+        if (j == -1 && PyErr_Occurred())
+            break;
+        if (j < 0 || j >= PyList_GET_SIZE(min_rt) || j >= PyList_GET_SIZE(acct) || j >= PyList_GET_SIZE(alloc)) {
+            PyErr_SetString(PyExc_IndexError, "release_fits: job index out of range");
+            break;
+        }
+        double mrt = PyFloat_AsDouble(PyList_GET_ITEM(min_rt, j));
+        if (mrt == -1.0 && PyErr_Occurred())
+            break;
+        int cand = mrt == 0.0;
+        if (!cand && acct_ok != Py_None) {
+            Py_ssize_t a = PyLong_AsSsize_t(PyList_GET_ITEM(acct, j));
+            if (a == -1 && PyErr_Occurred())
+                break;
+            if (a < 0 || a >= PyList_GET_SIZE(acct_ok)) {
+                PyErr_SetString(PyExc_IndexError, "release_fits: account index out of range");
+                break;
+            }
+            cand = truthy(PyList_GET_ITEM(acct_ok, a));
+            if (cand < 0)
+                break;
+        }
+        if (!cand)
+            continue;
+        ncand++;
+        PyObject *rs = PySequence_Fast(PyList_GET_ITEM(alloc, j), "alloc rows");
+        if (rs == NULL)
+            break;
+        Py_ssize_t r, nrw = PySequence_Fast_GET_SIZE(rs);
+        PyObject **rw = PySequence_Fast_ITEMS(rs);
+        int bad = 0;
+        for (r = 0; r < nrw && !bad; r++) {
+            PyObject *row = rw[r];
+            Py_ssize_t n;
+            ll a, b, d;
+            if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || node_index(self, PyTuple_GET_ITEM(row, 0), &n)
+                || get_ll(PyTuple_GET_ITEM(row, 1), &a) || get_ll(PyTuple_GET_ITEM(row, 2), &b)
+                || get_ll(PyTuple_GET_ITEM(row, 3), &d)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "alloc rows are (node, g, c, m) tuples");
+                bad = 1;
+                break;
+            }
+            dg[n] += a, dc[n] += b, dm[n] += d;
+            if (!mark[n]) {
+                int av = truthy(PyList_GET_ITEM(self->avail, n));
+                int in = av > 0 ? PySet_Contains(elig, PyTuple_GET_ITEM(row, 0)) : 0;
+                if (av < 0 || in < 0) {
+                    bad = 1;
+                    break;
+                }
+                if (in) {
+                    mark[n] = 1;
+                    ntouched++;
+                }
+            }
+        }
+        Py_DECREF(rs);
+        if (bad)
+            break;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        goto done;
+    err = 0;
+    if (ncand == 0 || ntouched == 0)
+        goto done;
+    if (!gang) {
+        for (i = 0; i < N && !fits; i++) {
+            if (!mark[i])
+                continue;
+            ll a, b, d;
+            if (item_ll(self->fg, i, &a) || item_ll(self->fc, i, &b) || item_ll(self->fm, i, &d)) {
+                err = 1;
+                goto done;
+            }
+            fits = a + dg[i] >= g && b + dc[i] >= c && d + dm[i] >= m;  /* touched nodes are available */
+        }
+        goto done;
+    }
+    PyObject *seq = PySequence_Fast(args[6], "release_fits: nodes");
+    if (seq == NULL) {
+        err = 1;
+        goto done;
+    }
+    __int128 sg = 0, sc = 0, sm = 0;
+    Py_ssize_t k, nn = PySequence_Fast_GET_SIZE(seq);
+    PyObject **ns = PySequence_Fast_ITEMS(seq);
+    for (k = 0; k < nn && !fits; k++) {
+        Py_ssize_t n;
+        ll a, b, d, xg, xc, xm;
+        int av;
+        if (node_index(self, ns[k], &n) || (av = truthy(PyList_GET_ITEM(self->avail, n))) < 0
+            || item_ll(self->fg, n, &a) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)
+            || item_ll(self->cg, n, &xg) || item_ll(self->cc, n, &xc) || item_ll(self->cm, n, &xm)) {
+            err = 1;
+            break;
+        }
+        if (!av || a + dg[n] != xg || b + dc[n] != xc || d + dm[n] != xm)
+            continue;
+        sg += xg, sc += xc, sm += min_ll(xm, UNLIMITED);
+        fits = sg >= g && sc >= c && sm >= m;
+    }
+    Py_DECREF(seq);
+done:
+    PyMem_Free(dg);
+    PyMem_Free(mark);
+    if (err)
+        return NULL;
+    return PyBool_FromLong(fits);
+}
+
 static PyMethodDef NodeOps_methods[] = {
     {"bounds", (PyCFunction)NodeOps_bounds, METH_O, "Pool.bounds(grp)"},
     {"best_fit", (PyCFunction)(void (*)(void))NodeOps_best_fit, METH_FASTCALL,
@@ -1095,6 +1245,8 @@ static PyMethodDef NodeOps_methods[] = {
     {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},
     {"allocate", (PyCFunction)NodeOps_allocate, METH_O, "Pool.allocate(alloc)"},
     {"release", (PyCFunction)NodeOps_release, METH_O, "Pool.release(alloc)"},
+    {"release_fits", (PyCFunction)(void (*)(void))NodeOps_release_fits, METH_FASTCALL,
+     "release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m) -> bool (preempt._victims' first test)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -220,6 +220,16 @@ def _victims(sim, J, now):
     pre = sim.preempting
     near = pre.victims_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
     by_qos = pre.qos_victims[J] if pre.qos_victims is not None else None
+    ops = sim.pool.ops
+    if ops is not None and not by_qos and not reclaim:
+        # the compiled pool's twin of the candidate filter and the all-released fit below (engine/_nodecore.c):
+        # the common answer on a busy cluster is "hopeless", found without building the candidates in Python; a
+        # search that may succeed runs the code below in full (it is the reference, and decides the victims)
+        ok = [served.get(bucket[name], 0.0) > 1.0 + th for name in accounts] if fair_ok else None
+        grp = sim.group[J]
+        if not ops.release_fits(near, min_rt, acct, ok, alloc, elig, grp[2], sim.gang[J], sim.req_g[J],
+                                sim.req_c[J], sim.req_m[J]):
+            return None
     for v in near:
         if min_rt[v] == 0:
             vs.append(v)
