@@ -8,6 +8,7 @@ the compiled test really ran, answering both ways, in the generated simulations.
 from __future__ import annotations
 
 import gc
+import math
 import random
 import sys
 
@@ -20,6 +21,7 @@ from test_compiled_pool import (BACKFILL, BUDGETS, CONTRACTS, assert_identical, 
 import engine.nodepool as nodepool
 from engine import Cluster, SimConfig
 from engine.pool import Pool
+from engine.units import UNLIMITED
 
 needs_compiled = pytest.mark.skipif(nodepool.compiled is None, reason="compiled node pool not built (see "
                                     "test_compiled_pool.py's build check, which fails in that case when gcc is here)")
@@ -42,6 +44,50 @@ def python_first_test(pool, near, min_rt, acct, acct_ok, alloc, elig, nodes, gan
                 touched_all.add(n)
     return bool(touched_all) and pool.place(nodes if gang else sorted(touched_all), gang, g, c, m,
                                             free=(fg, fc, fm)) is not None
+
+
+def python_search(pool, near, min_rt, acct, acct_ok, served, burst, att_start, alloc, elig, nodes, gang, g, c, m,
+                  now, ci):
+    """``preempt._victims``' lines after its first test, without QoS pairs or reclaim (the reference): candidates
+    keyed by preference, released in turn until the preemptor is placed, then the victims that placement needs."""
+    vs = [v for v in near if min_rt[v] == 0 or (acct_ok is not None and acct_ok[acct[v]])]
+    cands = []
+    for v in vs:
+        elapsed = now - att_start[v]
+        lost = elapsed - (math.floor(elapsed / ci) * ci if ci else 0.0)
+        sv = served[acct[v]] if min_rt[v] != 0 else 0.0
+        cands.append((min_rt[v] != 0, not burst[v], -sv, lost, -att_start[v], v))
+    cands.sort()
+    fg, fc, fm = list(pool.free_g), list(pool.free_c), list(pool.free_m)
+    chosen, placement = [], None
+    for *_, v in cands:
+        touched = []
+        for n, a, b, d in alloc[v]:
+            fg[n] += a
+            fc[n] += b
+            fm[n] += d
+            if n in elig and pool.avail[n]:
+                touched.append(n)
+        chosen.append(v)
+        if not touched:
+            continue
+        placement = pool.place(nodes if gang else sorted(touched), gang, g, c, m, free=(fg, fc, fm))
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    used = {n for n, *_ in placement}
+    need = [v for v in chosen if any(n in used for n, *_ in alloc[v])]
+    if not gang:
+        (n0, *_), = placement
+        for v in reversed(list(need)):
+            rest = [u for u in need if u != v]
+            a = pool.free_g[n0] + sum(x[1] for u in rest for x in alloc[u] if x[0] == n0)
+            b = pool.free_c[n0] + sum(x[2] for u in rest for x in alloc[u] if x[0] == n0)
+            d = pool.free_m[n0] + sum(x[3] for u in rest for x in alloc[u] if x[0] == n0)
+            if a >= g and b >= c and d >= m:
+                need = rest
+    return need, placement
 
 
 @needs_compiled
@@ -67,6 +113,7 @@ def test_release_fits_matches_the_python_lines(monkeypatch, seed):
         if rng.random() < 0.15:
             py.set_avail(n, False)
             c.set_avail(n, False)
+    found = 0
     for _ in range(12):
         grp = py.group(*rng.choice(keys))
         near = set(rng.sample(range(len(alloc)), rng.randint(0, len(alloc))))
@@ -78,7 +125,32 @@ def test_release_fits_matches_the_python_lines(monkeypatch, seed):
         want = python_first_test(py, near, min_rt, acct, acct_ok, alloc, elig, grp[2], gang, g, cc, m)
         got = c.ops.release_fits(near, min_rt, acct, acct_ok, alloc, elig, grp[2], gang, g, cc, m)
         assert got is want
+        # the search itself (any near set: the compiled search does not rely on the first test)
+        served = [rng.choice([0.5, 1.2, 3.0, float("inf")]) for _ in range(3)]
+        burst = [rng.random() < 0.2 for _ in alloc]
+        att = [float(rng.choice([0, 10, 10, 35, 90])) for _ in alloc]
+        now, ci = 100.0, rng.choice([0.0, 15.0, 7.5])
+        want = python_search(py, near, min_rt, acct, acct_ok, served, burst, att, alloc, elig, grp[2], gang, g, cc,
+                             m, now, ci)
+        got = c.ops.victims(near, min_rt, acct, acct_ok, served if acct_ok is not None else None, burst, att, alloc,
+                            elig, grp[2], gang, g, cc, m, now, ci)
+        assert got == want
+        found += got is not None
     assert py.free_g == c.free_g and py.free_c == c.free_c and py.free_m == c.free_m  # read only
+    FOUND.append(found)
+
+
+FOUND: list = []
+
+
+def test_the_random_searches_found_victims():
+    """Runs after the random cases above (file order): some of them found victims, so the comparison compared
+    placements and victim lists, not only Nones."""
+    if nodepool.compiled is None:
+        pytest.skip("compiled node pool not built")
+    if len(FOUND) < 200:
+        pytest.skip("run with the random cases (the whole file)")
+    assert sum(FOUND) > 100
 
 
 @needs_compiled
@@ -120,6 +192,11 @@ class CountingOps:
     def release_fits(self, *args):
         got = self._ops.release_fits(*args)
         CountingOps.answers.append(got)
+        return got
+
+    def victims(self, *args):
+        got = self._ops.victims(*args)
+        CountingOps.answers.append("found" if got is not None else "unpaid")
         return got
 
 
@@ -174,7 +251,7 @@ def test_the_compiled_test_runs_and_answers_both_ways(monkeypatch, counted):
         assert len(counted) == before  # the reference path never calls it
         c = run_engine(monkeypatch, "compiled", w, cluster, cfg)
         assert_identical(py, c)
-    assert True in counted and False in counted, counted[:20]
+    assert True in counted and False in counted and "found" in counted, counted[:20]
 
 
 @needs_compiled
@@ -207,18 +284,27 @@ def test_release_fits_leaks_no_reference():
     alloc = [((0, 6000, 6000, 0),), ((1, 4000, 4000, 0),)]
     for a in alloc:
         pool.allocate(a)
-    min_rt, acct, ok = [0.0, 30.0], [0, 1], [False, True]
+    min_rt, acct, ok, served = [0.0, 30.0], [0, 1], [False, True], [0.5, 2.0]
+    burst, att = [False, False], [1.0, 2.0]
     grp = pool.group(None, None)
     elig = frozenset(grp[1])
     near = {0, 1}
     probes = [alloc, alloc[0], alloc[0][0], min_rt, min_rt[1], acct, ok, elig, near, grp[2], pool.free_g,
-              pool.free_g[0], pool.avail]
+              pool.free_g[0], pool.avail, served, served[1], burst, att, att[0], pool.cap_g, pool.cap_g[0]]
     before = [sys.getrefcount(x) for x in probes]
     for k in range(3000):
         gang = k % 2 == 0
         assert pool.ops.release_fits(near, min_rt, acct, ok, alloc, elig, grp[2], gang, 8000, 0, 0) is True
         big = 24000 if gang else 9000  # a gang: nodes 0 and 2 idle (16 GPUs), node 1 busy; one node: 8 at most
         assert pool.ops.release_fits(near, min_rt, acct, None, alloc, elig, grp[2], gang, big, 0, 0) is False
+        found = pool.ops.victims(near, min_rt, acct, ok, served, burst, att, alloc, elig, grp[2], gang, 8000, 0, 0,
+                                 50.0, 15.0)
+        # job 0 (unfunded) first: node 0 becomes idle, which holds 8 GPUs either way (a gang takes the whole node)
+        assert found == ([0], ((0, 8000, 32000, UNLIMITED),) if gang else ((0, 8000, 0, 0),))
+        assert pool.ops.victims(near, min_rt, acct, None, None, burst, att, alloc, elig, grp[2], gang, 24000, 0, 0,
+                                50.0, 0.0) is None
+        with pytest.raises(IndexError):
+            pool.ops.victims({5}, min_rt, acct, ok, served, burst, att, alloc, elig, grp[2], gang, 1000, 0, 0, 1.0, 0.0)
         with pytest.raises(IndexError):
             pool.ops.release_fits({5}, min_rt, acct, ok, alloc, elig, grp[2], gang, 1000, 0, 0)
         with pytest.raises(TypeError):
