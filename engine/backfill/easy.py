@@ -249,6 +249,10 @@ def node_pass(sim, now, jobs, state):
         return None
 
     hint.state, hint.failed, hint.shape, hint.n_shapes = state, failed, shape, n_shapes  # read by the order's inlined skip
+    # everything ``hint`` reads, for the compiled order (engine/_fsorder.c ``walk``), which evaluates it without
+    # this function's frame: the same checks in the same order, calling ``over_cap``/``over_user``/``bounds``
+    hint.spec = (now, est, inv, capped, needs_cap, over_cap, limited, over_user, req_g, req_c, req_m, group, gangs,
+                 bounds, procs, USER_LIMIT)
     hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint
