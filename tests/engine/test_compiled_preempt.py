@@ -312,3 +312,63 @@ def test_release_fits_leaks_no_reference():
     gc.collect()
     assert [sys.getrefcount(x) for x in probes] == before
     assert pool.free_g == [2000, 4000, 8000]
+
+
+# ------------------------------------------------------------------------------ the pass's hint inside the walk
+class SpecHint:
+    """A pass's hint with ``spec`` (as ``easy.node_pass`` publishes it): calling it back is an error, the walk must
+    answer from the spec."""
+
+    def __init__(self, spec, state, failed, shape, n_shapes):
+        self.spec, self.state, self.failed, self.shape, self.n_shapes = spec, state, failed, shape, n_shapes
+
+    def __call__(self, j):
+        raise AssertionError("the walk called the hint back although it has a spec")
+
+
+@pytest.mark.skipif(__import__("engine.fsorder", fromlist=["compiled"]).compiled is None,
+                    reason="compiled fair-share order not built")
+def test_walk_answers_the_hint_from_its_spec_by_hand():
+    """Jobs 0-4 on a group whose bounds are (8 GPUs single node, 16 as a gang; 8 free anywhere in fragments):
+    0 asks 12 GPUs (over every bound, fragments too: "resources"), 1 is a "long"
+    shape beyond T ("reservation"), 2 is over its borrowing cap ("quota"), 3 over its user limit, 4 fits the bounds
+    (handed over). Notes, ``failed`` and ``n_failed_short`` as the Python hint leaves them; refcounts unchanged."""
+    import types
+
+    from engine import fsorder
+    from engine.user_limits import REASON as USER_LIMIT
+
+    walk = fsorder.compiled.walk
+    bounds_t = (8000, 64000, 10**6, 16000, 128000, 2 * 10**6, 8000, 64000, 10**6)
+    req_g, req_c, req_m = [12000, 1000, 1000, 1000, 1000], [1000] * 5, [0] * 5
+    est, shape = [100.0, 500.0, 10.0, 10.0, 10.0], ["big", "long", "s2", "s3", "s4"]
+    needs_cap, gangs, group = [False, False, True, False, False], [False] * 5, [("k", (0,), (0,))] * 5
+    over_cap = lambda j, now: j == 2  # noqa: E731 - the simulator's bound methods, by hand
+    over_user = lambda j: j == 3  # noqa: E731
+    notes = []
+    reason = ["none"] * 5
+
+    def note(j, r, now):
+        notes.append((j, r))
+        reason[j] = r
+
+    probes = [est, req_g, shape, reason, bounds_t, USER_LIMIT, group[0], needs_cap, over_cap]
+    for rnd in range(300):
+        if rnd == 1:  # after one round: ``reason`` and ``notes`` hold what every round leaves
+            gc.collect()
+            before = [sys.getrefcount(x) for x in probes]
+        notes.clear()
+        reason[:] = ["none"] * 5
+        state = types.SimpleNamespace(n_failed_short=0, T=200.0)
+        failed = {"long": "long"}
+        spec = (100.0, est, 1.0, True, needs_cap, over_cap, True, over_user, req_g, req_c, req_m, group, gangs,
+                lambda grp: bounds_t, False, USER_LIMIT)
+        hint = SpecHint(spec, state, failed, shape, 5)
+        st = [0, 0]
+        got = walk(iter(range(5)), st, None, None, [0] * 5, req_g, reason, note, 100.0, hint, failed, shape, state, 5)
+        assert got == 4 and st == [5, 0]
+        assert notes == [(0, "resources"), (1, "reservation"), (2, "quota"), (3, USER_LIMIT)]
+        assert failed == {"long": "long", "big": "resources"} and state.n_failed_short == 1
+        del spec, hint, state, failed
+    gc.collect()
+    assert [sys.getrefcount(x) for x in probes] == before
