@@ -1,6 +1,7 @@
 /* The compiled twin of ``engine.pool.Pool``'s node-mode hot routines (issue 16): ``bounds``, the best-fit scan of
  * ``place``, the free-GPU-index fit of ``place_in``, the whole-node gang of ``_gang`` and the bookkeeping of
- * ``_move`` (free resources, epochs, running bounds, the free-GPU index, stranded GPUs).
+ * ``_move`` (free resources, epochs, running bounds, the free-GPU index, stranded GPUs), and the preemption
+ * search of ``preempt._victims`` (``release_fits``, ``victims``: read only, on C copies of the free lists).
  *
  * No state of its own: a ``NodeOps`` holds references to the pool's own Python lists and dicts (``free_g`` ...,
  * ``_agg``, ``_index``, ``_node_groups``, ``gepoch``, ``_stranded``) and reads and writes them in place, so the

@@ -27,6 +27,10 @@ Invariants:
 - Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
   checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its
   resources x the time to its reservation; unbounded when it has none). Unfunded work counts as free.
+- With the compiled node pool the search (candidates, the all-released test, the release-until-placed walk and
+  the victims needed) runs in ``engine/_nodecore.c`` (``NodeOps.release_fits``, ``NodeOps.victims``), except
+  with QoS pairs or guarantee reclaim; the Python lines of ``_victims`` are its reference and oracle
+  (``tests/engine/test_compiled_preempt.py``), and the DRF and cost checks (``_pays``) are shared.
 - Rounds run after every pass; a search that found nothing is not repeated until the running set, the head
   or the set of preemptible jobs changes (so a team drifting under its share over quiet time is noticed at
   the next event that changes one of those).

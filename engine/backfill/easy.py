@@ -26,7 +26,8 @@ blocked job), never starts a job that does not fit its placement, and leaves ``s
 that an incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a
 blocked job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before
 it is needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly
-as ``_backfill`` would (tested: hinted == plain).
+as ``_backfill`` would (tested: hinted == plain); ``hint.spec`` carries what it reads, so the compiled fair-share
+walk (``engine/_fsorder.c``) evaluates it without calling it (tested: ``tests/engine/test_compiled_preempt.py``).
 """
 from __future__ import annotations
 
