@@ -291,6 +291,141 @@ static int note_if_new(PyObject *reason, PyObject *note, PyObject *j, Py_ssize_t
     return 0;
 }
 
+static PyObject *s_reservation, *s_fragmentation, *s_resources, *s_spec, *s_T;
+
+/* truth of seq[j] */
+static int item_true(PyObject *seq, PyObject *j, Py_ssize_t ji)
+{
+    PyObject *x = item(seq, j, ji);
+    if (x == NULL)
+        return -1;
+    int t = PyObject_IsTrue(x);
+    Py_DECREF(x);
+    return t;
+}
+
+/* seq[j] as a C long long / double */
+static int item_ll(PyObject *seq, PyObject *j, Py_ssize_t ji, long long *out)
+{
+    PyObject *x = item(seq, j, ji);
+    if (x == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(x);
+    Py_DECREF(x);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* The pass's hint (``easy.node_pass``'s ``hint``) evaluated here from its ``spec`` tuple (now, est, inv, capped,
+ * needs_cap, over_cap, limited, over_user, req_g, req_c, req_m, group, gang, bounds, procs, user_limit): the same
+ * answers in the same order, the same writes (``failed[sh]``, ``state.n_failed_short``), the borrowing-cap and
+ * user-limit checks and the pool's ``bounds`` called as the Python hint calls them. Called where the walk would
+ * call the hint: the stop count already checked, ``failed[sh]`` absent or "long" (``was_long``). Returns a new
+ * reference: the reason, None (examine j), or NULL on error. */
+static PyObject *hint_inline(PyObject *spec, PyObject *state, PyObject *failed, PyObject *sh, PyObject *j,
+                             Py_ssize_t ji, int was_long)
+{
+    PyObject **x = &PyTuple_GET_ITEM(spec, 0);
+    PyObject *now = x[0], *est = x[1], *inv = x[2], *capped = x[3], *needs_cap = x[4], *over_cap = x[5];
+    PyObject *limited = x[6], *over_user = x[7], *req_g = x[8], *req_c = x[9], *req_m = x[10], *group = x[11];
+    PyObject *gangs = x[12], *bounds = x[13], *procs = x[14], *user_limit = x[15];
+    int t;
+    if (was_long) {  /* now + est[j] * inv > state.T: a "long" shape outside the hole */
+        PyObject *e = item(est, j, ji), *T;
+        if (e == NULL)
+            return NULL;
+        double ed = PyFloat_AsDouble(e), nd = PyFloat_AsDouble(now), id = PyFloat_AsDouble(inv), Td;
+        Py_DECREF(e);
+        if (PyErr_Occurred() || (T = PyObject_GetAttr(state, s_T)) == NULL)
+            return NULL;
+        Td = PyFloat_AsDouble(T);
+        Py_DECREF(T);
+        if (Td == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (nd + ed * id > Td)
+            return Py_NewRef(s_reservation);
+    }
+    if ((t = PyObject_IsTrue(capped)) < 0)
+        return NULL;
+    if (t) {
+        if ((t = item_true(needs_cap, j, ji)) < 0)
+            return NULL;
+        if (t) {
+            PyObject *o = PyObject_CallFunctionObjArgs(over_cap, j, now, NULL);
+            if (o == NULL)
+                return NULL;
+            t = PyObject_IsTrue(o);
+            Py_DECREF(o);
+            if (t < 0)
+                return NULL;
+            if (t)
+                return Py_NewRef(s_quota);
+        }
+    }
+    if ((t = PyObject_IsTrue(limited)) < 0)
+        return NULL;
+    if (t) {
+        PyObject *o = PyObject_CallOneArg(over_user, j);
+        if (o == NULL)
+            return NULL;
+        t = PyObject_IsTrue(o);
+        Py_DECREF(o);
+        if (t < 0)
+            return NULL;
+        if (t)
+            return Py_NewRef(user_limit);
+    }
+    long long g, c, m, bv[9];
+    int big[9];  /* bounds beyond 64 bits (memory sums of nodes without a memory figure): +1 above, -1 below */
+    if (item_ll(req_g, j, ji, &g) || item_ll(req_c, j, ji, &c) || item_ll(req_m, j, ji, &m))
+        return NULL;
+    int gang = item_true(gangs, j, ji);
+    if (gang < 0)
+        return NULL;
+    PyObject *grp = item(group, j, ji);
+    if (grp == NULL)
+        return NULL;
+    PyObject *b = PyObject_CallOneArg(bounds, grp);
+    Py_DECREF(grp);
+    if (b == NULL)
+        return NULL;
+    if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 9) {
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_TypeError, "hint: bounds are a 9-tuple");
+        return NULL;
+    }
+    for (int i = 0; i < 9; i++) {
+        bv[i] = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(b, i), &big[i]);
+        if (bv[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(b);
+            return NULL;
+        }
+    }
+    Py_DECREF(b);
+#define GT(x, i) (big[i] ? big[i] < 0 : (x) > bv[i])  /* x > bounds[i], exactly */
+    if (!(gang ? (GT(g, 3) || GT(c, 4) || GT(m, 5)) : (GT(g, 0) || GT(c, 1) || GT(m, 2))))
+        return Py_NewRef(Py_None);
+    if ((t = PyObject_IsTrue(procs)) < 0)
+        return NULL;
+    PyObject *r = !t && !GT(g, 6) && !GT(c, 7) && !GT(m, 8) ? s_fragmentation : s_resources;
+#undef GT
+    if (PyDict_SetItem(failed, sh, r) < 0)
+        return NULL;
+    PyObject *nfs = PyObject_GetAttr(state, s_n_failed_short), *one = NULL, *nn = NULL;
+    if (nfs == NULL)
+        return NULL;
+    one = PyLong_FromLong(1);
+    nn = one == NULL ? NULL : PyNumber_Add(nfs, one);
+    Py_DECREF(nfs);
+    Py_XDECREF(one);
+    if (nn == NULL)
+        return NULL;
+    t = PyObject_SetAttr(state, s_n_failed_short, nn);
+    Py_DECREF(nn);
+    if (t < 0)
+        return NULL;
+    return Py_NewRef(r);
+}
+
 /* walk(it, st, room, dirty, acct, req_g, reason, note, now, hint, failed, shape, state, n_shapes): the bucket walk
  * of ``funded_order`` up to the next job to hand over. Consumes ``it`` until a job is neither held back by the
  * room (milli-GPUs under the tightest cap; None = uncapped: noted "quota") nor skipped by the pass's ``hint``
@@ -317,6 +452,20 @@ static PyObject *walk(PyObject *self, PyObject *args)
     Py_ssize_t held = PyLong_AsSsize_t(PyList_GET_ITEM(st, 1));
     if (held == -1 && PyErr_Occurred())
         return NULL;
+    PyObject *spec = NULL;  /* the hint's inlinable form (``hint.spec``), if it has one */
+    if (hint != Py_None) {
+        spec = PyObject_GetAttr(hint, s_spec);
+        if (spec == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();  /* a hint without a spec (tests' hints): called back */
+        }
+        if (spec != NULL && (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 16)) {
+            Py_DECREF(spec);
+            PyErr_SetString(PyExc_TypeError, "walk: hint.spec is a 16-tuple");
+            return NULL;
+        }
+    }
     PyObject *result = NULL;  /* new reference, or NULL on error */
     for (;;) {
         PyObject *j = PyIter_Next(it);
@@ -380,19 +529,28 @@ static PyObject *walk(PyObject *self, PyObject *args)
             if (sh == NULL)
                 goto drop_j;
             PyObject *r = PyDict_GetItemWithError(failed, sh);  /* borrowed */
-            Py_DECREF(sh);
-            if (r == NULL && PyErr_Occurred())
+            if (r == NULL && PyErr_Occurred()) {
+                Py_DECREF(sh);
                 goto drop_j;
+            }
             Py_XINCREF(r);
-            int ask = r == NULL || r == Py_None;
+            int ask = r == NULL || r == Py_None, was_long = 0;
             if (!ask) {
-                ask = PyObject_RichCompareBool(r, s_long, Py_EQ);
+                ask = was_long = PyObject_RichCompareBool(r, s_long, Py_EQ);
                 if (ask < 0) {
                     Py_DECREF(r);
+                    Py_DECREF(sh);
                     goto drop_j;
                 }
             }
-            if (ask) {
+            if (ask && spec != NULL) {  /* the hint's answer without its Python frame */
+                Py_XDECREF(r);
+                r = hint_inline(spec, state, failed, sh, j, ji, was_long);
+                Py_DECREF(sh);
+                if (r == NULL)
+                    goto drop_j;
+            } else if (ask) {
+                Py_DECREF(sh);
                 Py_XDECREF(r);
                 r = PyObject_CallOneArg(hint, j);
                 if (r == NULL)
@@ -402,6 +560,8 @@ static PyObject *walk(PyObject *self, PyObject *args)
                     result = r;  /* the reference the call returned */
                     break;
                 }
+            } else {
+                Py_DECREF(sh);
             }
             if (r != Py_None) {
                 int bad = note_if_new(reason, note, j, ji, r, now) < 0;
@@ -421,11 +581,13 @@ static PyObject *walk(PyObject *self, PyObject *args)
     }
     PyObject *pt = PyLong_FromSsize_t(taken), *ph = PyLong_FromSsize_t(held);
     if (pt == NULL || ph == NULL) {
+        Py_XDECREF(spec);
         Py_XDECREF(pt);
         Py_XDECREF(ph);
         Py_XDECREF(result);
         return NULL;
     }
+    Py_XDECREF(spec);
     PyList_SetItem(st, 0, pt);  /* steal; lists checked above */
     PyList_SetItem(st, 1, ph);
     return result;
@@ -455,7 +617,13 @@ PyMODINIT_FUNC PyInit__fsorder(void)
     s_quota = PyUnicode_InternFromString("quota");
     s_long = PyUnicode_InternFromString("long");
     s_n_failed_short = PyUnicode_InternFromString("n_failed_short");
-    if (s_quota == NULL || s_long == NULL || s_n_failed_short == NULL)
+    s_reservation = PyUnicode_InternFromString("reservation");
+    s_fragmentation = PyUnicode_InternFromString("fragmentation");
+    s_resources = PyUnicode_InternFromString("resources");
+    s_spec = PyUnicode_InternFromString("spec");
+    s_T = PyUnicode_InternFromString("T");
+    if (s_quota == NULL || s_long == NULL || s_n_failed_short == NULL || s_reservation == NULL
+        || s_fragmentation == NULL || s_resources == NULL || s_spec == NULL || s_T == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

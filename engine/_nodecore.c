@@ -1,6 +1,7 @@
 /* The compiled twin of ``engine.pool.Pool``'s node-mode hot routines (issue 16): ``bounds``, the best-fit scan of
  * ``place``, the free-GPU-index fit of ``place_in``, the whole-node gang of ``_gang`` and the bookkeeping of
- * ``_move`` (free resources, epochs, running bounds, the free-GPU index, stranded GPUs).
+ * ``_move`` (free resources, epochs, running bounds, the free-GPU index, stranded GPUs), and the preemption
+ * search of ``preempt._victims`` (``release_fits``, ``victims``: read only, on C copies of the free lists).
  *
  * No state of its own: a ``NodeOps`` holds references to the pool's own Python lists and dicts (``free_g`` ...,
  * ``_agg``, ``_index``, ``_node_groups``, ``gepoch``, ``_stranded``) and reads and writes them in place, so the
@@ -21,6 +22,7 @@
 #include <Python.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #ifndef QL_SOURCE_SHA256  /* setup.py passes the source's sha256: tests tell a stale build from a current one */
 #define QL_SOURCE_SHA256 "unknown"
@@ -45,6 +47,12 @@ static inline int get_ll(PyObject *o, ll *out)
 {
     *out = PyLong_AsLongLong(o);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static inline int as_dbl(PyObject *o, double *out)
+{
+    *out = PyFloat_AsDouble(o);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
 }
 
 static inline int item_ll(PyObject *list, Py_ssize_t i, ll *out)
@@ -1079,6 +1087,488 @@ fail:
 static PyObject *NodeOps_allocate(NodeOps *self, PyObject *alloc) { return rows(self, alloc, -1); }
 static PyObject *NodeOps_release(NodeOps *self, PyObject *alloc) { return rows(self, alloc, 1); }
 
+/* ------------------------------------------------------------------------------------------- preemption */
+/* release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m) -> bool: the first test of the
+ * preemption search (``preempt._victims``): would the preemptor fit with every candidate victim released?
+ * Candidates are the jobs of ``near`` with min runtime 0, or (``acct_ok`` a list, not None) whose account's flag
+ * is true: the over-served buckets' jobs. Their allocations are added to the free lists (as deltas in C; nodes
+ * not available too, as the Python copies do); the nodes touched are those in ``elig`` and available. False when
+ * there is no candidate, no touched node, or no fit: a single-node job by ``place(sorted(touched))``'s rule (some
+ * touched node holds g, c, m), a gang by ``_gang`` over ``nodes`` (idle available nodes until their capacities
+ * cover it). Fitting is monotone in what is released, so the order of ``near`` does not matter. */
+static PyObject *NodeOps_release_fits(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[4])
+        || !PyAnySet_Check(args[5]) || (args[3] != Py_None && !PyList_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m)");
+        return NULL;
+    }
+    PyObject *min_rt = args[1], *acct = args[2], *acct_ok = args[3], *alloc = args[4], *elig = args[5];
+    int gang = PyObject_IsTrue(args[7]);
+    ll g, c, m;
+    if (gang < 0 || get_ll(args[8], &g) || get_ll(args[9], &c) || get_ll(args[10], &m))
+        return NULL;
+    Py_ssize_t N = PyList_GET_SIZE(self->fg), i;
+    ll *dg = PyMem_Calloc(3 * (size_t)(N + 1), sizeof(ll));
+    char *mark = PyMem_Calloc((size_t)N + 1, 1);
+    if (dg == NULL || mark == NULL) {
+        PyMem_Free(dg);
+        PyMem_Free(mark);
+        return PyErr_NoMemory();
+    }
+    ll *dc = dg + N + 1, *dm = dc + N + 1;
+    Py_ssize_t ncand = 0, ntouched = 0;
+    int fits = 0, err = 1;
+    PyObject *it = PyObject_GetIter(args[0]), *v;
+    if (it == NULL)
+        goto done;
+    while ((v = PyIter_Next(it)) != NULL) {
+        Py_ssize_t j = PyLong_AsSsize_t(v);
+        Py_DECREF(v);
+        if (j == -1 && PyErr_Occurred())
+            break;
+        if (j < 0 || j >= PyList_GET_SIZE(min_rt) || j >= PyList_GET_SIZE(acct) || j >= PyList_GET_SIZE(alloc)) {
+            PyErr_SetString(PyExc_IndexError, "release_fits: job index out of range");
+            break;
+        }
+        double mrt = PyFloat_AsDouble(PyList_GET_ITEM(min_rt, j));
+        if (mrt == -1.0 && PyErr_Occurred())
+            break;
+        int cand = mrt == 0.0;
+        if (!cand && acct_ok != Py_None) {
+            Py_ssize_t a = PyLong_AsSsize_t(PyList_GET_ITEM(acct, j));
+            if (a == -1 && PyErr_Occurred())
+                break;
+            if (a < 0 || a >= PyList_GET_SIZE(acct_ok)) {
+                PyErr_SetString(PyExc_IndexError, "release_fits: account index out of range");
+                break;
+            }
+            cand = truthy(PyList_GET_ITEM(acct_ok, a));
+            if (cand < 0)
+                break;
+        }
+        if (!cand)
+            continue;
+        ncand++;
+        PyObject *rs = PySequence_Fast(PyList_GET_ITEM(alloc, j), "alloc rows");
+        if (rs == NULL)
+            break;
+        Py_ssize_t r, nrw = PySequence_Fast_GET_SIZE(rs);
+        PyObject **rw = PySequence_Fast_ITEMS(rs);
+        int bad = 0;
+        for (r = 0; r < nrw && !bad; r++) {
+            PyObject *row = rw[r];
+            Py_ssize_t n;
+            ll a, b, d;
+            if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || node_index(self, PyTuple_GET_ITEM(row, 0), &n)
+                || get_ll(PyTuple_GET_ITEM(row, 1), &a) || get_ll(PyTuple_GET_ITEM(row, 2), &b)
+                || get_ll(PyTuple_GET_ITEM(row, 3), &d)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "alloc rows are (node, g, c, m) tuples");
+                bad = 1;
+                break;
+            }
+            dg[n] += a, dc[n] += b, dm[n] += d;
+            if (!mark[n]) {
+                int av = truthy(PyList_GET_ITEM(self->avail, n));
+                int in = av > 0 ? PySet_Contains(elig, PyTuple_GET_ITEM(row, 0)) : 0;
+                if (av < 0 || in < 0) {
+                    bad = 1;
+                    break;
+                }
+                if (in) {
+                    mark[n] = 1;
+                    ntouched++;
+                }
+            }
+        }
+        Py_DECREF(rs);
+        if (bad)
+            break;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        goto done;
+    err = 0;
+    if (ncand == 0 || ntouched == 0)
+        goto done;
+    if (!gang) {
+        for (i = 0; i < N && !fits; i++) {
+            if (!mark[i])
+                continue;
+            ll a, b, d;
+            if (item_ll(self->fg, i, &a) || item_ll(self->fc, i, &b) || item_ll(self->fm, i, &d)) {
+                err = 1;
+                goto done;
+            }
+            fits = a + dg[i] >= g && b + dc[i] >= c && d + dm[i] >= m;  /* touched nodes are available */
+        }
+        goto done;
+    }
+    PyObject *seq = PySequence_Fast(args[6], "release_fits: nodes");
+    if (seq == NULL) {
+        err = 1;
+        goto done;
+    }
+    __int128 sg = 0, sc = 0, sm = 0;
+    Py_ssize_t k, nn = PySequence_Fast_GET_SIZE(seq);
+    PyObject **ns = PySequence_Fast_ITEMS(seq);
+    for (k = 0; k < nn && !fits; k++) {
+        Py_ssize_t n;
+        ll a, b, d, xg, xc, xm;
+        int av;
+        if (node_index(self, ns[k], &n) || (av = truthy(PyList_GET_ITEM(self->avail, n))) < 0
+            || item_ll(self->fg, n, &a) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)
+            || item_ll(self->cg, n, &xg) || item_ll(self->cc, n, &xc) || item_ll(self->cm, n, &xm)) {
+            err = 1;
+            break;
+        }
+        if (!av || a + dg[n] != xg || b + dc[n] != xc || d + dm[n] != xm)
+            continue;
+        sg += xg, sc += xc, sm += min_ll(xm, UNLIMITED);
+        fits = sg >= g && sc >= c && sm >= m;
+    }
+    Py_DECREF(seq);
+done:
+    PyMem_Free(dg);
+    PyMem_Free(mark);
+    if (err)
+        return NULL;
+    return PyBool_FromLong(fits);
+}
+
+/* victims(near, min_rt, acct, acct_ok, served, burst, att_start, alloc, elig, nodes, gang, g, c, m, now, ci)
+ * -> (need, placement) or None: ``preempt._victims``' search after its first test (``release_fits``), for a
+ * search without QoS pairs or guarantee reclaim. Candidates as in ``release_fits``, each keyed as the Python
+ * tuple (funded, not burst, -served of its bucket (0.0 for an unfunded job: ``served`` per account), work lost
+ * since the last checkpoint (``ci`` 0: the whole attempt), -attempt start, job) and released in that order on
+ * copies of the free lists until the preemptor is placed (best fit over the released job's touched nodes in
+ * index order; a gang over ``nodes``); ``need``: the chosen jobs holding a placed node, for a single-node
+ * placement less those (least preferred first) whose release the live free resources plus the others' cover. */
+typedef struct {
+    int funded, notburst;
+    double negsv, lost, negstart;
+    Py_ssize_t v;
+} Cand;
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const Cand *a = pa, *b = pb;
+    if (a->funded != b->funded)
+        return a->funded < b->funded ? -1 : 1;
+    if (a->notburst != b->notburst)
+        return a->notburst < b->notburst ? -1 : 1;
+    if (a->negsv != b->negsv)
+        return a->negsv < b->negsv ? -1 : 1;
+    if (a->lost != b->lost)
+        return a->lost < b->lost ? -1 : 1;
+    if (a->negstart != b->negstart)
+        return a->negstart < b->negstart ? -1 : 1;
+    return a->v < b->v ? -1 : a->v > b->v;
+}
+
+/* one allocation row (node, g, c, m) of a job */
+static int alloc_row(NodeOps *self, PyObject *row, Py_ssize_t *n, ll *a, ll *b, ll *d)
+{
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 || node_index(self, PyTuple_GET_ITEM(row, 0), n)
+        || get_ll(PyTuple_GET_ITEM(row, 1), a) || get_ll(PyTuple_GET_ITEM(row, 2), b)
+        || get_ll(PyTuple_GET_ITEM(row, 3), d)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "alloc rows are (node, g, c, m) tuples");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *NodeOps_victims(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 16 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || (args[3] != Py_None && !PyList_Check(args[3]))
+        || (args[4] != Py_None && !PyList_Check(args[4])) || !PyList_Check(args[5]) || !PyList_Check(args[6])
+        || !PyList_Check(args[7]) || !PyAnySet_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "victims(near, min_rt, acct, acct_ok, served, burst, att_start, alloc, elig, "
+                        "nodes, gang, g, c, m, now, ci)");
+        return NULL;
+    }
+    PyObject *min_rt = args[1], *acct = args[2], *acct_ok = args[3], *served = args[4], *burst = args[5];
+    PyObject *att = args[6], *alloc = args[7], *elig = args[8];
+    int gang = PyObject_IsTrue(args[10]);
+    ll g, c, m;
+    if (gang < 0 || get_ll(args[11], &g) || get_ll(args[12], &c) || get_ll(args[13], &m))
+        return NULL;
+    double now = PyFloat_AsDouble(args[14]), ci = PyFloat_AsDouble(args[15]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t N = PyList_GET_SIZE(self->fg), nc = 0, cap = 16, nmax = PyList_GET_SIZE(min_rt), k, r;
+    if (PyList_GET_SIZE(acct) < nmax || PyList_GET_SIZE(burst) < nmax || PyList_GET_SIZE(att) < nmax
+        || PyList_GET_SIZE(alloc) < nmax) {
+        PyErr_SetString(PyExc_ValueError, "victims: per-job lists of different lengths");
+        return NULL;
+    }
+    Cand *cands = PyMem_Malloc(sizeof(Cand) * (size_t)cap);
+    ll *dg = PyMem_Calloc(3 * (size_t)(N + 1), sizeof(ll));
+    Py_ssize_t *touched = NULL, ntcap = 0;
+    char *used = PyMem_Calloc((size_t)N + 1, 1);
+    PyObject *out = NULL, *placement = NULL, *it = NULL, *gseq = NULL;
+    if (cands == NULL || dg == NULL || used == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ll *dc = dg + N + 1, *dm = dc + N + 1;
+    it = PyObject_GetIter(args[0]);
+    if (it == NULL)
+        goto done;
+    PyObject *vo;
+    while ((vo = PyIter_Next(it)) != NULL) {
+        Py_ssize_t v = PyLong_AsSsize_t(vo);
+        Py_DECREF(vo);
+        if (v == -1 && PyErr_Occurred())
+            goto done;
+        if (v < 0 || v >= nmax) {
+            PyErr_SetString(PyExc_IndexError, "victims: job index out of range");
+            goto done;
+        }
+        double mrt = PyFloat_AsDouble(PyList_GET_ITEM(min_rt, v));
+        if (mrt == -1.0 && PyErr_Occurred())
+            goto done;
+        int unfunded = mrt == 0.0;
+        double sv = 0.0;
+        if (!unfunded) {
+            if (acct_ok == Py_None)
+                continue;
+            Py_ssize_t a = PyLong_AsSsize_t(PyList_GET_ITEM(acct, v));
+            if (a == -1 && PyErr_Occurred())
+                goto done;
+            if (a < 0 || a >= PyList_GET_SIZE(acct_ok) || served == Py_None || a >= PyList_GET_SIZE(served)) {
+                PyErr_SetString(PyExc_IndexError, "victims: account index out of range");
+                goto done;
+            }
+            int ok = truthy(PyList_GET_ITEM(acct_ok, a));
+            if (ok < 0)
+                goto done;
+            if (!ok)
+                continue;
+            if (as_dbl(PyList_GET_ITEM(served, a), &sv))
+                goto done;
+        }
+        int b = truthy(PyList_GET_ITEM(burst, v));
+        double st;
+        if (b < 0 || as_dbl(PyList_GET_ITEM(att, v), &st))
+            goto done;
+        double elapsed = now - st;
+        double lost = elapsed - (ci != 0.0 ? floor(elapsed / ci) * ci : 0.0);
+        if (nc == cap) {
+            Cand *x = PyMem_Realloc(cands, sizeof(Cand) * (size_t)(cap * 2));
+            if (x == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            cands = x, cap *= 2;
+        }
+        cands[nc++] = (Cand){!unfunded, !b, -sv, lost, -st, v};
+    }
+    Py_CLEAR(it);
+    if (PyErr_Occurred())
+        goto done;
+    qsort(cands, (size_t)nc, sizeof(Cand), cmp_cand);
+    if (gang && (gseq = PySequence_Fast(args[9], "victims: nodes")) == NULL)
+        goto done;
+    Py_ssize_t nchosen = 0;
+    for (k = 0; k < nc && placement == NULL; k++) {
+        PyObject *rs = PySequence_Fast(PyList_GET_ITEM(alloc, cands[k].v), "alloc rows");
+        if (rs == NULL)
+            goto done;
+        Py_ssize_t nrw = PySequence_Fast_GET_SIZE(rs), nt = 0;
+        PyObject **rw = PySequence_Fast_ITEMS(rs);
+        if (nrw > ntcap) {
+            PyMem_Free(touched);
+            ntcap = nrw;
+            if ((touched = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)ntcap)) == NULL) {
+                Py_DECREF(rs);
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        for (r = 0; r < nrw; r++) {
+            Py_ssize_t n;
+            ll a, b, d;
+            int in = 0, av;
+            if (alloc_row(self, rw[r], &n, &a, &b, &d)
+                || (in = PySet_Contains(elig, PyTuple_GET_ITEM(rw[r], 0))) < 0) {
+                Py_DECREF(rs);
+                goto done;
+            }
+            dg[n] += a, dc[n] += b, dm[n] += d;
+            if (in && (av = truthy(PyList_GET_ITEM(self->avail, n))) != 0) {
+                if (av < 0) {
+                    Py_DECREF(rs);
+                    goto done;
+                }
+                touched[nt++] = n;
+            }
+        }
+        Py_DECREF(rs);
+        nchosen = k + 1;
+        if (nt == 0)
+            continue;
+        if (!gang) {  /* place(sorted(touched), False, ...): the first minimal (g, c, m) left */
+            Py_ssize_t best = -1;
+            ll k0 = 0, k1 = 0, k2 = 0;
+            qsort(touched, (size_t)nt, sizeof(Py_ssize_t), cmp_ssize);
+            for (r = 0; r < nt; r++) {
+                Py_ssize_t n = touched[r];
+                ll a, b, d;
+                if (item_ll(self->fg, n, &a) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d))
+                    goto done;
+                a += dg[n], b += dc[n], d += dm[n];
+                if (a >= g && b >= c && d >= m) {
+                    ll x0 = a - g, x1 = b - c, x2 = d - m;
+                    if (best < 0 || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && x2 < k2))))
+                        best = n, k0 = x0, k1 = x1, k2 = x2;
+                }
+            }
+            if (best < 0)
+                continue;
+            PyObject *no = PyLong_FromSsize_t(best), *row;
+            if (no == NULL)
+                goto done;
+            row = PyTuple_Pack(4, no, args[11], args[12], args[13]);
+            Py_DECREF(no);
+            if (row == NULL)
+                goto done;
+            placement = PyTuple_Pack(1, row);
+            Py_DECREF(row);
+            if (placement == NULL)
+                goto done;
+            used[best] = 1;
+        } else {  /* _gang(nodes, ...) on the copies: idle available nodes until their capacities cover it */
+            Py_ssize_t q, nn = PySequence_Fast_GET_SIZE(gseq);
+            PyObject **ns = PySequence_Fast_ITEMS(gseq);
+            __int128 sg = 0, sc = 0, sm = 0;
+            PyObject *rowsl = PyList_New(0);
+            if (rowsl == NULL)
+                goto done;
+            for (q = 0; q < nn; q++) {
+                Py_ssize_t n;
+                ll a, b, d, xg, xc, xm;
+                int av;
+                if (node_index(self, ns[q], &n) || (av = truthy(PyList_GET_ITEM(self->avail, n))) < 0
+                    || item_ll(self->fg, n, &a) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)
+                    || item_ll(self->cg, n, &xg) || item_ll(self->cc, n, &xc) || item_ll(self->cm, n, &xm)) {
+                    Py_DECREF(rowsl);
+                    goto done;
+                }
+                if (!av || a + dg[n] != xg || b + dc[n] != xc || d + dm[n] != xm)
+                    continue;
+                PyObject *row = PyTuple_Pack(4, ns[q], PyList_GET_ITEM(self->cg, n), PyList_GET_ITEM(self->cc, n),
+                                             PyList_GET_ITEM(self->cm, n));
+                if (row == NULL || PyList_Append(rowsl, row)) {
+                    Py_XDECREF(row);
+                    Py_DECREF(rowsl);
+                    goto done;
+                }
+                Py_DECREF(row);
+                sg += xg, sc += xc, sm += min_ll(xm, UNLIMITED);
+                if (sg >= g && sc >= c && sm >= m) {
+                    placement = PyList_AsTuple(rowsl);
+                    if (placement == NULL) {
+                        Py_DECREF(rowsl);
+                        goto done;
+                    }
+                    for (Py_ssize_t x = 0; x < PyList_GET_SIZE(rowsl); x++)
+                        used[PyLong_AsSsize_t(PyTuple_GET_ITEM(PyList_GET_ITEM(rowsl, x), 0))] = 1;
+                    break;
+                }
+            }
+            Py_DECREF(rowsl);
+        }
+    }
+    if (placement == NULL) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    /* need: the chosen jobs holding a placed node (chosen order), with their resources on the single node */
+    Py_ssize_t n0 = -1, nneed = 0;
+    if (!gang)
+        n0 = PyLong_AsSsize_t(PyTuple_GET_ITEM(PyTuple_GET_ITEM(placement, 0), 0));
+    Py_ssize_t *need = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nchosen + 1));
+    ll *on0 = PyMem_Calloc(3 * (size_t)(nchosen + 1), sizeof(ll));
+    char *keep = PyMem_Malloc((size_t)nchosen + 1);
+    if (need == NULL || on0 == NULL || keep == NULL) {
+        PyMem_Free(need), PyMem_Free(on0), PyMem_Free(keep);
+        PyErr_NoMemory();
+        goto done;
+    }
+    int err = 0;
+    for (k = 0; k < nchosen && !err; k++) {
+        PyObject *rs = PySequence_Fast(PyList_GET_ITEM(alloc, cands[k].v), "alloc rows");
+        if (rs == NULL) {
+            err = 1;
+            break;
+        }
+        int holds = 0;
+        ll sa = 0, sb = 0, sd = 0;
+        for (r = 0; r < PySequence_Fast_GET_SIZE(rs); r++) {
+            Py_ssize_t n;
+            ll a, b, d;
+            if (alloc_row(self, PySequence_Fast_GET_ITEM(rs, r), &n, &a, &b, &d)) {
+                err = 1;
+                break;
+            }
+            if (used[n])
+                holds = 1;
+            if (n == n0)
+                sa += a, sb += b, sd += d;
+        }
+        Py_DECREF(rs);
+        if (holds) {
+            on0[3 * nneed] = sa, on0[3 * nneed + 1] = sb, on0[3 * nneed + 2] = sd;
+            keep[nneed] = 1;
+            need[nneed++] = cands[k].v;
+        }
+    }
+    if (!err && !gang) {  /* drop victims, least preferred first, whose release the placement does not need */
+        ll fa, fb, fd, ta = 0, tb = 0, td = 0;
+        if (item_ll(self->fg, n0, &fa) || item_ll(self->fc, n0, &fb) || item_ll(self->fm, n0, &fd))
+            err = 1;
+        for (k = 0; k < nneed; k++)
+            ta += on0[3 * k], tb += on0[3 * k + 1], td += on0[3 * k + 2];
+        for (k = nneed - 1; k >= 0 && !err; k--) {
+            ll a = fa + ta - on0[3 * k], b = fb + tb - on0[3 * k + 1], d = fd + td - on0[3 * k + 2];
+            if (a >= g && b >= c && d >= m) {
+                keep[k] = 0;
+                ta -= on0[3 * k], tb -= on0[3 * k + 1], td -= on0[3 * k + 2];
+            }
+        }
+    }
+    PyObject *needl = err ? NULL : PyList_New(0);
+    for (k = 0; needl != NULL && k < nneed; k++) {
+        if (!keep[k])
+            continue;
+        PyObject *vo2 = PyLong_FromSsize_t(need[k]);
+        if (vo2 == NULL || PyList_Append(needl, vo2)) {
+            Py_XDECREF(vo2);
+            Py_CLEAR(needl);
+            break;
+        }
+        Py_DECREF(vo2);
+    }
+    PyMem_Free(need), PyMem_Free(on0), PyMem_Free(keep);
+    if (needl != NULL) {
+        out = PyTuple_Pack(2, needl, placement);
+        Py_DECREF(needl);
+    }
+done:
+    Py_XDECREF(it);
+    Py_XDECREF(gseq);
+    Py_XDECREF(placement);
+    PyMem_Free(cands);
+    PyMem_Free(dg);
+    PyMem_Free(touched);
+    PyMem_Free(used);
+    return out;
+}
+
 static PyMethodDef NodeOps_methods[] = {
     {"bounds", (PyCFunction)NodeOps_bounds, METH_O, "Pool.bounds(grp)"},
     {"best_fit", (PyCFunction)(void (*)(void))NodeOps_best_fit, METH_FASTCALL,
@@ -1095,6 +1585,11 @@ static PyMethodDef NodeOps_methods[] = {
     {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},
     {"allocate", (PyCFunction)NodeOps_allocate, METH_O, "Pool.allocate(alloc)"},
     {"release", (PyCFunction)NodeOps_release, METH_O, "Pool.release(alloc)"},
+    {"release_fits", (PyCFunction)(void (*)(void))NodeOps_release_fits, METH_FASTCALL,
+     "release_fits(near, min_rt, acct, acct_ok, alloc, elig, nodes, gang, g, c, m) -> bool (preempt._victims' first test)"},
+    {"victims", (PyCFunction)(void (*)(void))NodeOps_victims, METH_FASTCALL,
+     "victims(near, min_rt, acct, acct_ok, served, burst, att_start, alloc, elig, nodes, gang, g, c, m, now, ci) -> "
+     "(need, placement) or None (preempt._victims' search)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,6 +27,10 @@ Invariants:
 - Preemption pays (DOMAIN.md section 5): the funded work the victims lose (resource-seconds since their last
   checkpoint) times ``preemption_cost_factor`` may not exceed the waiting it saves the preemptor (its
   resources x the time to its reservation; unbounded when it has none). Unfunded work counts as free.
+- With the compiled node pool the search (candidates, the all-released test, the release-until-placed walk and
+  the victims needed) runs in ``engine/_nodecore.c`` (``NodeOps.release_fits``, ``NodeOps.victims``), except
+  with QoS pairs or guarantee reclaim; the Python lines of ``_victims`` are its reference and oracle
+  (``tests/engine/test_compiled_preempt.py``), and the DRF and cost checks (``_pays``) are shared.
 - Rounds run after every pass; a search that found nothing is not repeated until the running set, the head
   or the set of preemptible jobs changes (so a team drifting under its share over quiet time is noticed at
   the next event that changes one of those).
@@ -220,6 +224,23 @@ def _victims(sim, J, now):
     pre = sim.preempting
     near = pre.victims_in.get(sim.group[J][0], ())  # preemptible jobs holding something on J's nodes
     by_qos = pre.qos_victims[J] if pre.qos_victims is not None else None
+    ops = sim.pool.ops
+    if ops is not None and not by_qos and not reclaim:
+        # the compiled pool's twin of the search below (engine/_nodecore.c): the all-released test, then the
+        # candidates in preference order released until J fits, and the victims it needs; the code below stays
+        # the reference (QUOTALOOP_ENGINE=python, and QoS pairs or guarantee reclaim)
+        sv = [served.get(bucket[name], 0.0) for name in accounts] if fair_ok else None
+        ok = [x > 1.0 + th for x in sv] if fair_ok else None
+        grp, gang = sim.group[J], sim.gang[J]
+        g, c, m = sim.req_g[J], sim.req_c[J], sim.req_m[J]
+        if not ops.release_fits(near, min_rt, acct, ok, alloc, elig, grp[2], gang, g, c, m):
+            return None
+        found = ops.victims(near, min_rt, acct, ok, sv, pre.burst, sim.att_start, alloc, elig, grp[2], gang, g, c, m,
+                            float(now), float(sim.cfg.checkpoint_interval_s or 0.0))
+        if found is None:
+            return None
+        need, placement = found
+        return _pays(sim, ten, J, now, need, placement, {v for v in need if min_rt[v] != 0})
     for v in near:
         if min_rt[v] == 0:
             vs.append(v)
@@ -296,6 +317,12 @@ def _victims(sim, J, now):
             d = pool.free_m[n0] + sum(x[3] for u in rest for x in sim.alloc[u] if x[0] == n0)
             if a >= g and b >= c and d >= m:
                 need = rest
+    return _pays(sim, ten, J, now, need, placement, by_share)
+
+
+def _pays(sim, ten, J, now, need, placement, by_share):
+    """``(need, placement)`` when preempting ``need`` for J passes DRF's final-share check and pays for itself
+    (module docstring), else None."""
     if sim.policy.dominant_share and by_share.intersection(need) and not _final_share_ok(sim, ten, J, need, by_share):
         return None
     factor = sim.cfg.preemption_cost_factor
@@ -313,7 +340,6 @@ def _victims(sim, J, now):
         if factor * sunk > gain:
             return None
     return need, placement
-
 
 def _final_share_ok(sim, ten, J, need, by_share) -> bool:
     """DRF: J's bucket, with J started, is served no more than each bucket losing a job for its share, with

@@ -26,7 +26,8 @@ blocked job), never starts a job that does not fit its placement, and leaves ``s
 that an incremental pass over newly submitted FCFS jobs gives what a full pass would. The node pass computes a
 blocked job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before
 it is needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly
-as ``_backfill`` would (tested: hinted == plain).
+as ``_backfill`` would (tested: hinted == plain); ``hint.spec`` carries what it reads, so the compiled fair-share
+walk (``engine/_fsorder.c``) evaluates it without calling it (tested: ``tests/engine/test_compiled_preempt.py``).
 """
 from __future__ import annotations
 
@@ -249,6 +250,10 @@ def node_pass(sim, now, jobs, state):
         return None
 
     hint.state, hint.failed, hint.shape, hint.n_shapes = state, failed, shape, n_shapes  # read by the order's inlined skip
+    # everything ``hint`` reads, for the compiled order (engine/_fsorder.c ``walk``), which evaluates it without
+    # this function's frame: the same checks in the same order, calling ``over_cap``/``over_user``/``bounds``
+    hint.spec = (now, est, inv, capped, needs_cap, over_cap, limited, over_user, req_g, req_c, req_m, group, gangs,
+                 bounds, procs, USER_LIMIT)
     hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint
