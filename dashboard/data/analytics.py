@@ -11,8 +11,8 @@ import queries
 from queries.analytics.budgets import store_capacity, store_capacity_gpus
 
 from .. import gaming, shaping
-from .query_cache import (Filters, NotAvailable, _bind_filters, available, declared, options, query, scan, store_dir,
-                   store_token)
+from .query_cache import (Filters, NotAvailable, _bind_filters, available, declared, options, param_default, query,
+                          scan, store_dir, store_token)
 
 # ------------------------------------------------------------------ waste
 # resource -> (label, level unit for curves, amount unit for totals, column prefix)
@@ -304,11 +304,26 @@ def pyramid(flt: Filters | None, res: str | None = None) -> list[tuple[str, floa
     return [(k, None) for k in levels]
 
 
+HOUR_S = 3600.0
+
+
 def waste_trend(flt: Filters | None, resource: str = "gpu", bucket_s: float = 86400.0) -> pl.DataFrame:
     """Wasted resource-hours per bucket, cluster-wide: t, wasted_hours (null where every job of the bucket has
     unknown usage). As gap_area defines it, the part of the request held by jobs whose usage the logs do not
-    record is neither used nor wasted."""
-    gap = gap_series(flt, resource, by=None, bucket_s=bucket_s)
+    record is neither used nor wasted.
+
+    Buckets of whole hours are summed from the hourly series (``gap_series`` at one hour, the Overview's
+    occupancy curve: cached, so the page runs one ``gap_area`` for both charts instead of two). Exact up to the
+    order of a sum: gap_area splits every interval at bucket boundaries, so a bucket's amounts are the sums of
+    its hours' (the same origin aligns both grids), and the hours of the window are the days' hours."""
+    if bucket_s % HOUR_S == 0:
+        return wasted_per_bucket(_rebucket(gap_series(flt, resource, by=None, bucket_s=HOUR_S), bucket_s), HOUR_S)
+    return wasted_per_bucket(gap_series(flt, resource, by=None, bucket_s=bucket_s), bucket_s)
+
+
+def wasted_per_bucket(gap: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
+    """t, wasted_hours from a normalised gap series (``gap_series``) whose rows are ``bucket_s`` long, summed per
+    ``t`` (several rows of one ``t``: groups, or the hours of a longer bucket)."""
     if "requested_s" in gap.columns:
         unknown = pl.col("unknown_s") if "unknown_s" in gap.columns else pl.lit(0.0)
         requested, used = pl.col("requested_s"), pl.col("used_s")
@@ -318,6 +333,17 @@ def waste_trend(flt: Filters | None, resource: str = "gpu", bucket_s: float = 86
     wasted = pl.when((known <= 1e-9 * requested.sum()) & (requested.sum() > 0)).then(None).otherwise(
         (requested - unknown - used).sum() / 3600.0)
     return gap.group_by("t").agg(wasted.alias("wasted_hours")).sort("t")
+
+
+def _rebucket(gap: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
+    """``gap`` (normalised, one row per bucket and group) with ``t`` moved to the start of its ``bucket_s`` bucket,
+    aligned to gap_area's origin as the query aligns its own buckets; rows are not summed (waste_trend sums)."""
+    origin_us = int(param_default("gap_area", "origin").timestamp() * 1_000_000)
+    step_us = int(bucket_s * 1_000_000)
+    t_us = pl.col("t").dt.epoch("us")
+    start_us = origin_us + ((t_us - origin_us) // step_us) * step_us
+    return gap.with_columns(pl.from_epoch(start_us, time_unit="us").dt.replace_time_zone("UTC")
+                            .cast(gap.schema["t"]).alias("t"))
 
 
 # ------------------------------------------------------------------ cluster layout

@@ -40,10 +40,14 @@ usage_scope as not materialized (
            and floor(t_start / 86400) * 86400 < w_end
            and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end))
     union all
-    -- every other job, when the cube does not answer
+    -- every other job, when the cube does not answer. The window test on the raw columns (a superset of
+    -- _job_usage's jobs_in_window) lets DuckDB skip the files of other months: the `exists` below stops the
+    -- scan only once a row reaches it, and without this every file before the window's would be read first
     select *
     from filtered_jobs
-    where (($end::timestamptz is null or start < $end::timestamptz)
+    where ($end::timestamptz is null or start < $end::timestamptz)
+      and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
+      and (($end::timestamptz is null or start < $end::timestamptz)
            and ($start::timestamptz is null or "end" is null or "end" > $start::timestamptz - interval 1 day)
            and (end_from_window
            or ($start::timestamptz is not null

@@ -22,10 +22,18 @@ cells_off as (
 ),
 
 usage_scope as not materialized (
-    -- said on the jobs' own columns so that DuckDB pushes it into the scan of `jobs`
-    select * from filtered_jobs where end_from_window
+    -- said on the jobs' own columns so that DuckDB pushes it into the scan of `jobs`; the window test on the raw
+    -- columns (a superset of _job_usage's jobs_in_window) skips the files of other months: the `exists` stops
+    -- the scan only once a row reaches it
+    select * from filtered_jobs
+    where end_from_window
+      and ($end::timestamptz is null or start < $end::timestamptz)
+      and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
     union all
-    select * from filtered_jobs where not end_from_window and exists (select 1 from cells_off)
+    select * from filtered_jobs
+    where not end_from_window and exists (select 1 from cells_off)
+      and ($end::timestamptz is null or start < $end::timestamptz)
+      and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
 ),
 
 hour_cells as (

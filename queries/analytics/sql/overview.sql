@@ -60,7 +60,10 @@ waits as (
         median(greatest(t_start - t_submit, 0)) as wait_median_s,
         quantile_cont(greatest(t_start - t_submit, 0), 0.9) as wait_p90_s
     from filtered_jobs
+    -- the same test on the raw column as well, which DuckDB pushes into the scan (files of other months skipped)
     where t_start is not null and t_start >= w_start and t_start < w_end
+      and ($start::timestamptz is null or start >= $start::timestamptz)
+      and ($end::timestamptz is null or start < $end::timestamptz)
 )
 select t.*, w.jobs_started, w.wait_median_s, w.wait_p90_s, ws.span_s / 3600 as span_hours
 from totals as t, waits as w, window_span as ws
