@@ -13,10 +13,10 @@ Invariants:
 - The cube of a store is complete or absent. ``rebuild`` writes it whole (``quotaloop rollup --rebuild``); an
   ingest into a store holding one (its manifest lists the table, even empty) or into an empty store keeps it;
   an ingest into an older store with jobs but no cube writes none (the queries then derive every job).
-- Same commit, incremental = rebuild: ``refresh`` re-derives every cell of each (cluster, submit month)
-  partition of the jobs the rollup refresh re-derived (before and after), and the ``running`` partition
-  (``cells``) of their clusters and of the clusters whose snapshot moved, from the store as the transaction will
-  commit it, and replaces those partitions. The cells of RUNNING jobs without an end live apart: a snapshot move
+- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month or
+  ``running``, user, account) of the jobs the rollup refresh re-derived (before and after), from the jobs of
+  those keys, and the ``running`` partition (``cells``) of their clusters whose snapshot moved, from the store as
+  the transaction will commit it, and rewrites those partitions with their other cells as they were. The cells of RUNNING jobs without an end live apart: a snapshot move
   lengthens their runs, and re-deriving every month they were submitted in cost a rebuild per daily ingest on
   a store whose RUNNING jobs span its months (36x an empty store's ingest at 3M jobs). A cube written before the
   split (a cluster with RUNNING jobs and no ``running`` partition) has their cells in their months: its first
@@ -24,6 +24,8 @@ Invariants:
 - Compaction's rollup refresh re-derives the months whose samples it coarsened, as an ingest's does.
 """
 from __future__ import annotations
+
+import functools
 
 import polars as pl
 
@@ -85,20 +87,30 @@ def _legacy_months(tx, clusters: list[str]) -> pl.DataFrame:
     return months_of(jobs.select("cluster", "submit"))
 
 
-def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame | None = None) -> int:
-    """Re-derive the month partitions of the jobs in ``changed`` (rows with ``cluster`` and ``submit``: the rollup
-    rows a refresh re-derived, old and new) and the ``RUNNING`` partition of every cluster in ``changed`` or
-    ``moved`` (the RUNNING jobs whose run end moved with a snapshot: only that partition holds them); the number
-    of cells written."""
+def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The cells of exactly the ``jobs`` rows given (with their ``job_rollup`` rows: those of ``fresh``, the rows
+    the rollup refresh is writing, and the others read from the files that may hold them), for
+    ``cells.refresh``."""
+    keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
+    fresh = (schema.conform(fresh, "job_rollup").join(keys, on=cells.KEYS, how="semi")
+             if fresh is not None and fresh.height else schema.empty("job_rollup"))
+    rest = keys.join(fresh.select(cells.KEYS), on=cells.KEYS, how="anti")
+    rolled = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("job_rollup", [])], "job_rollup", rest)
+    return cells.derive_cells(tx, TABLE, QUERY, {"jobs": jobs, "job_rollup": pl.concat([fresh, rolled])})
+
+
+def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame | None = None, fresh: pl.DataFrame | None = None) -> int:
+    """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
+    re-derived) and the ``RUNNING`` partition of every cluster of theirs or of ``moved`` (the RUNNING jobs whose
+    run end moved with a snapshot) whose snapshot moved (``cells.refresh``), and once the months of a cube
+    written before the split; the number of cells written. ``fresh``: ``job_rollup`` rows the transaction is
+    writing (the refresh takes them from there, not from the files)."""
     if not maintained(tx):
         return 0
-    months, clusters = cells.to_refresh(changed, moved if moved is not None else changed.clear())
-    months = pl.concat([months, _legacy_months(tx, clusters)]).unique(maintain_order=True)
-    if not months.height:
-        return 0
-    rows = derive(tx, months)
-    _write(tx, rows, months)
-    return rows.height
+    moved = moved if moved is not None else changed.clear()
+    clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
+    legacy = _legacy_months(tx, sorted(clusters.unique()["cluster"].to_list()))
+    return cells.refresh(tx, TABLE, changed, moved, functools.partial(_derive_jobs, fresh=fresh), whole=legacy)
 
 
 def rebuild(tx, threads: int | None = None) -> int:

@@ -205,8 +205,9 @@ def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -
     if had.height:
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
-    cube.refresh(tx, pl.concat([f.select("cluster", "submit") for f in (rows, had)]), moved)  # their months' cells
-    usage_hours.refresh(tx, pl.concat([f.select("cluster", "submit") for f in (rows, had)]), moved)  # and hours
+    changed = pl.concat([f.select("cluster", "job_id") for f in (rows, had)])
+    cube.refresh(tx, changed, moved, fresh=pl.concat([rows, moved]))  # their cells
+    usage_hours.refresh(tx, changed, moved)  # and hours
     return n
 
 

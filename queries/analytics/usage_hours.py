@@ -12,11 +12,11 @@ Invariants (as ``cube``'s):
 - Complete or absent. ``rebuild`` writes the table whole (``quotaloop rollup --rebuild``); an ingest into a store
   holding it (its manifest lists the table, even empty) or into an empty store keeps it; an ingest into an
   older store with jobs but no table writes none (``gap_area`` then reads the samples, as before).
-- Same commit, incremental = rebuild: ``refresh`` re-derives every cell of each (cluster, submit month)
-  partition of the jobs the rollup refresh re-derived (before and after), and the ``running`` partition of
-  their clusters and of the clusters whose snapshot moved, from the store as the transaction will commit it
-  (that month's jobs, or the cluster's RUNNING jobs without an end, and the samples of those jobs: the sample
-  files whose footer may hold one of them), and replaces those partitions. The cells of RUNNING jobs without
+- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month or
+  ``running``, user, account) of the jobs the rollup refresh re-derived (before and after), from the jobs of
+  those keys and their samples (the sample files whose footer may hold one of them), and the ``running``
+  partition of their clusters whose snapshot moved, from the store as the transaction will commit it, and
+  rewrites those partitions with their other cells as they were (``cells.refresh``). The cells of RUNNING jobs without
   an end live apart (column ``running``, partition ``month=running``): their runs grow with every snapshot,
   and re-deriving every month they were submitted in (all of them, on a big store) would cost a rebuild per
   ingest. A cell's jobs all live in one month partition of ``jobs``, or are that cluster's RUNNING jobs.
@@ -75,19 +75,23 @@ def _write(tx, rows: pl.DataFrame, months: pl.DataFrame) -> None:
     cells.write(tx, TABLE, rows, months, split="grain_s")
 
 
+def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
+    """The cells of exactly the ``jobs`` rows given (with their samples), for ``cells.refresh``."""
+    keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
+    samples = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
+    return cells.derive_cells(tx, TABLE, QUERY, {"job_rollup": schema.empty("job_rollup"),
+                                                 "job_day_rollup": schema.empty("job_day_rollup"),
+                                                 "jobs": jobs, "samples": samples})
+
+
 def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
-    """Re-derive the month partitions of the jobs in ``changed`` (rows with ``cluster`` and ``submit``: the rollup
-    rows a refresh re-derived, old and new) and the ``RUNNING`` partition of every cluster in ``changed`` or
-    ``moved`` (the RUNNING jobs whose run end moved with a snapshot: only that partition holds them); the number
-    of cells written."""
+    """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
+    re-derived) and the ``RUNNING`` partition of every cluster of theirs or of ``moved`` (the RUNNING jobs whose
+    run end moved with a snapshot) whose snapshot moved (``cells.refresh``); the number of cells written. The
+    hour and the day cells in files of their own (``_write``)."""
     if not maintained(tx):
         return 0
-    months, _ = cells.to_refresh(changed, moved)
-    if not months.height:
-        return 0
-    rows = derive(tx, months)
-    _write(tx, rows, months)
-    return rows.height
+    return cells.refresh(tx, TABLE, changed, moved, _derive_jobs, split="grain_s")
 
 
 def rebuild(tx, threads: int | None = None) -> int:

@@ -153,7 +153,10 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
 
     Measured 2026-12-02 at 1 M jobs / 9.9 M samples (load average 14-26 on 2 cores; compare CPU seconds), the
     store rebuilt with the footers' job summaries: day A 2.0 CPU-s against 0.44 into an empty store (4.6x; 5.5
-    against 0.39, 14x, before the summaries), day B 1.06 CPU-s against 0.49 (2.2x; wall 1.5x)."""
+    against 0.39, 14x, before the summaries), day B 1.06 CPU-s against 0.49 (2.2x; wall 1.5x). At 3 M
+    (``QUOTALOOP_BENCH_ROLLUP_STORE`` /tmp/tenm-3m, cube, no hour cells), day B after the cell-scoped refresh of
+    the cells (``queries.analytics.cells.refresh``): 5.72 CPU-s against 1.24 (4.6x; 9.61 against 1.33, 7.2x,
+    before it, same session, load average 15); README "Speed"."""
     paths = _one_day(tmp_path, 10 * N_JOBS)
     shifted = _next_day(tmp_path, paths)
     best = {"empty": [], "big": [], "empty B": [], "big B": []}

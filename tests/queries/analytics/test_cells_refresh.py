@@ -1,0 +1,148 @@
+"""The cell-scoped refresh of usage_cube and usage_hours (queries/analytics/cells.py ``refresh``): an ingest
+re-derives only the cells keyed by the (cluster, partition, user, account) its jobs had before and have after,
+keeps the partition's other cells as they were, and the tables stay what a rebuild gives: a day touching a user
+who already has cells in the month, a re-ingest that moves a job to another user and account, late samples of
+an old job, a RUNNING job that ends, and a job of a user and account nobody had (a null user too)."""
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from queries.analytics import cube, rollup, run, usage_hours
+from queries.ingest import ingest
+from queries.store import Store
+
+from test_queries_random import random_store
+from test_rollup import _write
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
+KEYS = {cube.TABLE: ["cluster", "submit", "running", "user", "account", "day_lo_s", "day_hi_s"],
+        usage_hours.TABLE: ["cluster", "submit", "running", "user", "account", "grain_s", "t_s"]}
+
+
+def _cells(store, table: str) -> pl.DataFrame:
+    return Store(store).read(table).sort(KEYS[table], nulls_last=True)
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    # DuckDB does not fix the order of a parallel sum: the last bits of a sum may differ
+    assert_frame_equal(a, b, check_exact=False, rel_tol=1e-9, abs_tol=1e-5)
+
+
+def _equals_rebuild(store, tmp_path) -> None:
+    copy = tmp_path / "rebuilt"
+    shutil.copytree(store, copy)
+    rollup.rebuild(copy)
+    for table in KEYS:
+        _same(_cells(store, table), _cells(copy, table))
+    shutil.rmtree(copy)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    root = random_store(tmp_path_factory.mktemp("cells_refresh"), seed=5)
+    rollup.rebuild(root)
+    return root
+
+
+@pytest.fixture
+def store(base, tmp_path):
+    out = tmp_path / "store"
+    shutil.copytree(base, out)
+    return out
+
+
+def _job(job_id: str, user: str | None, account: str | None, submit_s: float, run_s: float = 5400.0,
+         state: str = "COMPLETED") -> dict:
+    return {"cluster": "east", "job_id": job_id, "user": user, "account": account, "state": state,
+            "submit": T0 + dt.timedelta(seconds=submit_s), "start": T0 + dt.timedelta(seconds=submit_s + 60),
+            "end": None if state == "RUNNING" else T0 + dt.timedelta(seconds=submit_s + 60 + run_s),
+            "req_cpus": 4.0, "req_gpus": 1.0, "req_mem_bytes": 16e9}
+
+
+def _jobs_file(rows: list[dict], path) -> str:
+    return _write(pl.DataFrame(rows, schema_overrides={"user": pl.String, "account": pl.String}), path)
+
+
+def _other_cells(store, table: str, keep: pl.DataFrame) -> pl.DataFrame:
+    """The cells of east's March partition whose (user, account) is not in ``keep``."""
+    march = pl.col("submit") == dt.datetime(2026, 3, 1, tzinfo=UTC)
+    cells = _cells(store, table).filter((pl.col("cluster") == "east") & march & ~pl.col("running"))
+    return cells.join(keep, on=["user", "account"], how="anti", nulls_equal=True)
+
+
+def test_a_day_touching_a_user_with_cells_in_the_month(store, tmp_path):
+    """New jobs of a (user, account) that already has cells in March: its cells are re-derived from all its
+    March jobs (old and new), every other cell of the partition is kept as it was (same values), and both
+    tables equal a rebuild."""
+    jobs = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "COMPLETED"))
+    user, account = jobs.select("user", "account").row(0)
+    touched = pl.DataFrame({"user": [user], "account": [account]})
+    before = {t: _other_cells(store, t, touched) for t in KEYS}
+    had = _cells(store, cube.TABLE).filter((pl.col("cluster") == "east") & (pl.col("user") == user)
+                                           & (pl.col("account") == account))["jobs"].sum()
+    assert had > 0
+    # inside the store's span: the snapshot does not move (RUNNING cells untouched)
+    ingest([_jobs_file([_job("day-1", user, account, 86400.0), _job("day-2", user, account, 90000.0)],
+                       tmp_path / "day.parquet")], store, fmt="parquet")
+    for t in KEYS:
+        assert before[t].height
+        _same(_other_cells(store, t, touched), before[t])
+    now = _cells(store, cube.TABLE).filter((pl.col("cluster") == "east") & (pl.col("user") == user)
+                                           & (pl.col("account") == account))["jobs"].sum()
+    assert now == had + 2
+    _equals_rebuild(store, tmp_path)
+    for params in ({}, {"start": "2026-03-03", "end": "2026-03-06"}):
+        _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
+
+
+def test_a_re_ingest_that_moves_a_job_to_another_user_and_account(store, tmp_path):
+    """The job's old cells (its old user and account, read from the jobs files the transaction started from)
+    lose it, its new ones gain it."""
+    jobs = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "COMPLETED")
+                                            & pl.col("start").is_not_null())
+    row = jobs.row(0, named=True)
+    old_cells = _cells(store, cube.TABLE).filter((pl.col("user") == row["user"]) & (pl.col("cluster") == "east")
+                                                 & (pl.col("account") == row["account"]))["jobs"].sum()
+    moved = jobs.head(1).with_columns(pl.lit("newcomer").alias("user"), pl.lit("org/new").alias("account"))
+    ingest([_write(moved, tmp_path / "moved.parquet")], store, fmt="parquet")
+    cells = _cells(store, cube.TABLE)
+    assert cells.filter((pl.col("user") == row["user"]) & (pl.col("account") == row["account"])
+                        & (pl.col("cluster") == "east"))["jobs"].sum() == old_cells - 1
+    assert cells.filter(pl.col("user") == "newcomer")["jobs"].sum() == 1
+    assert _cells(store, usage_hours.TABLE).filter(pl.col("user") == "newcomer").height
+    _equals_rebuild(store, tmp_path)
+
+
+def test_late_samples_of_an_old_job(store, tmp_path):
+    jobs = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "COMPLETED")
+                                            & (pl.col("end") - pl.col("start") > dt.timedelta(hours=2)))
+    job = jobs.row(0, named=True)
+    late = pl.DataFrame({"cluster": ["east"] * 3, "job_id": [job["job_id"]] * 3,
+                         "ts": [job["start"] + dt.timedelta(minutes=m) for m in (10, 40, 70)],
+                         "interval_s": [1800.0] * 3, "cpu_used": [1.0, 2.0, 3.0], "gpu_util": [0.2, 0.9, 0.1],
+                         "mem_used_bytes": [2e9, 3e9, 4e9]})
+    before = _cells(store, usage_hours.TABLE)
+    ingest([_write(late, tmp_path / "late-samples.parquet")], store, fmt="parquet")
+    assert not _cells(store, usage_hours.TABLE).equals(before)  # the samples changed its hours
+    _equals_rebuild(store, tmp_path)
+
+
+def test_a_running_job_that_ends_and_a_new_user_with_none(store, tmp_path):
+    """A RUNNING job re-ingested COMPLETED (its cells leave the running partition for its month) and jobs of a
+    user and account nobody had, one with no user and no account at all, ingested together."""
+    running = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "RUNNING")
+                                               & pl.col("end").is_null() & pl.col("start").is_not_null())
+    assert running.height
+    ended = running.head(1).with_columns(pl.lit("COMPLETED").alias("state"),
+                                         (pl.col("start") + dt.timedelta(hours=3)).alias("end"))
+    ingest([_write(ended, tmp_path / "ended.parquet"),
+            _jobs_file([_job("anon-1", None, None, 2 * 86400.0), _job("fresh-1", "stranger", "lab/new", 3 * 86400.0)],
+                       tmp_path / "fresh.parquet")], store, fmt="parquet")
+    assert _cells(store, cube.TABLE).filter(pl.col("user").is_null() & (pl.col("account") == "(none)")).height
+    _equals_rebuild(store, tmp_path)
