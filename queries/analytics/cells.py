@@ -238,3 +238,15 @@ def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame]) -> 
         return schema.conform(run(query, con=con), table)
     finally:
         con.close()
+
+
+def all_parts(tx) -> pl.DataFrame:
+    """Every partition of a cell table of ``tx``'s store: each (cluster, submit month) of its ``jobs`` and the
+    ``RUNNING`` partition of each cluster. A rebuild derives them one at a time (memory holds one month's jobs
+    and samples, not the store's)."""
+    frames = [pl.read_parquet(tx.store.root / r, columns=["cluster", "submit"]).unique()
+              for r in tx.tables.get("jobs", [])]
+    months = months_of(pl.concat(frames, how="vertical_relaxed")) if frames else pl.DataFrame(schema=NO_PARTS)
+    clusters = sorted(months["cluster"].unique().to_list())
+    running = pl.DataFrame({"cluster": clusters, "month": [RUNNING] * len(clusters)}, schema=NO_PARTS)
+    return pl.concat([months.sort("cluster", "month"), running])

@@ -28,7 +28,7 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .cells import RUNNING, parts_of
+from .cells import RUNNING
 from .loader import run
 
 TABLE = "usage_hours"
@@ -95,8 +95,12 @@ def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
 
 
 def rebuild(tx, threads: int | None = None) -> int:
-    """Re-derive the whole table of ``tx``'s store (inside ``rollup.rebuild``'s transaction); the cells written."""
-    rows = derive(tx, None, threads=threads)
+    """Re-derive the whole table of ``tx``'s store (inside ``rollup.rebuild``'s transaction), one partition at a
+    time as a refresh derives it (one month's jobs in memory, not the store's); the cells written."""
     tx.tables[TABLE] = []
-    _write(tx, rows, parts_of(rows))
-    return rows.height
+    n = 0
+    for part in cells.all_parts(tx).iter_slices(1):
+        rows = derive(tx, part, threads=threads)
+        _write(tx, rows, part)
+        n += rows.height
+    return n
