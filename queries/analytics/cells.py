@@ -250,3 +250,16 @@ def all_parts(tx) -> pl.DataFrame:
     clusters = sorted(months["cluster"].unique().to_list())
     running = pl.DataFrame({"cluster": clusters, "month": [RUNNING] * len(clusters)}, schema=NO_PARTS)
     return pl.concat([months.sort("cluster", "month"), running])
+
+
+def rebuild(tx, table: str, derive, write, threads: int | None = None) -> int:
+    """Re-derive the whole cell ``table`` of ``tx``'s store, one partition of ``all_parts`` at a time
+    (``derive(tx, part, threads=)`` its cells, ``write(tx, rows, part)``), so memory holds one month's jobs and
+    samples, not the store's; the cells written."""
+    tx.tables[table] = []
+    n = 0
+    for part in all_parts(tx).iter_slices(1):
+        rows = derive(tx, part, threads=threads)
+        write(tx, rows, part)
+        n += rows.height
+    return n

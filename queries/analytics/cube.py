@@ -116,10 +116,4 @@ def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame | None = None, fresh:
 def rebuild(tx, threads: int | None = None) -> int:
     """Re-derive the whole cube of ``tx``'s store (inside ``rollup.rebuild``'s transaction), one partition at a
     time as a refresh derives it (one month's jobs in memory, not the store's); the cells written."""
-    tx.tables[TABLE] = []
-    n = 0
-    for part in cells.all_parts(tx).iter_slices(1):
-        rows = derive(tx, part, threads=threads)
-        _write(tx, rows, part)
-        n += rows.height
-    return n
+    return cells.rebuild(tx, TABLE, derive, _write, threads)
