@@ -91,7 +91,7 @@ with right:
             st.caption(f":material/person: You rank **{me['rank']} of {me['of']}** users by wasted {hours} "
                        f"({me['row'][wasted]:,.1f} {hours} at {ui.pct(me['row'][eff])} "
                        "efficiency); other users are shown only by team." if me and me["row"][wasted] is not None else
-                       f":material/person: This log records no usage of your jobs, so your wasted {hours} are "
+                       f":material/person: This log records no {name} usage of your jobs, so your wasted {hours} are "
                        "unknown and not ranked; other users are shown only by team." if me else
                        ":material/person: You ran no jobs in this window; other users are shown only by team.")
         else:

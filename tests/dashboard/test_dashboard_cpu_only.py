@@ -266,7 +266,7 @@ def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
     assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
     page(at, "my_jobs")
     page(at, "overview")
-    assert any("records no usage of your jobs" in c.value for c in at.caption)
+    assert any("records no CPU usage of your jobs" in c.value for c in at.caption)
 
 
 def test_a_log_without_users_names_no_user_none(monkeypatch, tmp_path):
