@@ -5,9 +5,12 @@
 answers and the same state left behind (free resources, epochs, running bounds, the free-GPU index, stranded
 GPUs), so every kernel above the pool's interface runs unchanged. EASY's reservation search
 (``easy._reservation``) asks ``pool.ops.reservation`` when it is bound: the same release-and-place walk on C
-copies of the free lists. The Python methods (and function) stay the readable reference and the oracle
-(``tests/engine/test_compiled_pool.py``: random pools, every operation, both sides; whole simulations
-byte-identical across policies x backfill x contracts; a hand-computed reservation).
+copies of the free lists; the preemption search (``preempt._victims``) asks ``pool.ops.release_fits`` (would the
+job fit with every preemptible job near it released?) and ``pool.ops.victims`` (the candidates released in
+preference order until it fits, then those its placement needs), read only, on C copies too. The Python methods
+(and functions) stay the readable reference and the oracle (``tests/engine/test_compiled_pool.py``: random pools,
+every operation, both sides; whole simulations byte-identical across policies x backfill x contracts; a
+hand-computed reservation; ``tests/engine/test_compiled_preempt.py`` for the search).
 
 Where it applies: node mode only (a ``--procs`` pool keeps its Python methods: one node, nothing to win, and
 its own path). Selected per pool with the engine kernel's ``QUOTALOOP_ENGINE`` (``backfill.fastpath``): unset or
