@@ -183,32 +183,41 @@ fail:
 /* descend(children, rem, frac, usage, paths) -> the bucket the descent reaches from the root (node 0): at each
  * node the child with pending jobs (rem > 0) and the lowest key (0, usage / frac, path), zero-fraction children
  * (1, usage, path) after the others */
+static Py_ssize_t descend_core(PyObject *children, PyObject *rem, PyObject *frac, PyObject *usage, PyObject *paths);
+
 static PyObject *descend(PyObject *self, PyObject *args)
 {
     PyObject *children, *rem, *frac, *usage, *paths;
     if (!PyArg_ParseTuple(args, "OOOOO", &children, &rem, &frac, &usage, &paths))
         return NULL;
+    Py_ssize_t node = descend_core(children, rem, frac, usage, paths);
+    return node < 0 ? NULL : PyLong_FromSsize_t(node);
+}
+
+/* descend's walk over checked lists: the bucket's index, or -1 with an exception set */
+static Py_ssize_t descend_core(PyObject *children, PyObject *rem, PyObject *frac, PyObject *usage, PyObject *paths)
+{
     if (need_list(children, "children") || need_list(rem, "rem") || need_list(frac, "frac")
         || need_list(usage, "usage") || need_list(paths, "paths"))
-        return NULL;
+        return -1;
     Py_ssize_t n = PyList_GET_SIZE(children);
     if (PyList_GET_SIZE(rem) < n || PyList_GET_SIZE(frac) < n || PyList_GET_SIZE(usage) < n
         || PyList_GET_SIZE(paths) < n) {
         PyErr_SetString(PyExc_ValueError, "descend: per-node lists of different lengths");
-        return NULL;
+        return -1;
     }
     Py_ssize_t node = 0;
     for (;;) {
         if (n <= node) {
             PyErr_SetString(PyExc_IndexError, "descend: node index out of range");
-            return NULL;
+            return -1;
         }
         PyObject *kids = PyList_GET_ITEM(children, node);
         if (need_list(kids, "children[node]"))
-            return NULL;
+            return -1;
         Py_ssize_t nk = PyList_GET_SIZE(kids);
         if (nk == 0)
-            return PyLong_FromSsize_t(node);
+            return node;
         Py_ssize_t best = -1;
         int bcls = 0;
         double bval = 0.0;
@@ -216,19 +225,19 @@ static PyObject *descend(PyObject *self, PyObject *args)
         for (Py_ssize_t q = 0; q < nk; q++) {
             Py_ssize_t c = PyLong_AsSsize_t(PyList_GET_ITEM(kids, q));
             if (c == -1 && PyErr_Occurred())
-                return NULL;
+                return -1;
             if (c < 0 || c >= n) {
                 PyErr_SetString(PyExc_IndexError, "descend: child index out of range");
-                return NULL;
+                return -1;
             }
             long r = PyLong_AsLong(PyList_GET_ITEM(rem, c));
             if (r == -1 && PyErr_Occurred())
-                return NULL;
+                return -1;
             if (r <= 0)
                 continue;
             double f, u;
             if (as_double(PyList_GET_ITEM(frac, c), &f) || as_double(PyList_GET_ITEM(usage, c), &u))
-                return NULL;
+                return -1;
             int cls = f > 0 ? 0 : 1;
             double val = f > 0 ? u / f : u;
             PyObject *path = PyList_GET_ITEM(paths, c);
@@ -242,7 +251,7 @@ static PyObject *descend(PyObject *self, PyObject *args)
             else {
                 int cmp = PyUnicode_Compare(path, bpath);
                 if (cmp == -1 && PyErr_Occurred())
-                    return NULL;
+                    return -1;
                 less = cmp < 0;
             }
             if (less) {
@@ -254,7 +263,7 @@ static PyObject *descend(PyObject *self, PyObject *args)
         }
         if (best < 0) {
             PyErr_SetString(PyExc_ValueError, "descend: no child with pending jobs");
-            return NULL;
+            return -1;
         }
         node = best;
     }
@@ -432,6 +441,10 @@ static PyObject *hint_inline(PyObject *spec, PyObject *state, PyObject *failed, 
  * (noted with the hint's reason); returns that job, None when ``it`` is exhausted, or False when the hint stops the
  * order. ``st`` = [jobs taken, held-back jobs not yet counted], updated in place; ``dirty`` (None: the class index is
  * not tracked) gets every job taken. With ``hint`` None, ``failed`` ... ``n_shapes`` are not read. */
+static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p, PyObject *room, PyObject *dirty,
+                           PyObject *acct, PyObject *req_g, PyObject *reason, PyObject *note, PyObject *now,
+                           PyObject *hint, PyObject *failed, PyObject *shape, PyObject *state, PyObject *n_shapes);
+
 static PyObject *walk(PyObject *self, PyObject *args)
 {
     PyObject *it, *st, *room, *dirty, *acct, *req_g, *reason, *note, *now, *hint, *failed, *shape, *state, *n_shapes;
@@ -452,6 +465,30 @@ static PyObject *walk(PyObject *self, PyObject *args)
     Py_ssize_t held = PyLong_AsSsize_t(PyList_GET_ITEM(st, 1));
     if (held == -1 && PyErr_Occurred())
         return NULL;
+    PyObject *result = walk_core(it, &taken, &held, room, dirty, acct, req_g, reason, note, now, hint, failed, shape,
+                                 state, n_shapes);
+    PyObject *pt = PyLong_FromSsize_t(taken), *ph = PyLong_FromSsize_t(held);
+    if (pt == NULL || ph == NULL) {
+        Py_XDECREF(pt);
+        Py_XDECREF(ph);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    PyList_SetItem(st, 0, pt);  /* steal; lists checked above */
+    PyList_SetItem(st, 1, ph);
+    return result;
+}
+
+/* walk's loop: ``taken`` and ``held`` counted in place (also on error) */
+static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p, PyObject *room, PyObject *dirty,
+                           PyObject *acct, PyObject *req_g, PyObject *reason, PyObject *note, PyObject *now,
+                           PyObject *hint, PyObject *failed, PyObject *shape, PyObject *state, PyObject *n_shapes)
+{
+    Py_ssize_t taken = *taken_p, held = *held_p;
+    if (hint != Py_None && !PyDict_Check(failed)) {
+        PyErr_SetString(PyExc_TypeError, "walk: failed is a dict");
+        return NULL;
+    }
     PyObject *spec = NULL;  /* the hint's inlinable form (``hint.spec``), if it has one */
     if (hint != Py_None) {
         spec = PyObject_GetAttr(hint, s_spec);
@@ -579,19 +616,359 @@ static PyObject *walk(PyObject *self, PyObject *args)
         Py_DECREF(j);
         break;
     }
-    PyObject *pt = PyLong_FromSsize_t(taken), *ph = PyLong_FromSsize_t(held);
-    if (pt == NULL || ph == NULL) {
-        Py_XDECREF(spec);
-        Py_XDECREF(pt);
-        Py_XDECREF(ph);
-        Py_XDECREF(result);
-        return NULL;
-    }
     Py_XDECREF(spec);
-    PyList_SetItem(st, 0, pt);  /* steal; lists checked above */
-    PyList_SetItem(st, 1, ph);
+    *taken_p = taken;
+    *held_p = held;
     return result;
 }
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Funded: the whole of ``FairShareQueue.funded_order``'s loop for an order without the class index (descents,
+ * borrowing-cap room, the buckets' iterators, the walk, the counts and the projected usage after a start), as a
+ * cursor: ``next()`` returns the next job to hand over, None when the order is exhausted, False when the pass's
+ * hint stops it. The Python generator yields what it returns, so the pass still drives the order lazily; the
+ * job it handed over last is looked at (``status[j] == RUNNING``) when ``next()`` is called again, where the
+ * Python loop looks at it after its ``yield``. Held-back jobs are added to ``queue.held_seen`` where the Python
+ * loop adds them (before a hand-over and when the order ends).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *queue, *children, *rem, *frac, *usage, *paths, *capped, *held_g, *capf, *chains, *bucket_accts;
+    PyObject *funded, *charge, *est, *status, *running, *acct, *req_g, *reason, *note, *now, *heads, *merge;
+    PyObject *it, *room, *pending;  /* the bucket walked (borrowed from heads), its room, the job handed over */
+    double horizon;
+    Py_ssize_t total, node, taken, n_held;
+    int done;
+} Funded;
+
+static PyObject *s_hint, *s_failed, *s_shape, *s_state, *s_n_shapes, *s_held_seen, *s_inf;
+
+static void funded_dealloc(Funded *f)
+{
+    PyObject **fields[] = {&f->queue, &f->children, &f->rem, &f->frac, &f->usage, &f->paths, &f->capped, &f->held_g,
+                           &f->capf, &f->chains, &f->bucket_accts, &f->funded, &f->charge, &f->est, &f->status,
+                           &f->running, &f->acct, &f->req_g, &f->reason, &f->note, &f->now, &f->heads, &f->merge,
+                           &f->room, &f->pending};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        Py_CLEAR(*fields[i]);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+/* Funded(queue, children, rem, frac, usage, paths, capped_chain, held_g, cap_floor, depth_chain, bucket_accts,
+ *        funded, charge, est, horizon, status, RUNNING, acct, req_g, reason, note, now, total, heapq_merge) */
+static PyObject *funded_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    Funded *f = (Funded *)type->tp_alloc(type, 0);
+    if (f == NULL)
+        return NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOdOOOOOOOnO", &f->queue, &f->children, &f->rem, &f->frac, &f->usage,
+                          &f->paths, &f->capped, &f->held_g, &f->capf, &f->chains, &f->bucket_accts, &f->funded,
+                          &f->charge, &f->est, &f->horizon, &f->status, &f->running, &f->acct, &f->req_g, &f->reason,
+                          &f->note, &f->now, &f->total, &f->merge)) {
+        f->queue = f->children = f->rem = f->frac = f->usage = f->paths = f->capped = f->held_g = f->capf = NULL;
+        f->chains = f->bucket_accts = f->funded = f->charge = f->est = f->status = f->running = f->acct = NULL;
+        f->req_g = f->reason = f->note = f->now = f->merge = NULL;
+        Py_DECREF(f);
+        return NULL;
+    }
+    PyObject *fields[] = {f->queue, f->children, f->rem, f->frac, f->usage, f->paths, f->capped, f->held_g, f->capf,
+                          f->chains, f->bucket_accts, f->funded, f->charge, f->est, f->status, f->running, f->acct,
+                          f->req_g, f->reason, f->note, f->now, f->merge};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        Py_INCREF(fields[i]);
+    if (need_list(f->rem, "rem") || need_list(f->usage, "usage") || need_list(f->chains, "depth_chain")
+        || need_list(f->capped, "capped_chain")) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    f->heads = PyDict_New();
+    if (f->heads == NULL) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    f->node = -1;
+    return (PyObject *)f;
+}
+
+/* queue.held_seen += n_held (the Python loop's flush) */
+static int flush_held(Funded *f)
+{
+    if (!f->n_held)
+        return 0;
+    PyObject *h = PyObject_GetAttr(f->queue, s_held_seen), *k = NULL, *s = NULL;
+    if (h == NULL)
+        return -1;
+    k = PyLong_FromSsize_t(f->n_held);
+    s = k == NULL ? NULL : PyNumber_Add(h, k);
+    Py_DECREF(h);
+    Py_XDECREF(k);
+    if (s == NULL)
+        return -1;
+    int r = PyObject_SetAttr(f->queue, s_held_seen, s);
+    Py_DECREF(s);
+    if (r == 0)
+        f->n_held = 0;
+    return r;
+}
+
+/* rem[i] -= k for i in the node's chain (Python ints) */
+static int sub_chain(Funded *f, PyObject *chain, Py_ssize_t k)
+{
+    PyObject *seq = PySequence_Fast(chain, "depth_chain[node]");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *i = PySequence_Fast_GET_ITEM(seq, q), *v, *kk, *nv;
+        if ((v = PyObject_GetItem(f->rem, i)) == NULL || (kk = PyLong_FromSsize_t(k)) == NULL) {
+            Py_XDECREF(v);
+            Py_DECREF(seq);
+            return -1;
+        }
+        nv = PyNumber_Subtract(v, kk);
+        Py_DECREF(v);
+        Py_DECREF(kk);
+        if (nv == NULL || PyObject_SetItem(f->rem, i, nv) < 0) {
+            Py_XDECREF(nv);
+            Py_DECREF(seq);
+            return -1;
+        }
+        Py_DECREF(nv);
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* the bucket walked is done: ``total -= taken``, the chain's counts, then either the bucket is exhausted
+ * (``rem[node] = 0``) or job j started (its projected charge added up the chain) */
+static int end_bucket(Funded *f, PyObject *j)
+{
+    PyObject *node = PyLong_FromSsize_t(f->node), *chain = NULL;
+    if (node == NULL)
+        return -1;
+    chain = PyObject_GetItem(f->chains, node);
+    int bad = chain == NULL;
+    f->total -= f->taken;
+    if (!bad)
+        bad = sub_chain(f, chain, f->taken) < 0;
+    if (!bad && j == NULL) {
+        PyObject *zero = PyLong_FromLong(0);
+        bad = zero == NULL || PyObject_SetItem(f->rem, node, zero) < 0;
+        Py_XDECREF(zero);
+    } else if (!bad) {  /* proj = charge[j] * (est[j] if est[j] < horizon else horizon), added up the chain */
+        Py_ssize_t ji = PyLong_AsSsize_t(j);
+        PyObject *c = NULL, *e = NULL;
+        double cd = 0.0, ed = 0.0;
+        bad = (ji == -1 && PyErr_Occurred()) || (c = item(f->charge, j, ji)) == NULL
+              || (e = item(f->est, j, ji)) == NULL || as_double(c, &cd) || as_double(e, &ed);
+        Py_XDECREF(c);
+        Py_XDECREF(e);
+        if (!bad) {
+            double proj = cd * (ed < f->horizon ? ed : f->horizon);
+            PyObject *seq = PySequence_Fast(chain, "depth_chain[node]");
+            bad = seq == NULL;
+            for (Py_ssize_t q = 0; !bad && q < PySequence_Fast_GET_SIZE(seq); q++) {
+                PyObject *i = PySequence_Fast_GET_ITEM(seq, q), *u = PyObject_GetItem(f->usage, i), *nu = NULL;
+                double ud = 0.0;
+                bad = u == NULL || as_double(u, &ud) || (nu = PyFloat_FromDouble(ud + proj)) == NULL
+                      || PyObject_SetItem(f->usage, i, nu) < 0;
+                Py_XDECREF(u);
+                Py_XDECREF(nu);
+            }
+            Py_XDECREF(seq);
+        }
+    }
+    Py_XDECREF(chain);
+    Py_DECREF(node);
+    f->node = -1;
+    f->it = NULL;
+    Py_CLEAR(f->room);
+    return bad ? -1 : 0;
+}
+
+/* descend to the next bucket: its room under the tightest borrowing cap (None: uncapped) and its iterator */
+static int begin_bucket(Funded *f)
+{
+    Py_ssize_t node = descend_core(f->children, f->rem, f->frac, f->usage, f->paths);
+    if (node < 0)
+        return -1;
+    f->node = node;
+    f->taken = 0;
+    PyObject *key = PyLong_FromSsize_t(node);
+    if (key == NULL)
+        return -1;
+    PyObject *cn = PyObject_GetItem(f->capped, key), *seq = NULL;
+    if (cn == NULL)
+        goto fail;
+    int t = PyObject_IsTrue(cn);
+    if (t < 0)
+        goto fail;
+    if (!t) {
+        f->room = Py_NewRef(Py_None);
+    } else {  /* room = INF; for i in cn: r = capf[i] - held[i]; if r < room: room = r */
+        f->room = Py_NewRef(s_inf);
+        seq = PySequence_Fast(cn, "capped_chain[node]");
+        if (seq == NULL)
+            goto fail;
+        for (Py_ssize_t q = 0; q < PySequence_Fast_GET_SIZE(seq); q++) {
+            PyObject *i = PySequence_Fast_GET_ITEM(seq, q), *cf = NULL, *h = NULL, *r = NULL;
+            int lt = -1;
+            if ((cf = PyObject_GetItem(f->capf, i)) != NULL && (h = PyObject_GetItem(f->held_g, i)) != NULL
+                && (r = PyNumber_Subtract(cf, h)) != NULL)
+                lt = PyObject_RichCompareBool(r, f->room, Py_LT);
+            Py_XDECREF(cf);
+            Py_XDECREF(h);
+            if (lt < 0) {
+                Py_XDECREF(r);
+                goto fail;
+            }
+            if (lt)
+                Py_SETREF(f->room, r);
+            else
+                Py_DECREF(r);
+        }
+        Py_CLEAR(seq);
+    }
+    Py_CLEAR(cn);
+    PyObject *it = PyDict_GetItemWithError(f->heads, key);  /* borrowed */
+    if (it == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        /* the bucket's FIFOs: one account's dict, or an index-ordered merge of several */
+        PyObject *accts = PyObject_GetItem(f->bucket_accts, key), *qs = NULL;
+        if (accts == NULL)
+            goto fail;
+        seq = PySequence_Fast(accts, "bucket_accts[node]");
+        Py_DECREF(accts);
+        if (seq == NULL || (qs = PyList_New(0)) == NULL)
+            goto fail;
+        for (Py_ssize_t q = 0; q < PySequence_Fast_GET_SIZE(seq); q++) {
+            PyObject *d = PyDict_GetItemWithError(f->funded, PySequence_Fast_GET_ITEM(seq, q));
+            if (d == NULL && PyErr_Occurred()) {
+                Py_DECREF(qs);
+                goto fail;
+            }
+            int tr = d == NULL ? 0 : PyObject_IsTrue(d);
+            if (tr < 0 || (tr && PyList_Append(qs, d) < 0)) {
+                Py_DECREF(qs);
+                goto fail;
+            }
+        }
+        Py_CLEAR(seq);
+        PyObject *made;
+        if (PyList_GET_SIZE(qs) == 1) {
+            made = PyObject_GetIter(PyList_GET_ITEM(qs, 0));
+        } else {
+            PyObject *tup = PyList_AsTuple(qs);
+            made = tup == NULL ? NULL : PyObject_Call(f->merge, tup, NULL);
+            Py_XDECREF(tup);
+        }
+        Py_DECREF(qs);
+        if (made == NULL)
+            goto fail;
+        int r = PyDict_SetItem(f->heads, key, made);
+        Py_DECREF(made);
+        if (r < 0)
+            goto fail;
+        it = made;  /* heads holds it */
+    }
+    f->it = it;
+    Py_DECREF(key);
+    return 0;
+fail:
+    Py_XDECREF(seq);
+    Py_XDECREF(cn);
+    Py_DECREF(key);
+    return -1;
+}
+
+static PyObject *funded_next(Funded *f, PyObject *unused)
+{
+    if (f->done)
+        Py_RETURN_NONE;
+    if (f->pending != NULL) {  /* after the Python loop's ``yield j``: did the pass start j? */
+        PyObject *j = f->pending;
+        f->pending = NULL;
+        Py_ssize_t ji = PyLong_AsSsize_t(j);
+        PyObject *st = ji == -1 && PyErr_Occurred() ? NULL : item(f->status, j, ji);
+        int run = st == NULL ? -1 : PyObject_RichCompareBool(st, f->running, Py_EQ);
+        Py_XDECREF(st);
+        if (run > 0 && end_bucket(f, j) < 0)
+            run = -1;
+        Py_DECREF(j);
+        if (run < 0)
+            return NULL;
+    }
+    for (;;) {
+        if (f->node < 0) {
+            if (f->total <= 0) {
+                f->done = 1;
+                if (flush_held(f) < 0)
+                    return NULL;
+                Py_RETURN_NONE;
+            }
+            if (begin_bucket(f) < 0)
+                return NULL;
+        }
+        PyObject *hint = PyObject_GetAttr(f->queue, s_hint), *failed = NULL, *shape = NULL, *state = NULL;
+        PyObject *n_shapes = NULL, *j;
+        if (hint == NULL)
+            return NULL;
+        if (hint != Py_None && ((failed = PyObject_GetAttr(hint, s_failed)) == NULL
+                                || (shape = PyObject_GetAttr(hint, s_shape)) == NULL
+                                || (state = PyObject_GetAttr(hint, s_state)) == NULL
+                                || (n_shapes = PyObject_GetAttr(hint, s_n_shapes)) == NULL))
+            j = NULL;
+        else
+            j = walk_core(f->it, &f->taken, &f->n_held, f->room, Py_None, f->acct, f->req_g, f->reason, f->note,
+                          f->now, hint, hint == Py_None ? Py_None : failed, hint == Py_None ? Py_None : shape,
+                          hint == Py_None ? Py_None : state, hint == Py_None ? Py_None : n_shapes);
+        Py_DECREF(hint);
+        Py_XDECREF(failed);
+        Py_XDECREF(shape);
+        Py_XDECREF(state);
+        Py_XDECREF(n_shapes);
+        if (j == NULL)
+            return NULL;
+        if (j == Py_None) {  /* the bucket is exhausted */
+            Py_DECREF(j);
+            if (end_bucket(f, NULL) < 0)
+                return NULL;
+            continue;
+        }
+        if (j == Py_False) {  /* the hint stops the order */
+            f->done = 1;
+            if (flush_held(f) < 0) {
+                Py_DECREF(j);
+                return NULL;
+            }
+            return j;
+        }
+        if (flush_held(f) < 0) {
+            Py_DECREF(j);
+            return NULL;
+        }
+        f->pending = Py_NewRef(j);
+        return j;
+    }
+}
+
+static PyMethodDef funded_methods[] = {
+    {"next", (PyCFunction)funded_next, METH_NOARGS,
+     "next(): the next job to hand over (None: the order is exhausted; False: the pass's hint stops it)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FundedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "engine._fsorder.Funded",
+    .tp_basicsize = sizeof(Funded),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "funded_order's loop for one order without the class index (engine/policies/fairshare.py)",
+    .tp_new = funded_new,
+    .tp_dealloc = (destructor)funded_dealloc,
+    .tp_methods = funded_methods,
+};
 
 static PyMethodDef methods[] = {
     {"window_all", window_all, METH_VARARGS,
@@ -625,9 +1002,23 @@ PyMODINIT_FUNC PyInit__fsorder(void)
     if (s_quota == NULL || s_long == NULL || s_n_failed_short == NULL || s_reservation == NULL
         || s_fragmentation == NULL || s_resources == NULL || s_spec == NULL || s_T == NULL)
         return NULL;
+    s_hint = PyUnicode_InternFromString("hint");
+    s_failed = PyUnicode_InternFromString("failed");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_state = PyUnicode_InternFromString("state");
+    s_n_shapes = PyUnicode_InternFromString("n_shapes");
+    s_held_seen = PyUnicode_InternFromString("held_seen");
+    s_inf = PyFloat_FromDouble(INFINITY);
+    if (s_hint == NULL || s_failed == NULL || s_shape == NULL || s_state == NULL || s_n_shapes == NULL
+        || s_held_seen == NULL || s_inf == NULL || PyType_Ready(&FundedType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddObjectRef(m, "Funded", (PyObject *)&FundedType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddStringConstant(m, "SOURCE_SHA256", QL_SOURCE_SHA256) < 0) {
         Py_DECREF(m);
         return NULL;

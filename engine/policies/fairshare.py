@@ -31,6 +31,7 @@ from ..units import INF
 from .buckets import BucketQueue
 
 _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held back
+CURSOR = True  # tests and benchmarks switch it off: the compiled order then walks each bucket from Python (``walk``)
 
 
 def python_descend(children, rem, frac, usage, paths):
@@ -86,6 +87,16 @@ class FairShareQueue(BucketQueue):
         capped, held, capf, req_g = ten.capped_chain, ten.held_g, ten.cap_floor, sim.req_g
         reason, note, status = sim.waits.reason, sim.waits.note, sim.status
         chains = ten.depth_chain
+        if fast is not None and CURSOR and not self.indexed:  # the whole loop below in C, one call per job handed over
+            nxt = fast.Funded(self, children, rem, frac, usage, paths, ten.capped_chain, ten.held_g, ten.cap_floor,
+                              ten.depth_chain, plan.bucket_accts, self.funded, sim.charge, sim.limit_left,
+                              sim.cfg.lookback_s, sim.status, RUNNING, sim.acct, sim.req_g, sim.waits.reason,
+                              sim.waits.note, now, total, heapq.merge).next
+            while True:
+                j = nxt()
+                if j is None or j is False:
+                    return
+                yield j
         heads: dict = {}
         pos_of: dict = {}  # capped bucket -> the last job it offered that started (class-skipping segments)
         indexed = self.indexed
