@@ -20,6 +20,11 @@
  * - the walk calls back into Python (``note``, the pass's ``hint``) for every job the Python loop would, with the
  *   same arguments, in the same order; it never yields: it returns the job to hand over, and the order (Python)
  *   yields it, so the pass still drives the order lazily.
+ * - ``Funded`` (the cursor: ``funded_order``'s whole loop for an order without the class index) keeps the Python
+ *   loop's state (remaining counts, projected usage, one iterator per bucket) in the same Python lists and does
+ *   their arithmetic as Python does (ints for counts, doubles for usage); with the pass's ``hint.examine`` it runs
+ *   ``easy._backfill``'s examination of each handed-over job (placement through the pool's own methods,
+ *   ``sim.start``, ``nothing_fits``, the failure by shape), so only starts call back into the simulator.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -882,6 +887,202 @@ fail:
     return -1;
 }
 
+static PyObject *s_examine, *s_limit, *s_halted;
+
+/* truth of a new reference, released */
+static int truth_of(PyObject *o)
+{
+    if (o == NULL)
+        return -1;
+    int t = PyObject_IsTrue(o);
+    Py_DECREF(o);
+    return t;
+}
+
+/* state.n_failed_short += 1 */
+static int bump_failed_short(PyObject *state)
+{
+    PyObject *nfs = PyObject_GetAttr(state, s_n_failed_short), *one = NULL, *nn = NULL;
+    if (nfs == NULL)
+        return -1;
+    one = PyLong_FromLong(1);
+    nn = one == NULL ? NULL : PyNumber_Add(nfs, one);
+    Py_DECREF(nfs);
+    Py_XDECREF(one);
+    if (nn == NULL)
+        return -1;
+    int t = PyObject_SetAttr(state, s_n_failed_short, nn);
+    Py_DECREF(nn);
+    return t;
+}
+
+/* ``easy._backfill``'s examination of a job the hint handed over (the hint already answered None: no known
+ * failure of its shape outside the hole, no cap, no user limit, within the group's bounds), from the hint's
+ * ``spec`` and ``examine`` = (start, started, place_in, place, nothing_fits, pool, reservation_time, sim): the
+ * reservation T when first needed, the placement (within EASY's extra resources for a job ending after T), the
+ * start (``sim.start``, the started list, the extra resources left), or the shape's failure and the job's reason;
+ * the same calls in the same order as the Python loop. Returns 0 (not started), 1 (started), 2 (started and
+ * nothing fits any more: the pass ends), -1 on error. */
+static int examine(Funded *f, PyObject *ex, PyObject *spec, PyObject *failed, PyObject *shape, PyObject *state,
+                   PyObject *j)
+{
+    PyObject **x = &PyTuple_GET_ITEM(spec, 0), **e = &PyTuple_GET_ITEM(ex, 0);
+    PyObject *now = x[0], *est = x[1], *inv = x[2], *req_g = x[8], *req_c = x[9], *req_m = x[10], *group = x[11];
+    PyObject *gangs = x[12], *bounds = x[13], *procs = x[14];
+    PyObject *start = e[0], *started = e[1], *place_in = e[2], *place = e[3], *nothing_fits = e[4], *pool = e[5];
+    PyObject *reservation_time = e[6], *sim = e[7];
+    Py_ssize_t ji = PyLong_AsSsize_t(j);
+    if (ji == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *T = PyObject_GetAttr(state, s_T);  /* ``if T is None: T = reservation_time(sim, state)`` */
+    if (T == NULL)
+        return -1;
+    if (T == Py_None) {
+        Py_DECREF(T);
+        if ((T = PyObject_CallFunctionObjArgs(reservation_time, sim, state, NULL)) == NULL)
+            return -1;
+    }
+    double Td = PyFloat_AsDouble(T), nd = PyFloat_AsDouble(now), id = PyFloat_AsDouble(inv), ed;
+    Py_DECREF(T);
+    PyObject *eo = item(est, j, ji);
+    if (eo == NULL || as_double(eo, &ed)) {
+        Py_XDECREF(eo);
+        return -1;
+    }
+    Py_DECREF(eo);
+    if (PyErr_Occurred())
+        return -1;
+    int is_short = nd + ed * id <= Td;
+    int ret = -1;
+    PyObject *grp = NULL, *gang = NULL, *g = NULL, *c = NULL, *m = NULL, *limit = NULL, *pl = NULL, *fits = NULL;
+    PyObject *sh = NULL;
+    if ((grp = item(group, j, ji)) == NULL || (gang = item(gangs, j, ji)) == NULL || (g = item(req_g, j, ji)) == NULL
+        || (c = item(req_c, j, ji)) == NULL || (m = item(req_m, j, ji)) == NULL
+        || (limit = PyObject_GetAttr(state, s_limit)) == NULL)
+        goto done;
+    int lim = PyObject_IsTrue(limit), gang_t = PyObject_IsTrue(gang);
+    if (lim < 0 || gang_t < 0)
+        goto done;
+    if (is_short || !lim) {
+        pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, NULL);
+    } else {  /* EASY's extra resources cap what it may use on the reserved job's nodes */
+        PyObject *nodes = PySequence_GetItem(grp, gang_t ? 2 : 1), *a = NULL, *kw = NULL;
+        if (nodes != NULL && (a = PyTuple_Pack(5, nodes, gang, g, c, m)) != NULL && (kw = PyDict_New()) != NULL
+            && PyDict_SetItem(kw, s_limit, limit) == 0)
+            pl = PyObject_Call(place, a, kw);
+        Py_XDECREF(nodes);
+        Py_XDECREF(a);
+        Py_XDECREF(kw);
+    }
+    if (pl == NULL)
+        goto done;
+    if (pl != Py_None) {
+        PyObject *r = PyObject_CallFunctionObjArgs(start, j, now, pl, NULL);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+        if (PyList_Append(started, j) < 0)
+            goto done;
+        if (!is_short) {  /* the extra resources left on the reserved job's nodes */
+            PyObject *lm = PyObject_GetAttr(state, s_limit);
+            int t = lm == NULL ? -1 : PyObject_IsTrue(lm);
+            if (t > 0) {
+                PyObject *seq = PySequence_Fast(pl, "a placement");
+                t = seq == NULL ? -1 : 1;
+                for (Py_ssize_t q = 0; t > 0 && q < PySequence_Fast_GET_SIZE(seq); q++) {
+                    PyObject *it = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, q), "(node, g, c, m)");
+                    if (it == NULL || PySequence_Fast_GET_SIZE(it) != 4) {
+                        if (it != NULL)
+                            PyErr_SetString(PyExc_ValueError, "a placement is (node, g, c, m) tuples");
+                        Py_XDECREF(it);
+                        t = -1;
+                        break;
+                    }
+                    PyObject **v = PySequence_Fast_ITEMS(it);
+                    int has = PyDict_Contains(lm, v[0]);
+                    if (has > 0) {
+                        PyObject *old = PyObject_GetItem(lm, v[0]), *n0 = NULL, *n1 = NULL, *n2 = NULL, *nt = NULL;
+                        if (old != NULL) {
+                            PyObject *o0 = PySequence_GetItem(old, 0), *o1 = PySequence_GetItem(old, 1);
+                            PyObject *o2 = PySequence_GetItem(old, 2);
+                            if (o0 && o1 && o2 && (n0 = PyNumber_Subtract(o0, v[1])) && (n1 = PyNumber_Subtract(o1, v[2]))
+                                && (n2 = PyNumber_Subtract(o2, v[3])))
+                                nt = PyTuple_Pack(3, n0, n1, n2);
+                            Py_XDECREF(o0);
+                            Py_XDECREF(o1);
+                            Py_XDECREF(o2);
+                        }
+                        if (nt == NULL || PyObject_SetItem(lm, v[0], nt) < 0)
+                            t = -1;
+                        Py_XDECREF(old);
+                        Py_XDECREF(n0);
+                        Py_XDECREF(n1);
+                        Py_XDECREF(n2);
+                        Py_XDECREF(nt);
+                    } else if (has < 0) {
+                        t = -1;
+                    }
+                    Py_DECREF(it);
+                }
+                Py_XDECREF(seq);
+            }
+            Py_XDECREF(lm);
+            if (t < 0)
+                goto done;
+        }
+        int nf = truth_of(PyObject_CallOneArg(nothing_fits, pool));
+        if (nf < 0)
+            goto done;
+        ret = nf ? 2 : 1;
+        goto done;
+    }
+    if (is_short) {
+        fits = Py_NewRef(Py_None);
+    } else if ((fits = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, NULL)) == NULL) {
+        goto done;
+    }
+    if ((sh = item(shape, j, ji)) == NULL)
+        goto done;
+    PyObject *r;
+    if (fits == Py_None) {  /* "fragmentation" when the group's free resources add up to the request */
+        PyObject *b = PyObject_CallOneArg(bounds, grp);
+        if (b == NULL)
+            goto done;
+        int frag = PyObject_IsTrue(procs);
+        frag = frag < 0 ? -1 : !frag;
+        PyObject *req[3] = {g, c, m};
+        for (int i = 0; frag > 0 && i < 3; i++) {
+            PyObject *bi = PySequence_GetItem(b, 6 + i);
+            frag = bi == NULL ? -1 : PyObject_RichCompareBool(req[i], bi, Py_LE);
+            Py_XDECREF(bi);
+        }
+        Py_DECREF(b);
+        if (frag < 0)
+            goto done;
+        r = frag ? s_fragmentation : s_resources;
+        if (PyDict_SetItem(failed, sh, r) < 0 || bump_failed_short(state) < 0)
+            goto done;
+    } else {
+        if (PyDict_SetItem(failed, sh, s_long) < 0)
+            goto done;
+        r = s_reservation;
+    }
+    if (note_if_new(f->reason, f->note, j, ji, r, now) < 0)
+        goto done;
+    ret = 0;
+done:
+    Py_XDECREF(grp);
+    Py_XDECREF(gang);
+    Py_XDECREF(g);
+    Py_XDECREF(c);
+    Py_XDECREF(m);
+    Py_XDECREF(limit);
+    Py_XDECREF(pl);
+    Py_XDECREF(fits);
+    Py_XDECREF(sh);
+    return ret;
+}
+
 static PyObject *funded_next(Funded *f, PyObject *unused)
 {
     if (f->done)
@@ -911,7 +1112,7 @@ static PyObject *funded_next(Funded *f, PyObject *unused)
                 return NULL;
         }
         PyObject *hint = PyObject_GetAttr(f->queue, s_hint), *failed = NULL, *shape = NULL, *state = NULL;
-        PyObject *n_shapes = NULL, *j;
+        PyObject *n_shapes = NULL, *j, *ex = NULL, *spec = NULL;
         if (hint == NULL)
             return NULL;
         if (hint != Py_None && ((failed = PyObject_GetAttr(hint, s_failed)) == NULL
@@ -923,6 +1124,30 @@ static PyObject *funded_next(Funded *f, PyObject *unused)
             j = walk_core(f->it, &f->taken, &f->n_held, f->room, Py_None, f->acct, f->req_g, f->reason, f->note,
                           f->now, hint, hint == Py_None ? Py_None : failed, hint == Py_None ? Py_None : shape,
                           hint == Py_None ? Py_None : state, hint == Py_None ? Py_None : n_shapes);
+        if (j != NULL && j != Py_None && j != Py_False && hint != Py_None) {
+            /* the pass's examination, when it publishes one (``hint.examine``): the job is examined here instead
+             * of handed over, and the walk goes on unless it started */
+            ex = PyObject_GetAttr(hint, s_examine);
+            if (ex == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+                PyErr_Clear();
+            else if (ex != NULL && ex != Py_None)
+                spec = PyObject_GetAttr(hint, s_spec);
+            if (PyErr_Occurred() || (ex != NULL && ex != Py_None
+                                     && (spec == NULL || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 16
+                                         || !PyTuple_Check(ex) || PyTuple_GET_SIZE(ex) != 8))) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "next: hint.examine is an 8-tuple beside a 16-tuple spec");
+                Py_CLEAR(j);
+            }
+        }
+        int res = -2;  /* not examined */
+        if (j != NULL && ex != NULL && ex != Py_None) {
+            res = flush_held(f) < 0 ? -1 : examine(f, ex, spec, failed, shape, state, j);
+            if (res < 0)
+                Py_CLEAR(j);
+        }
+        Py_XDECREF(ex);
+        Py_XDECREF(spec);
         Py_DECREF(hint);
         Py_XDECREF(failed);
         Py_XDECREF(shape);
@@ -930,6 +1155,24 @@ static PyObject *funded_next(Funded *f, PyObject *unused)
         Py_XDECREF(n_shapes);
         if (j == NULL)
             return NULL;
+        if (res == 0) {  /* examined, not started: the bucket offers its next job */
+            Py_DECREF(j);
+            continue;
+        }
+        if (res == 1) {  /* started: the keys changed, descend again */
+            int bad = end_bucket(f, j) < 0;
+            Py_DECREF(j);
+            if (bad)
+                return NULL;
+            continue;
+        }
+        if (res == 2) {  /* nothing fits any more: the pass ends here, the order with it (``queue.halted``) */
+            Py_DECREF(j);
+            f->done = 1;
+            if (PyObject_SetAttr(f->queue, s_halted, Py_True) < 0)
+                return NULL;
+            Py_RETURN_FALSE;
+        }
         if (j == Py_None) {  /* the bucket is exhausted */
             Py_DECREF(j);
             if (end_bucket(f, NULL) < 0)
@@ -1009,6 +1252,11 @@ PyMODINIT_FUNC PyInit__fsorder(void)
     s_n_shapes = PyUnicode_InternFromString("n_shapes");
     s_held_seen = PyUnicode_InternFromString("held_seen");
     s_inf = PyFloat_FromDouble(INFINITY);
+    s_examine = PyUnicode_InternFromString("examine");
+    s_limit = PyUnicode_InternFromString("limit");
+    s_halted = PyUnicode_InternFromString("halted");
+    if (s_examine == NULL || s_limit == NULL || s_halted == NULL)
+        return NULL;
     if (s_hint == NULL || s_failed == NULL || s_shape == NULL || s_state == NULL || s_n_shapes == NULL
         || s_held_seen == NULL || s_inf == NULL || PyType_Ready(&FundedType) < 0)
         return NULL;

@@ -16,7 +16,9 @@ turn until one starts (or it runs out), instead of a descent per job; during a p
 outside the hole, a borrowing cap), noting the same wait reason the pass would.
 ``tests/engine/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
 The usage sums, the descent and the bucket walk (outside the class-skipping segments) run in C when
-``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); the Python loops here are the reference and the oracle
+``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); without the class index, the whole loop runs in C
+(``_fsorder.Funded``), which during EASY's backfill also examines and starts the candidates (``hint.examine``) and
+ends the order when nothing fits any more (``halted``). The Python loops here are the reference and the oracle
 (``tests/engine/test_compiled_fairshare.py``).
 """
 from __future__ import annotations
@@ -59,6 +61,7 @@ class FairShareQueue(BucketQueue):
         self.compiled = fsorder.routines()
 
     def funded_order(self, now):
+        self.halted = False
         self.adapt()  # build or drop the class index now, while no other order is running
         sim = self.sim
         ten = sim.budgeting.at(now)

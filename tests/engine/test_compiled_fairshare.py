@@ -389,6 +389,26 @@ def test_no_references_leak(monkeypatch):
     assert gc.garbage == []
 
 
+@needs_compiled
+def test_cursor_leaks_no_references(monkeypatch):
+    """The cursor (``_fsorder.Funded``) and its examination of backfill candidates hold no reference they should
+    not: whole runs (EASY, fair share, caps, contracts) leave the counts of the reasons they write and of the
+    cursor's own type as they were."""
+    import sys
+
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=CAPPED[0], lookback_s=300,
+                    min_runtime_by_class={"default": 20.0})
+    w, cluster = random_capped_workload(7, 120), Cluster.uniform(2, 4, 16)
+    probes = ["reservation", "long", "resources", "fragmentation", "quota", fsorder.compiled.Funded, math.inf]
+    run_engine(monkeypatch, "compiled", w, cluster, cfg)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in probes]
+    for _ in range(3):
+        run_engine(monkeypatch, "compiled", w, cluster, cfg)
+    gc.collect()
+    assert [sys.getrefcount(x) for x in probes] == before
+
+
 class Hint:
     """A pass's hint as ``easy.node_pass`` publishes it: answers by job, failures by shape, a stop count."""
 
