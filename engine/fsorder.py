@@ -3,11 +3,18 @@
 Four routines over the engine's own objects: every account's usage window (``tenants.Ledger.window_all``), and in
 ``policies.fairshare.FairShareQueue.funded_order`` those windows summed up each account's chain of tree nodes, the
 tree descent to the under-served bucket and the bucket walk up to the next job to hand over (skipping, and noting,
-the jobs a borrowing cap holds back and those the pass's hint already answers). The Python code beside each call
+the jobs a borrowing cap holds back and those the pass's hint already answers). For an order without the class
+index the whole loop of ``funded_order`` runs in a cursor, ``Funded`` (descents, room, the buckets' iterators,
+the walk, the counts and projected usage after a start: one C call per job handed over), and during EASY's backfill
+(``easy.node_pass`` publishes ``hint.examine``) the cursor also examines each candidate as ``easy._backfill``
+would (the reservation when first needed, the placement on the pool, ``sim.start``, the shape's failure and the
+job's reason) instead of handing it over: a backfill pass runs no Python per candidate, only per start
+(``Simulator.start``, ``qstats.nothing_fits``) and per pass. The Python code beside each call
 stays the readable reference and the oracle (``tests/engine/test_compiled_fairshare.py``: the routines against the
 Python loops on random inputs and by hand, whole simulations byte-identical across fair share and DRF with and
 without caps, capped backlogs with the class index on / flapping / off, warm starts, contracts and every backfill
-mode, and the sample store). Measured on the sample (issue 16's 30-day fair share + EASY + 8 h run): README,
+mode, and the sample store; the cursor also against the per-bucket Python loop, ``fairshare.CURSOR`` off, with the
+same held-back counts at every order). Measured on the sample (issue 16's 30-day fair share + EASY + 8 h run): README,
 "Speed of the simulator".
 
 Selected like the compiled node pool, with ``QUOTALOOP_ENGINE`` read when a ledger or a fair-share queue is built:

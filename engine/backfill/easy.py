@@ -27,7 +27,10 @@ that an incremental pass over newly submitted FCFS jobs gives what a full pass w
 blocked job's reservation lazily once it already has one recorded (``reservation_time``): nothing starts before
 it is needed, so it is the value an eager computation gives. The scan hint a lazy order may use answers exactly
 as ``_backfill`` would (tested: hinted == plain); ``hint.spec`` carries what it reads, so the compiled fair-share
-walk (``engine/_fsorder.c``) evaluates it without calling it (tested: ``tests/engine/test_compiled_preempt.py``).
+walk (``engine/_fsorder.c``) evaluates it without calling it (tested: ``tests/engine/test_compiled_preempt.py``),
+and ``hint.examine`` what ``_backfill`` calls for a job the hint hands over, so the compiled order's cursor
+(``_fsorder.Funded``) examines and starts such jobs itself, the same calls in the same order (tested:
+``tests/engine/test_compiled_fairshare.py``); ``_backfill`` then sees only the jobs after the funded order.
 """
 from __future__ import annotations
 
@@ -254,6 +257,9 @@ def node_pass(sim, now, jobs, state):
     # this function's frame: the same checks in the same order, calling ``over_cap``/``over_user``/``bounds``
     hint.spec = (now, est, inv, capped, needs_cap, over_cap, limited, over_user, req_g, req_c, req_m, group, gangs,
                  bounds, procs, USER_LIMIT)
+    # what ``_backfill`` does with a job the hint hands over, for the compiled fair-share order's cursor
+    # (``_fsorder.Funded``), which then examines it, and starts it, without handing it over
+    hint.examine = (sim.start, started, pool.place_in, pool.place, nothing_fits, pool, reservation_time, sim)
     hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
     if hinted:
         sim.queue.hint = hint

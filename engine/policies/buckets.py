@@ -51,6 +51,7 @@ class BucketQueue:
         self.free: FCFSQueue = FCFSQueue()             # unallocated-occupancy jobs (min runtime 0)
         self.members: set[int] = set()
         self.hint = None  # set by a pass: j -> failure reason (skip j), False (stop) or None (hand j over)
+        self.halted = False  # the compiled order examined a job whose start left nothing that fits: the pass ends
         self._plans: dict = {}  # id(Tenants) -> _Plan: the version's static maps and live pending counts
         self.indexed = False    # the class index is kept (``adapt`` decides)
         self.held_seen = 0      # held-back jobs the orders passed since the last decision (walked or skipped)
@@ -156,6 +157,8 @@ class BucketQueue:
 
     def order(self, now):
         yield from self.funded_order(now)
+        if self.halted:  # the pass ended inside the funded order (``_fsorder.Funded`` with ``hint.examine``)
+            return
         waits = self.sim.waits
         reason, note = waits.reason, waits.note
         seen = failed = shape = state = None

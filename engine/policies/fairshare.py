@@ -16,7 +16,9 @@ turn until one starts (or it runs out), instead of a descent per job; during a p
 outside the hole, a borrowing cap), noting the same wait reason the pass would.
 ``tests/engine/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
 The usage sums, the descent and the bucket walk (outside the class-skipping segments) run in C when
-``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); the Python loops here are the reference and the oracle
+``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); without the class index, the whole loop runs in C
+(``_fsorder.Funded``), which during EASY's backfill also examines and starts the candidates (``hint.examine``) and
+ends the order when nothing fits any more (``halted``). The Python loops here are the reference and the oracle
 (``tests/engine/test_compiled_fairshare.py``).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..units import INF
 from .buckets import BucketQueue
 
 _ALL_WITHIN = object()  # ``_capped_segment``: no class of the bucket is held back
+CURSOR = True  # tests and benchmarks switch it off: the compiled order then walks each bucket from Python (``walk``)
 
 
 def python_descend(children, rem, frac, usage, paths):
@@ -58,6 +61,7 @@ class FairShareQueue(BucketQueue):
         self.compiled = fsorder.routines()
 
     def funded_order(self, now):
+        self.halted = False
         self.adapt()  # build or drop the class index now, while no other order is running
         sim = self.sim
         ten = sim.budgeting.at(now)
@@ -86,6 +90,16 @@ class FairShareQueue(BucketQueue):
         capped, held, capf, req_g = ten.capped_chain, ten.held_g, ten.cap_floor, sim.req_g
         reason, note, status = sim.waits.reason, sim.waits.note, sim.status
         chains = ten.depth_chain
+        if fast is not None and CURSOR and not self.indexed:  # the whole loop below in C, one call per job handed over
+            nxt = fast.Funded(self, children, rem, frac, usage, paths, ten.capped_chain, ten.held_g, ten.cap_floor,
+                              ten.depth_chain, plan.bucket_accts, self.funded, sim.charge, sim.limit_left,
+                              sim.cfg.lookback_s, sim.status, RUNNING, sim.acct, sim.req_g, sim.waits.reason,
+                              sim.waits.note, now, total, heapq.merge).next
+            while True:
+                j = nxt()
+                if j is None or j is False:
+                    return
+                yield j
         heads: dict = {}
         pos_of: dict = {}  # capped bucket -> the last job it offered that started (class-skipping segments)
         indexed = self.indexed

@@ -8,6 +8,8 @@
    its GPU counts x4 and x4 without max_gpus, one process; minutes long, so it runs only when named with -k.
 7. Issue 16, the compiled node pool (``engine/_nodecore.c``) against the Python pool: 30-day fair share + EASY +
    8 h contracts on the sample (128 nodes) and on the stores named by ``QUOTALOOP_BENCH_NODES``, one process.
+7b. Issue 16, the fair-share + EASY pass with the compiled order's cursor examining and starting the backfill
+   candidates (``_fsorder.Funded``) against the per-bucket walk before it and the all-Python engine, one process.
 8. Issue 16, the growth curve: the same month on the sample and the ``QUOTALOOP_BENCH_NODES`` stores (1,024 to
    8,192 GPUs), engine CPU, CPU per job, peak RSS per job and the growth exponent against n log n, each size in a
    child process of its own; minutes long, so it runs only when named (-k growth_curve).
@@ -235,6 +237,59 @@ def test_node_mode_compiled_pool_vs_python():
         for nodes, n, _, cpu in rows[1:]:
             nlogn = (n * math.log(n)) / (j0 * math.log(j0))
             print(f"  {nodes} vs {n0} nodes: jobs x{n / j0:.2f}, compiled CPU x{cpu / c0:.2f} (n log n: x{nlogn:.2f})")
+
+
+@pytest.mark.benchmark
+def test_compiled_pass_vs_per_bucket_walk():
+    # issue 16, the fair-share + EASY backfill pass without Python per candidate: the compiled order's cursor
+    # (``_fsorder.Funded``: descents, buckets, walk, and the examination and start of each backfill candidate)
+    # against the order before it (``fairshare.CURSOR`` off: the per-bucket loop in Python around the compiled
+    # walk, every candidate handed over to ``easy._backfill``) and QUOTALOOP_ENGINE=python, in one process,
+    # alternating, best of 2; identical output required. 30-day fair share + EASY + --min-runtime 8h with the
+    # sample's budgets.toml (the README's run) on the sample and on QUOTALOOP_BENCH_NODES stores.
+    import os
+
+    from queries.store import Store
+
+    import engine.policies.fairshare as fairshare
+    from engine import fsorder, min_runtime
+    from engine.backfill.fastpath import ENGINE_ENV
+    from engine.budgets import load
+
+    if fsorder.compiled is None:
+        pytest.skip("the compiled fair-share order is not built")
+    stores = {128: REPO / "sample_data" / "store"}
+    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
+        k, v = item.split("=", 1)
+        stores[int(k)] = Path(v)
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(REPO / "sample_data" / "budgets.toml"),
+                    min_runtime_by_class=min_runtime.parse_overrides(["8h"], "--min-runtime"))
+    print(f"\nfair share + EASY + 8 h, budgets.toml: simulate() CPU s, best of 2 (load average "
+          f"{os.getloadavg()[0]:.1f})")
+    for nodes, path in sorted(stores.items()):
+        if not (path / "_manifest.json").exists():
+            print(f"  {nodes} nodes: no store at {path}")
+            continue
+        s = Store(path)
+        jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+        best, out = {}, {}
+        for _ in range(2):
+            for mode in ("python", "walk", "cursor"):
+                os.environ[ENGINE_ENV] = "python" if mode == "python" else "compiled"
+                fairshare.CURSOR = mode != "walk"
+                try:
+                    res, cpu, _ = timed(simulate, jobs, cluster, cfg)
+                finally:
+                    del os.environ[ENGINE_ENV]
+                    fairshare.CURSOR = True
+                best[mode] = min(best.get(mode, math.inf), cpu)
+                out[mode] = res
+        for mode in ("python", "walk"):
+            assert out[mode].jobs.equals(out["cursor"].jobs, null_equal=True)
+            assert out[mode].timeline.equals(out["cursor"].timeline, null_equal=True)
+        print(f"  {nodes} nodes, {jobs.height} jobs: cursor {best['cursor']:.2f} s, per-bucket walk "
+              f"{best['walk']:.2f} s ({best['walk'] / best['cursor']:.2f}x), all Python {best['python']:.2f} s "
+              f"({best['python'] / best['cursor']:.2f}x); identical output; load {os.getloadavg()[0]:.1f}")
 
 
 # ------------------------------------------------------------------------------------------ 8. the growth curve

@@ -35,6 +35,7 @@ import engine.backfill.fastpath as fastpath
 import engine.fsorder as fsorder
 import engine.policies.buckets as buckets
 from engine import Cluster, SimConfig, simulate
+import engine.policies.fairshare as fairshare
 from engine.policies.fairshare import python_descend
 from engine.tenants import Ledger
 
@@ -228,6 +229,11 @@ def test_random_fairshare_simulations_identical(monkeypatch, seed, n, policy, ba
     py = run_engine(monkeypatch, "python", w, cluster, cfg)
     c = run_engine(monkeypatch, "compiled", w, cluster, cfg)
     assert_identical(py, c)
+    # the order's loop per bucket in Python around the compiled walk (``fairshare.CURSOR`` off): a difference is
+    # the cursor's (``Funded``)
+    with monkeypatch.context() as m:
+        m.setattr(fairshare, "CURSOR", False)
+        assert_identical(simulate(w, cluster, cfg), c)
     # the fair-share routines alone (the compiled pool on both sides): a difference is theirs
     monkeypatch.setattr(fsorder, "ENABLED", False)
     assert_identical(simulate(w, cluster, cfg), c)
@@ -254,6 +260,46 @@ def test_random_capped_backlogs_identical(monkeypatch, seed, n, backfill, contra
         py = run_engine(m, "python", w, cluster, cfg)
         c = run_engine(m, "compiled", w, cluster, cfg)
     assert_identical(py, c)
+
+
+def adapt_trace(monkeypatch, engine, cursor, w, cluster, cfg):
+    """The run's output and, at every order started, what ``BucketQueue.adapt`` reads (held-back jobs passed,
+    orders, whether the index is kept): outputs do not depend on the index, so this is where a held-back count
+    that differs would show."""
+    trace = []
+    adapt = buckets.BucketQueue.adapt
+
+    def traced(self):
+        trace.append((self.held_seen, self.n_orders, self.indexed))
+        adapt(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(buckets.BucketQueue, "adapt", traced)
+        m.setattr(fairshare, "CURSOR", cursor)
+        return run_engine(m, engine, w, cluster, cfg), trace
+
+
+@needs_compiled
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(5, 160), backfill=st.sampled_from(BACKFILL),
+       contract=st.sampled_from(CONTRACTS), budgets=st.sampled_from(CAPPED), thresholds=st.sampled_from(THRESHOLDS))
+def test_cursor_counts_the_held_back_jobs_as_python(monkeypatch, seed, n, backfill, contract, budgets, thresholds):
+    """The compiled order's cursor (``_fsorder.Funded``) adds the held-back jobs it passes to ``held_seen`` where
+    the Python loop does, so the class index is built and dropped at the same orders; outputs identical too."""
+    rule, depth = backfill
+    cfg = SimConfig(policy="fairshare", backfill=rule, reservation_depth=depth, budgets=budgets, lookback_s=300,
+                    min_runtime_by_class=contract)
+    w, cluster = random_capped_workload(seed, n), Cluster.uniform(2, 4, 16)
+    with monkeypatch.context() as m:
+        for name, v in zip(("INDEX_FROM", "INDEX_UNTIL", "INDEX_EVERY"), thresholds):
+            m.setattr(buckets, name, v)
+        py, py_trace = adapt_trace(m, "python", True, w, cluster, cfg)
+        c, c_trace = adapt_trace(m, "compiled", True, w, cluster, cfg)
+        walked, walked_trace = adapt_trace(m, "compiled", False, w, cluster, cfg)
+    assert c_trace == py_trace == walked_trace
+    assert_identical(py, c)
+    assert_identical(walked, c)
 
 
 def random_logged(seed, n):
@@ -341,6 +387,26 @@ def test_no_references_leak(monkeypatch):
     gc.collect()
     assert [sys.getrefcount(x) for x in probes] == before
     assert gc.garbage == []
+
+
+@needs_compiled
+def test_cursor_leaks_no_references(monkeypatch):
+    """The cursor (``_fsorder.Funded``) and its examination of backfill candidates hold no reference they should
+    not: whole runs (EASY, fair share, caps, contracts) leave the counts of the reasons they write and of the
+    cursor's own type as they were."""
+    import sys
+
+    cfg = SimConfig(policy="fairshare", backfill="easy", budgets=CAPPED[0], lookback_s=300,
+                    min_runtime_by_class={"default": 20.0})
+    w, cluster = random_capped_workload(7, 120), Cluster.uniform(2, 4, 16)
+    probes = ["reservation", "long", "resources", "fragmentation", "quota", fsorder.compiled.Funded, math.inf]
+    run_engine(monkeypatch, "compiled", w, cluster, cfg)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in probes]
+    for _ in range(3):
+        run_engine(monkeypatch, "compiled", w, cluster, cfg)
+    gc.collect()
+    assert [sys.getrefcount(x) for x in probes] == before
 
 
 class Hint:
