@@ -186,6 +186,17 @@ def _scaled_budgets(factor: int) -> Path:
     return Path(f.name)
 
 
+def _node_stores() -> dict[int, Path]:
+    """Node count -> store: the sample (128 GPU nodes) plus QUOTALOOP_BENCH_NODES="256=/path,512=/path,..."."""
+    import os
+
+    stores = {128: REPO / "sample_data" / "store"}
+    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
+        k, v = item.split("=", 1)
+        stores[int(k)] = Path(v)
+    return stores
+
+
 @pytest.mark.benchmark
 def test_node_mode_compiled_pool_vs_python():
     # issue 16's node-mode target: 30-day fair share + EASY + --min-runtime 8h on generated clusters, budgets scaled
@@ -203,10 +214,7 @@ def test_node_mode_compiled_pool_vs_python():
 
     if nodepool.compiled is None:
         pytest.skip("the compiled node pool is not built")
-    stores = {128: REPO / "sample_data" / "store"}
-    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
-        k, v = item.split("=", 1)
-        stores[int(k)] = Path(v)
+    stores = _node_stores()
     mr = min_runtime.parse_overrides(["8h"], "--min-runtime")
     print(f"\nnode mode, 30-day fair share + EASY + 8 h, caps scaled to the cluster: CPU s python / compiled pool "
           f"(load average {os.getloadavg()[0]:.1f})")
@@ -258,10 +266,7 @@ def test_compiled_pass_vs_per_bucket_walk():
 
     if fsorder.compiled is None:
         pytest.skip("the compiled fair-share order is not built")
-    stores = {128: REPO / "sample_data" / "store"}
-    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
-        k, v = item.split("=", 1)
-        stores[int(k)] = Path(v)
+    stores = _node_stores()
     cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(REPO / "sample_data" / "budgets.toml"),
                     min_runtime_by_class=min_runtime.parse_overrides(["8h"], "--min-runtime"))
     print(f"\nfair share + EASY + 8 h, budgets.toml: simulate() CPU s, best of 2 (load average "
@@ -333,10 +338,7 @@ def test_growth_curve_fairshare_easy_min8h(request):
     import subprocess
     import sys
 
-    stores = {128: REPO / "sample_data" / "store"}
-    for item in filter(None, os.environ.get("QUOTALOOP_BENCH_NODES", "").split(",")):
-        k, v = item.split("=", 1)
-        stores[int(k)] = Path(v)
+    stores = _node_stores()
     here = Path(__file__).resolve().parent
     print(f"\ngrowth curve: 30-day fair share + EASY + --min-runtime 8h, budgets.toml's GPU counts x nodes/128, "
           f"simulate() CPU, one child process per size (load average at start {os.getloadavg()[0]:.1f})")
