@@ -197,6 +197,18 @@ def _node_stores() -> dict[int, Path]:
     return stores
 
 
+def _loaded(stores: dict[int, Path]):
+    """(nodes, jobs, cluster) of each store that exists, smallest first; says which are missing."""
+    from queries.store import Store
+
+    for nodes, path in sorted(stores.items()):
+        if not (path / "_manifest.json").exists():
+            print(f"  {nodes} nodes: no store at {path}")
+            continue
+        s = Store(path)
+        yield nodes, s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+
+
 @pytest.mark.benchmark
 def test_node_mode_compiled_pool_vs_python():
     # issue 16's node-mode target: 30-day fair share + EASY + --min-runtime 8h on generated clusters, budgets scaled
@@ -205,7 +217,6 @@ def test_node_mode_compiled_pool_vs_python():
     # QUOTALOOP_BENCH_NODES="256=/path,512=/path,..." (`quotaloop sample --nodes N --days 30 --store /path`).
     import os
 
-    from queries.store import Store
 
     import engine.nodepool as nodepool
     from engine import min_runtime
@@ -219,12 +230,7 @@ def test_node_mode_compiled_pool_vs_python():
     print(f"\nnode mode, 30-day fair share + EASY + 8 h, caps scaled to the cluster: CPU s python / compiled pool "
           f"(load average {os.getloadavg()[0]:.1f})")
     rows = []
-    for nodes, path in sorted(stores.items()):
-        if not (path / "_manifest.json").exists():
-            print(f"  {nodes} nodes: no store at {path}")
-            continue
-        s = Store(path)
-        jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+    for nodes, jobs, cluster in _loaded(stores):
         cfg = SimConfig(policy="fairshare", backfill="easy", budgets=load(_scaled_budgets(max(1, nodes // 128))),
                         min_runtime_by_class=mr)
         out = {}
@@ -257,7 +263,6 @@ def test_compiled_pass_vs_per_bucket_walk():
     # sample's budgets.toml (the README's run) on the sample and on QUOTALOOP_BENCH_NODES stores.
     import os
 
-    from queries.store import Store
 
     import engine.policies.fairshare as fairshare
     from engine import fsorder, min_runtime
@@ -271,12 +276,7 @@ def test_compiled_pass_vs_per_bucket_walk():
                     min_runtime_by_class=min_runtime.parse_overrides(["8h"], "--min-runtime"))
     print(f"\nfair share + EASY + 8 h, budgets.toml: simulate() CPU s, best of 2 (load average "
           f"{os.getloadavg()[0]:.1f})")
-    for nodes, path in sorted(stores.items()):
-        if not (path / "_manifest.json").exists():
-            print(f"  {nodes} nodes: no store at {path}")
-            continue
-        s = Store(path)
-        jobs, cluster = s.read("jobs"), Cluster.from_frame(s.read("nodes"))
+    for nodes, jobs, cluster in _loaded(stores):
         best, out = {}, {}
         for _ in range(2):
             for mode in ("python", "walk", "cursor"):
