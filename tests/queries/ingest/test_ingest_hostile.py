@@ -225,8 +225,10 @@ def test_swf_lone_cr_line_endings(tmp_path):
     assert cr.rejects.select("line", "field", "reason").equals(lf.rejects.select("line", "field", "reason"))
 
 
-@pytest.mark.parametrize("content", [b"", b"   \n\n", b"\xef\xbb\xbf", gzip.compress(b""),
-                                     b"; Version: 2.2\n; MaxJobs: 0\n"])
+# mtime=0 and explicit ids: pytest-xdist workers must collect identical test ids.
+@pytest.mark.parametrize("content", [b"", b"   \n\n", b"\xef\xbb\xbf", gzip.compress(b"", mtime=0),
+                                     b"; Version: 2.2\n; MaxJobs: 0\n"],
+                         ids=["empty", "blank-lines", "bom-only", "empty-gzip", "header-only"])
 def test_swf_without_a_record_is_refused_like_every_format(tmp_path, content):
     f = tmp_path / ("e.swf.gz" if content[:2] == b"\x1f\x8b" else "e.swf")
     f.write_bytes(content)
