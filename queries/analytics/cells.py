@@ -1,34 +1,36 @@
 """Partitions of the cell tables (``usage_cube``, ``usage_hours``): what ``cube`` and ``usage_hours`` share.
 
 A cell table is partitioned like ``jobs``, by cluster and submit month (``YYYY-MM``, ``unknown`` without a submit
-time), except that the cells of RUNNING jobs without an end live apart, in a partition ``month=running`` of their
-cluster (column ``running``): every snapshot move lengthens their runs, and re-deriving every month they were
-submitted in would cost a rebuild per ingest on a big store.
+time). A RUNNING job without an end is in no ``usage_cube`` cell, and its ``usage_hours`` cells hold only its
+sampled usage: what depends on its run end (the store's snapshot, which every ingest moves) is derived per job
+by the queries. So a snapshot move changes no cell, and an ingest's cost does not grow with the RUNNING jobs of
+the store. (Tables written before kept those jobs' whole cells in a partition ``month=running`` of their
+cluster, column ``running`` true, re-derived whole at every snapshot move: ``legacy`` finds them, and the next
+refresh rebuilds such a table once.)
 
 A refresh (``refresh``, the one path of both tables) re-derives only the cells a transaction can have changed:
-those keyed by the (cluster, partition, user, account) of every re-derived job's row before the transaction
-(read from the jobs files the transaction started from) and after it, from the jobs of those keys alone (and
-their ``job_rollup`` rows or samples), and rewrites each such partition with its other cells as they were. A
-cluster's ``running`` partition is re-derived whole when its snapshot moved (every RUNNING job's run grew), a
-month whole when the caller says so (the cube's one-time mending). So a day's ingest costs what its jobs'
-users and accounts hold in their months, not what the months hold.
+those keyed by the (cluster, month, user, account) of every re-derived job's row before the transaction (read
+from the jobs files the transaction started from) and after it, from the jobs of those keys alone (and their
+``job_rollup`` rows or samples), and rewrites each such partition with its other cells as they were; a month
+whole when the caller says so. So a day's ingest costs what its jobs' users and accounts hold in their months,
+not what the months hold.
 
-Invariants: a cell's jobs all live in one month partition of ``jobs`` and are not RUNNING without an end, or are
-all RUNNING without an end and of one cluster; a cell's key (cluster, partition, user, account) is a function of
-its jobs' rows alone, so the jobs of a key are all the jobs its cells sum; ``write`` replaces exactly the
-partitions it is given and refuses a row outside them.
+Invariants: a cell's jobs all live in one month partition of ``jobs``; a cell's key (cluster, month, user,
+account) is a function of its jobs' rows alone, so the jobs of a key are all the jobs its cells sum; ``write``
+replaces exactly the partitions it is given and refuses a row outside them.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from ..store import connect, keyindex, schema
 from ..store.store import _partition_dir
 from .loader import run
 
-RUNNING = "running"  # the partition (in place of a month) of the cells of RUNNING jobs without an end
+RUNNING = "running"  # the partition (in place of a month) of the cells of RUNNING jobs in a legacy table
 KEYS = ["cluster", "job_id"]
 NO_PARTS = {"cluster": pl.String, "month": pl.String}
 CELL = ["cluster", "month", "user", "account"]  # what a refresh re-derives a cell by: its partition, user, account
@@ -49,21 +51,22 @@ def months_of(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _part_expr() -> pl.Expr:
-    # a cell written before cells had a ``running`` column (null) is a month's
+    # a legacy cell of a RUNNING job is in the RUNNING partition; one written before cells had a ``running``
+    # column (null) is a month's
     return (pl.when(pl.col("running").fill_null(False)).then(pl.lit(RUNNING))
             .otherwise(pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown")))
 
 
 def parts_of(rows: pl.DataFrame) -> pl.DataFrame:
-    """The (cluster, month) partitions of cells ``rows``: the submit month, or ``RUNNING`` for a running cell."""
+    """The (cluster, month) partitions of cells ``rows``: the submit month, or ``RUNNING`` for a legacy running
+    cell."""
     if not rows.height:
         return pl.DataFrame(schema=NO_PARTS)
     return rows.select(pl.col("cluster").cast(pl.String).fill_null("default"), _part_expr().alias("month")).unique()
 
 
 def only(rows: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
-    """The cells of ``rows`` in the partitions ``parts`` (a month's jobs include its RUNNING ones, whose cells
-    belong to the RUNNING partition, and the other way round)."""
+    """The cells of ``rows`` in the partitions ``parts``."""
     return rows.join(parts, left_on=[pl.col("cluster").fill_null("default"), _part_expr()],
                      right_on=["cluster", "month"], how="semi")
 
@@ -79,24 +82,9 @@ def read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame
     return pl.concat(parts) if parts else schema.empty(table)
 
 
-def running_keys(tx, clusters: list[str]) -> pl.DataFrame:
-    """The (cluster, job_id) of the RUNNING jobs without an end of ``clusters`` (a jobs file's footer lists them;
-    a file without one is scanned)."""
-    parts = []
-    for rel in tx.tables.get("jobs", []) if clusters else []:
-        f = str(tx.store.root / rel)
-        listed = keyindex.running(f)
-        if listed is None:
-            listed = (pl.scan_parquet(f).filter((pl.col("state") == "RUNNING") & pl.col("end").is_null())
-                      .select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String)).collect())
-        parts.append(listed.filter(pl.col("cluster").is_in(clusters)))
-    parts = [p for p in parts if p.height]
-    return pl.concat(parts).unique() if parts else pl.DataFrame(schema={k: pl.String for k in KEYS})
-
-
 def month_rows(tx, table: str, months: pl.DataFrame) -> list[pl.DataFrame]:
     """The rows of ``table`` (partitioned by submit month, as ``jobs``) in the month partitions of ``months``
-    (its ``RUNNING`` entries are not months: skipped)."""
+    (a legacy ``RUNNING`` entry is not a month: skipped)."""
     dated = months.filter(pl.col("month") != RUNNING)
     dirs = tuple(dir_of(table, c, m) + "/" for c, m in dated.iter_rows())
     files = [str(tx.store.root / r) for r in tx.tables.get(table, []) if dirs and r.startswith(dirs)]
@@ -124,10 +112,8 @@ def _job_cells(jobs: pl.DataFrame) -> pl.DataFrame:
     """The cell keys (``CELL``) of ``jobs`` rows, as ``_jobs`` stages them (no account: '(none)')."""
     if not jobs.height:
         return pl.DataFrame(schema=NO_CELLS)
-    running = (pl.col("state") == "RUNNING") & pl.col("end").is_null()
     return jobs.select(pl.col("cluster").cast(pl.String).fill_null("default"),
-                       pl.when(running.fill_null(False)).then(pl.lit(RUNNING))
-                       .otherwise(pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown")).alias("month"),
+                       pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown").alias("month"),
                        pl.col("user").cast(pl.String), pl.col("account").cast(pl.String).fill_null("(none)")).unique()
 
 
@@ -143,22 +129,6 @@ def _in_cells(rows: pl.DataFrame, keys: pl.DataFrame, how: str) -> pl.DataFrame:
                                  how=how, nulls_equal=True).drop("__cluster", "__month")
 
 
-def _running_jobs(tx, clusters: list[str]) -> pl.DataFrame:
-    """The ``jobs`` rows of the RUNNING jobs without an end of ``clusters``: read from the files whose footer lists
-    one (or lists nothing), filtered on state and end, which the reader decodes more cheaply than it matches
-    thousands of job ids."""
-    frames = []
-    for rel in tx.tables.get("jobs", []):
-        f = str(tx.store.root / rel)
-        listed = keyindex.running(f)
-        if listed is not None and not listed.filter(pl.col("cluster").is_in(clusters)).height:
-            continue
-        mine = ((pl.col("state") == "RUNNING") & pl.col("end").is_null()
-                & pl.col("cluster").cast(pl.String).fill_null("default").is_in(clusters))
-        frames.append(schema.conform(pl.scan_parquet(f).filter(mine).collect(), "jobs"))
-    return pl.concat(frames) if frames else schema.empty("jobs")
-
-
 def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``jobs`` (all of one partition of ``keys``) whose cluster, user and account, as ``_jobs``
     stages them, are a key of ``keys`` (``CELL``)."""
@@ -171,18 +141,10 @@ def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
 
 def _jobs_of(tx, whole: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     """The ``jobs`` rows (as ``tx`` would commit them) the partitions ``whole`` and the cells ``scoped`` are
-    derived from: a whole month's rows, a whole ``RUNNING`` partition's cluster's RUNNING jobs, and for a scoped
-    cell the rows of its partition with its user and account (the ids first as a filter: the reader decodes the
-    other columns for those rows only)."""
+    derived from: a whole month's rows, and for a scoped cell the rows of its month with its user and account
+    (the users first as a filter: the reader decodes the other columns for those rows only)."""
     frames = month_rows(tx, "jobs", whole)
-    running = pl.concat([whole.filter(pl.col("month") == RUNNING).select("cluster"),
-                         scoped.filter(pl.col("month") == RUNNING).select("cluster")])["cluster"].unique().to_list()
-    if running:
-        mine = _running_jobs(tx, sorted(running))
-        frames.append(mine.join(whole.filter(pl.col("month") == RUNNING).select("cluster"), on="cluster", how="semi"))
-        frames.append(_with_keys(mine, scoped.filter(pl.col("month") == RUNNING)))
-    for (cluster, month), keys in scoped.filter(pl.col("month") != RUNNING).group_by(
-            ["cluster", "month"], maintain_order=True):
+    for (cluster, month), keys in scoped.group_by(["cluster", "month"], maintain_order=True):
         prefix = dir_of("jobs", cluster, month) + "/"
         users = keys["user"].drop_nulls().unique().implode()
         pick = pl.col("user").is_in(users) | (pl.col("user").is_null() if keys["user"].null_count() else False)
@@ -192,23 +154,17 @@ def _jobs_of(tx, whole: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     return pl.concat(frames).unique(KEYS) if frames else schema.empty("jobs")
 
-
-def refresh(tx, table: str, changed: pl.DataFrame, moved: pl.DataFrame,
+def refresh(tx, table: str, changed: pl.DataFrame,
             derive: Callable[[object, pl.DataFrame], pl.DataFrame], split: str | None = None,
             whole: pl.DataFrame | None = None) -> int:
     """Bring the cells of ``table`` up to date with the jobs in ``changed`` (``cluster``, ``job_id``: the jobs whose
-    rollup rows a refresh re-derived) and ``moved`` (the RUNNING jobs whose run end moved with a snapshot); the
-    number of cells written. Re-derived: every cell keyed by one of those jobs' rows before the transaction or
-    after it, from every job of that key (``derive(tx, jobs)``: the cells of exactly those jobs); the ``RUNNING``
-    partition of each of their clusters whose snapshot moved, and the partitions ``whole``, whole. Each such
-    partition is rewritten with its other cells as they were."""
+    rollup rows a refresh re-derived); the number of cells written. Re-derived: every cell keyed by one of those
+    jobs' rows before the transaction or after it, from every job of that key (``derive(tx, jobs)``: the cells of
+    exactly those jobs), and the partitions ``whole``, whole. Each such partition is rewritten with its other
+    cells as they were. A snapshot move alone changes no cell (module docstring)."""
     keys = changed.select(pl.col("cluster").cast(pl.String).fill_null("default"),
                           pl.col("job_id").cast(pl.String)).unique()
-    clusters = set(keys["cluster"].to_list()) | set(moved["cluster"].cast(pl.String).fill_null("default").to_list())
-    snapped = sorted(clusters & set(tx.moved_snapshots))
-    whole = pl.concat([whole if whole is not None else pl.DataFrame(schema=NO_PARTS),
-                       pl.DataFrame({"cluster": snapped, "month": [RUNNING] * len(snapped)}, schema=NO_PARTS)]
-                      ).unique(maintain_order=True)
+    whole = whole if whole is not None else pl.DataFrame(schema=NO_PARTS)
     # the jobs' rows before the transaction (its base files stay on disk until it commits) and after it
     base = [str(tx.store.root / r) for r in sorted(tx.base_files) if r.startswith("jobs/")]
     live = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
@@ -241,16 +197,38 @@ def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame]) -> 
 
 
 def all_parts(tx) -> pl.DataFrame:
-    """Every partition of a cell table of ``tx``'s store: each (cluster, submit month) of its ``jobs`` and the
-    ``RUNNING`` partition of each cluster. A rebuild derives them one at a time (memory holds one month's jobs
-    and samples, not the store's)."""
+    """Every partition of a cell table of ``tx``'s store: each (cluster, submit month) of its ``jobs``. A rebuild
+    derives them one at a time (memory holds one month's jobs and samples, not the store's)."""
     frames = [pl.read_parquet(tx.store.root / r, columns=["cluster", "submit"]).unique()
               for r in tx.tables.get("jobs", [])]
     months = months_of(pl.concat(frames, how="vertical_relaxed")) if frames else pl.DataFrame(schema=NO_PARTS)
-    clusters = sorted(months["cluster"].unique().to_list())
-    running = pl.DataFrame({"cluster": clusters, "month": [RUNNING] * len(clusters)}, schema=NO_PARTS)
-    return pl.concat([months.sort("cluster", "month"), running])
+    return months.sort("cluster", "month")
 
+
+def _marks_running(path) -> bool:
+    """Whether the cell file at ``path`` may hold a cell of RUNNING jobs as legacy tables wrote them: its
+    ``running`` column is missing, or its statistics show a true or a null (the footer is read, not the rows)."""
+    meta = pq.ParquetFile(path).metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if "running" not in names:
+        return True
+    k = names.index("running")
+    for g in range(meta.num_row_groups):
+        if not meta.row_group(g).num_rows:
+            continue
+        stats = meta.row_group(g).column(k).statistics
+        if stats is None or stats.null_count or not stats.has_min_max or stats.max:
+            return True  # no statistics: it may
+    return False
+
+
+def legacy(tx, table: str) -> bool:
+    """Whether ``tx``'s ``table`` was written when RUNNING jobs without an end had cells of their own: it has a
+    ``RUNNING`` partition, or a file whose ``running`` column is missing or not all false (a cube older still,
+    whose months hold them). Such a table is rebuilt by its next refresh (``cube.refresh``,
+    ``usage_hours.refresh``); the queries do not read it until then."""
+    rels = tx.tables.get(table, [])
+    return any(f"/month={RUNNING}/" in r for r in rels) or any(_marks_running(tx.store.root / r) for r in rels)
 
 def rebuild(tx, table: str, derive, write, threads: int | None = None) -> int:
     """Re-derive the whole cell ``table`` of ``tx``'s store, one partition of ``all_parts`` at a time

@@ -13,14 +13,15 @@ Invariants:
 - The cube of a store is complete or absent. ``rebuild`` writes it whole (``quotaloop rollup --rebuild``); an
   ingest into a store holding one (its manifest lists the table, even empty) or into an empty store keeps it;
   an ingest into an older store with jobs but no cube writes none (the queries then derive every job).
-- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month or
-  ``running``, user, account) of the jobs the rollup refresh re-derived (before and after), from the jobs of
-  those keys, and the ``running`` partition (``cells``) of their clusters whose snapshot moved, from the store as
-  the transaction will commit it, and rewrites those partitions with their other cells as they were. The cells of RUNNING jobs without an end live apart: a snapshot move
-  lengthens their runs, and re-deriving every month they were submitted in cost a rebuild per daily ingest on
-  a store whose RUNNING jobs span its months (36x an empty store's ingest at 3M jobs). A cube written before the
-  split (a cluster with RUNNING jobs and no ``running`` partition) has their cells in their months: its first
-  refresh re-derives those months too, once.
+- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month, user,
+  account) of the jobs the rollup refresh re-derived (before and after), from the jobs of those keys, from the
+  store as the transaction will commit it, and rewrites those partitions with their other cells as they were
+  (``cells.refresh``).
+- A RUNNING job without an end is in no cell (the queries derive it per job, ``sql/_cube.sql``): its run end is
+  its cluster's snapshot, which every ingest moves, and a cell holding it would have to be re-derived at every
+  ingest (when such cells lived in a partition of their own, re-deriving them cost a daily ingest into a 3M-job
+  store 4.6x the same day into an empty store, growing with the store's RUNNING jobs). A cube written when they
+  had cells (``cells.legacy``) is not read by the queries, and its next refresh rebuilds it, once.
 - Compaction's rollup refresh re-derives the months whose samples it coarsened, as an ingest's does.
 """
 from __future__ import annotations
@@ -31,7 +32,6 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .cells import RUNNING, months_of
 from .loader import run
 
 TABLE = "usage_cube"
@@ -46,21 +46,17 @@ def maintained(tx) -> bool:
 
 
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """``jobs`` and ``job_rollup`` of the partitions ``months``: a month's rows, and every RUNNING job without an
-    end of a cluster for its ``RUNNING`` partition."""
-    running = cells.running_keys(tx, months.filter(pl.col("month") == RUNNING)["cluster"].to_list())
+    """``jobs`` and ``job_rollup`` of the month partitions ``months``."""
     out = {}
     for table in _SOURCES:
         frames = cells.month_rows(tx, table, months)
-        if running.height:
-            frames.append(cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, running))
         out[table] = pl.concat(frames).unique(["cluster", "job_id"]) if frames else schema.empty(table)
     return out
 
 
 def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -> pl.DataFrame:
-    """The ``usage_cube`` rows of the partitions ``months`` (cluster, month or ``RUNNING``; None: every job) of
-    the store as ``tx`` would commit it."""
+    """The ``usage_cube`` rows of the partitions ``months`` (cluster, month; None: every job) of the store as ``tx``
+    would commit it."""
     extra = _sources(tx, months) if months is not None else {}
     con = connect(pending=tx, extra=extra, threads=threads)
     con.execute("set enable_progress_bar = false")
@@ -75,18 +71,6 @@ def _write(tx, rows: pl.DataFrame, months: pl.DataFrame) -> None:
     cells.write(tx, TABLE, rows, months)
 
 
-def _legacy_months(tx, clusters: list[str]) -> pl.DataFrame:
-    """The submit months of the RUNNING jobs of ``clusters`` whose cube has no ``running`` partition (written
-    before the split, or never needed): their cells may sit in those months, to be re-derived once."""
-    have = {r.split("/")[1].removeprefix("cluster=") for r in tx.tables.get(TABLE, []) if f"/month={RUNNING}/" in r}
-    todo = [c for c in clusters if c not in have]
-    running = cells.running_keys(tx, todo)
-    if not running.height:
-        return pl.DataFrame(schema=cells.NO_PARTS)
-    jobs = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("jobs", [])], "jobs", running)
-    return months_of(jobs.select("cluster", "submit"))
-
-
 def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> pl.DataFrame:
     """The cells of exactly the ``jobs`` rows given (with their ``job_rollup`` rows: those of ``fresh``, the rows
     the rollup refresh is writing, and the others read from the files that may hold them), for
@@ -99,18 +83,16 @@ def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> p
     return cells.derive_cells(tx, TABLE, QUERY, {"jobs": jobs, "job_rollup": pl.concat([fresh, rolled])})
 
 
-def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame | None = None, fresh: pl.DataFrame | None = None) -> int:
+def refresh(tx, changed: pl.DataFrame, fresh: pl.DataFrame | None = None) -> int:
     """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
-    re-derived) and the ``RUNNING`` partition of every cluster of theirs or of ``moved`` (the RUNNING jobs whose
-    run end moved with a snapshot) whose snapshot moved (``cells.refresh``), and once the months of a cube
-    written before the split; the number of cells written. ``fresh``: ``job_rollup`` rows the transaction is
-    writing (the refresh takes them from there, not from the files)."""
+    re-derived) (``cells.refresh``), or the whole cube when it was written with cells of RUNNING jobs
+    (``cells.legacy``); the number of cells written. ``fresh``: ``job_rollup`` rows the transaction is writing
+    (the refresh takes them from there, not from the files)."""
     if not maintained(tx):
         return 0
-    moved = moved if moved is not None else changed.clear()
-    clusters = pl.concat([f.select(pl.col("cluster").cast(pl.String).fill_null("default")) for f in (changed, moved)])
-    legacy = _legacy_months(tx, sorted(clusters.unique()["cluster"].to_list()))
-    return cells.refresh(tx, TABLE, changed, moved, functools.partial(_derive_jobs, fresh=fresh), whole=legacy)
+    if cells.legacy(tx, TABLE):
+        return rebuild(tx)
+    return cells.refresh(tx, TABLE, changed, functools.partial(_derive_jobs, fresh=fresh))
 
 
 def rebuild(tx, threads: int | None = None) -> int:

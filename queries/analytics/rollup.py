@@ -206,8 +206,9 @@ def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
     changed = pl.concat([f.select("cluster", "job_id") for f in (rows, had)])
-    cube.refresh(tx, changed, moved, fresh=pl.concat([rows, moved]))  # their cells
-    usage_hours.refresh(tx, changed, moved)  # and hours
+    # their cells and hours; the moved rows' jobs (RUNNING, samples inside their run) change no cell
+    cube.refresh(tx, changed, fresh=rows)
+    usage_hours.refresh(tx, changed)
     return n
 
 

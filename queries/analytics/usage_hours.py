@@ -12,14 +12,17 @@ Invariants (as ``cube``'s):
 - Complete or absent. ``rebuild`` writes the table whole (``quotaloop rollup --rebuild``); an ingest into a store
   holding it (its manifest lists the table, even empty) or into an empty store keeps it; an ingest into an
   older store with jobs but no table writes none (``gap_area`` then reads the samples, as before).
-- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month or
-  ``running``, user, account) of the jobs the rollup refresh re-derived (before and after), from the jobs of
-  those keys and their samples (the sample files whose footer may hold one of them), and the ``running``
-  partition of their clusters whose snapshot moved, from the store as the transaction will commit it, and
-  rewrites those partitions with their other cells as they were (``cells.refresh``). The cells of RUNNING jobs without
-  an end live apart (column ``running``, partition ``month=running``): their runs grow with every snapshot,
-  and re-deriving every month they were submitted in (all of them, on a big store) would cost a rebuild per
-  ingest. A cell's jobs all live in one month partition of ``jobs``, or are that cluster's RUNNING jobs.
+- Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month, user,
+  account) of the jobs the rollup refresh re-derived (before and after), from the jobs of those keys and their
+  samples (the sample files whose footer may hold one of them), from the store as the transaction will commit
+  it, and rewrites those partitions with their other cells as they were (``cells.refresh``).
+- A RUNNING job without an end puts only its sampled usage into the cells (each sample clipped to its run): its
+  requested, unknown and totals-based usage depend on its run end, its cluster's snapshot, which every ingest
+  moves; ``gap_area`` derives them per job from its ``jobs`` row and its ``job_rollup`` row's sample counts
+  (``sql/_hour_cells.sql``). Its samples end inside its run (the rollup refresh re-derives, at a snapshot move,
+  the RUNNING jobs whose samples reach past their row's run end), so a snapshot move changes no cell. A table
+  written when those jobs had whole cells of their own (``cells.legacy``) is not read by ``gap_area``, and its
+  next refresh rebuilds it, once.
 - Compaction's rollup refresh re-derives the months whose samples it coarsened, as an ingest's does.
 """
 from __future__ import annotations
@@ -28,7 +31,6 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .cells import RUNNING
 from .loader import run
 
 TABLE = "usage_hours"
@@ -41,12 +43,9 @@ def maintained(tx) -> bool:
 
 
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """The ``jobs`` the partitions ``months`` are derived from (a month's jobs; every RUNNING job without an end of
-    a cluster for its ``RUNNING`` partition) and the ``samples`` of those jobs, as ``tx`` would commit them."""
+    """The ``jobs`` of the month partitions ``months`` and the ``samples`` of those jobs, as ``tx`` would commit
+    them."""
     frames = cells.month_rows(tx, "jobs", months)
-    running = cells.running_keys(tx, months.filter(pl.col("month") == RUNNING)["cluster"].to_list())
-    if running.height:
-        frames.append(cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("jobs", [])], "jobs", running))
     jobs = pl.concat(frames).unique(["cluster", "job_id"]) if frames else schema.empty("jobs")
     keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
     samples = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
@@ -54,8 +53,8 @@ def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 
 def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -> pl.DataFrame:
-    """The ``usage_hours`` rows of the partitions ``months`` (cluster, month or ``RUNNING``; None: every job) of
-    the store as ``tx`` would commit it."""
+    """The ``usage_hours`` rows of the partitions ``months`` (cluster, month; None: every job) of the store as
+    ``tx`` would commit it."""
     # every job's clipped samples come from ``samples``: no rollup row answers for it
     extra = {"job_rollup": schema.empty("job_rollup"), "job_day_rollup": schema.empty("job_day_rollup")}
     if months is not None:
@@ -84,14 +83,16 @@ def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
                                                  "jobs": jobs, "samples": samples})
 
 
-def refresh(tx, changed: pl.DataFrame, moved: pl.DataFrame) -> int:
+def refresh(tx, changed: pl.DataFrame) -> int:
     """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
-    re-derived) and the ``RUNNING`` partition of every cluster of theirs or of ``moved`` (the RUNNING jobs whose
-    run end moved with a snapshot) whose snapshot moved (``cells.refresh``); the number of cells written. The
-    hour and the day cells in files of their own (``_write``)."""
+    re-derived) (``cells.refresh``), or the whole table when it was written with whole cells of RUNNING jobs
+    (``cells.legacy``); the number of cells written. The hour and the day cells in files of their own
+    (``_write``)."""
     if not maintained(tx):
         return 0
-    return cells.refresh(tx, TABLE, changed, moved, _derive_jobs, split="grain_s")
+    if cells.legacy(tx, TABLE):
+        return rebuild(tx)
+    return cells.refresh(tx, TABLE, changed, _derive_jobs, split="grain_s")
 
 
 def rebuild(tx, threads: int | None = None) -> int:

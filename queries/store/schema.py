@@ -160,13 +160,13 @@ JOB_DAY_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
 # submit month, user and account whose staged run interval lies in the same span of whole UTC days
 # [day_lo_s, day_hi_s); its columns are sums of the per-job figures ``_job_usage`` gives for a window holding the
 # whole run. A window of whole days answers a cell it holds whole from these sums (exact up to the order of a
-# floating-point sum); a job the window cuts is derived as before. RUNNING jobs whose run end depends on the
-# query's window (no end, no elapsed time, no snapshot) are in no cell.
+# floating-point sum); a job the window cuts is derived as before. RUNNING jobs without an end are in no cell
+# (their run end moves with every snapshot: the queries derive them per job).
 USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
     "cluster": (pl.String, "cluster name"),
     "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
-    "running": (pl.Boolean, "the cell's jobs are RUNNING without an end (kept apart, in a partition of their own: "
-                            "their runs grow with each snapshot; null in a cube written before the split)"),
+    "running": (pl.Boolean, "false; true (in a partition month=running) or null in a cube written when RUNNING "
+                            "jobs had cells, which the queries do not read and the next refresh rebuilds"),
     "user": (pl.String, "user"),
     "account": (pl.String, "account ('(none)' when the jobs have none)"),
     "day_lo_s": (pl.Float64, "UTC midnight at or before the jobs' run start, epoch seconds"),
@@ -209,12 +209,13 @@ USAGE_CUBE: dict[str, tuple[pl.DataType, str]] = {
 # jobs of one cluster, submit month, user and account, and one UTC hour (grain_s 3600) or day (grain_s 86400)
 # [t_s, t_s + grain_s); its columns are the resource-seconds gap_area counts for that cell (requested, used,
 # unknown usage), summed over the jobs. A query whose buckets and window are whole cells sums them (exact up to
-# the order of a floating-point sum). RUNNING jobs whose run end depends on the query's window are in no cell.
+# the order of a floating-point sum). RUNNING jobs whose run end depends on the query's window are in no cell; a
+# RUNNING job without an end puts only its sampled usage into them (gap_area derives the rest per job).
 USAGE_HOURS: dict[str, tuple[pl.DataType, str]] = {
     "cluster": (pl.String, "cluster name"),
     "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
-    "running": (pl.Boolean, "the cell's jobs are RUNNING without an end (kept apart, in a partition of their own: "
-                            "their runs grow with each snapshot)"),
+    "running": (pl.Boolean, "false; true (in a partition month=running) in a table written when RUNNING jobs had "
+                            "whole cells, which gap_area does not read and the next refresh rebuilds"),
     "user": (pl.String, "user"),
     "account": (pl.String, "account ('(none)' when the jobs have none)"),
     "grain_s": (pl.Float64, "the cell's length: 3600 (an hour) or 86400 (a UTC day)"),

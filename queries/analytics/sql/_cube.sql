@@ -6,8 +6,8 @@
 -- the cube has no dimension for is set (partition, state, job_class) and the store has a cube (`rollup
 -- --rebuild` builds it for a store ingested before it): then a cell whose days [day_lo_s, day_hi_s) lie inside
 -- the window gives the sums of its jobs' whole-run figures, exactly what job_usage gives for them, and those
--- jobs are left out of usage_scope. Everything else (a job the window cuts, a RUNNING job whose end is the
--- window's, every job when the cube does not answer) is in usage_scope and derived per job as before.
+-- jobs are left out of usage_scope. Everything else (a job the window cuts, a RUNNING job without an end,
+-- every job when the cube does not answer) is in usage_scope and derived per job as before.
 -- The jobs that always need the per-job path are selected by conditions on the jobs' own columns and the
 -- parameters only, so that DuckDB folds them and pushes them into the scan of `jobs`; the others are read
 -- only when the cube does not answer (a join with an empty relation is skipped).
@@ -21,18 +21,21 @@ cube_off as (
                and ($start::timestamptz is null or epoch_us($start::timestamptz) % 86400000000 = 0)
                and ($end::timestamptz is null or epoch_us($end::timestamptz) % 86400000000 = 0))
        or not exists (select 1 from usage_cube)
+       -- a cube written before RUNNING jobs were kept out of it holds their cells (partition `running`, or
+       -- `running` null before that): the next ingest or `rollup --rebuild` rewrites it; until then no cell answers
+       or exists (select 1 from usage_cube where running is not false)
 ),
 
 usage_scope as not materialized (
-    -- jobs no cell can answer: a RUNNING job whose end is the window's, a job the window's start or end cuts
-    -- (the days of its run reach across that bound)
+    -- jobs no cell can answer: a RUNNING job without an end (its run end moves with every snapshot: no cell
+    -- holds it), a job the window's start or end cuts (the days of its run reach across that bound)
     select *
     from filtered_jobs
     -- a job that starts after the window, or ended a day before it, is neither cut nor in the window (said
     -- on the raw columns so that DuckDB skips those files: the rest of the test needs every job's run end)
     where ($end::timestamptz is null or start < $end::timestamptz)
       and ($start::timestamptz is null or "end" is null or "end" > $start::timestamptz - interval 1 day)
-      and (end_from_window
+      and (open_run
        or ($start::timestamptz is not null
            and floor(t_start / 86400) * 86400 < w_start
            and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
@@ -49,7 +52,7 @@ usage_scope as not materialized (
       and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
       and (($end::timestamptz is null or start < $end::timestamptz)
            and ($start::timestamptz is null or "end" is null or "end" > $start::timestamptz - interval 1 day)
-           and (end_from_window
+           and (open_run
            or ($start::timestamptz is not null
                and floor(t_start / 86400) * 86400 < w_start
                and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
@@ -86,11 +89,11 @@ store_extent as (
         union all
         select min(t_start), max(t_end)
         from stg_jobs
-        where ($start::timestamptz is null or $end::timestamptz is null) and end_from_window
+        where ($start::timestamptz is null or $end::timestamptz is null) and open_run
         union all
         select min(t_start), max(t_end)
         from stg_jobs
-        where ($start::timestamptz is null or $end::timestamptz is null) and not end_from_window
+        where ($start::timestamptz is null or $end::timestamptz is null) and not open_run
           and exists (select 1 from cube_off)
     )
 ),

@@ -6,8 +6,12 @@
 -- have no dimension for is set (partition, state, job_class) and the store has the table (`rollup --rebuild`
 -- builds it for a store ingested before it). Then every job is in the cells of the hours (days, when the
 -- buckets, their origin and the window's bounds are whole days) its run reaches, each inside the window or
--- outside it whole, and only a RUNNING job whose run end is the window's end (no end, no elapsed time, no
--- snapshot: _jobs' end_from_window; in no cell) is derived per job. Otherwise every job is.
+-- outside it whole, except: a RUNNING job whose run end is the window's end (no end, no elapsed time, no
+-- snapshot: _jobs' end_from_window; in no cell) is derived per job, and a RUNNING job without an end (open_run)
+-- has only its sampled usage in the cells: its requested, unknown and totals-based usage (which its run end,
+-- the snapshot, moves) are derived per job, and whether it has samples of a resource comes from its job_rollup
+-- row's counts (`samples_in_cells`, `rollup_sampled`), so that its samples are not read. Otherwise every job is
+-- derived per job.
 -- param: use_cube boolean true  answer buckets of whole hours from usage_hours (false: derive every job from its samples, as a store without the table does)
 cells_off as (
     -- one row when the cells must not answer, else none
@@ -19,18 +23,26 @@ cells_off as (
                and ($start::timestamptz is null or epoch_us($start::timestamptz) % 3600000000 = 0)
                and ($end::timestamptz is null or epoch_us($end::timestamptz) % 3600000000 = 0))
        or not exists (select 1 from usage_hours)
+       -- a table written before RUNNING jobs put only their sampled usage into it holds their whole cells
+       -- (`running`): the next ingest or `rollup --rebuild` rewrites it; until then no cell answers
+       or exists (select 1 from usage_hours where running is not false)
 ),
 
 usage_scope as not materialized (
     -- said on the jobs' own columns so that DuckDB pushes it into the scan of `jobs`; the window test on the raw
     -- columns (a superset of _job_usage's jobs_in_window) skips the files of other months: the `exists` stops
-    -- the scan only once a row reaches it
-    select * from filtered_jobs
+    -- the scan only once a row reaches it. samples_in_cells: the job's sampled usage is in the cells (a RUNNING
+    -- job without an end whose run end is not the window's: the query derives the rest of it per job)
+    select *, false as samples_in_cells from filtered_jobs
     where end_from_window
       and ($end::timestamptz is null or start < $end::timestamptz)
       and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
     union all
-    select * from filtered_jobs
+    select *, true from filtered_jobs
+    where open_run and not end_from_window and not exists (select 1 from cells_off)
+      and ($end::timestamptz is null or start < $end::timestamptz)
+    union all
+    select *, false from filtered_jobs
     where not end_from_window and exists (select 1 from cells_off)
       and ($end::timestamptz is null or start < $end::timestamptz)
       and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
@@ -63,6 +75,15 @@ hour_cells as (
 
 cube_cells as (
     select gpu_req_s, cpu_req_s from hour_cells
+),
+
+rollup_sampled as (
+    -- the counts of sampled values of the jobs whose sampled usage is in the cells (their job_rollup rows: a
+    -- row's counts do not depend on the run interval it was derived for)
+    select r.cluster, r.job_id, r.n_cpu, r.n_gpu, r.n_mem
+    from job_rollup as r
+    semi join (select cluster, job_id from usage_scope where samples_in_cells) as j
+        on j.cluster = r.cluster and j.job_id = r.job_id
 ),
 
 store_extent as (

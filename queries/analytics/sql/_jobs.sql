@@ -75,6 +75,9 @@ stg_jobs as not materialized (
         -- depends on the query's window, so usage_cube holds no cell for it
         coalesce(state = 'RUNNING' and "end" is null and elapsed_s is null and snap.t_snapshot is null, false)
             as end_from_window,
+        -- a RUNNING job without an end: its run end moves with every snapshot, so no usage_cube cell holds it
+        -- and usage_hours holds only its sampled usage (queries derive the rest per job)
+        coalesce(state = 'RUNNING' and "end" is null, false) as open_run,
         coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double) as w_start,
         coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double) as w_end,
         req_cpus,

@@ -2,7 +2,8 @@
 -- rows of the jobs of `jobs`. Each job's figures are job_usage's for a window holding its whole run (no window),
 -- summed per cell: cluster, submit month, user, account and the span of whole UTC days its run interval lies in.
 -- The caller narrows `jobs` and `job_rollup` to the months it refreshes. Jobs that never started take no part
--- in a query; a RUNNING job whose end is the query's window's (_jobs: end_from_window) is in no cell.
+-- in a query; a RUNNING job without an end (_jobs: open_run) is in no cell: its run end moves with every
+-- snapshot, so a cell holding it would change at every ingest (the queries derive it per job, _cube).
 -- footprint_max_s and legacy_task_score_sum use _scores' default rates and time unit (16 CPUs and 128 GB per
 -- GPU, 60 s): the rankings read the cube only with those.
 with
@@ -13,7 +14,7 @@ cube_jobs as (
     select
         u.*,
         date_trunc('month', u.submit) as submit_month,
-        coalesce(u.state = 'RUNNING' and u."end" is null, false) as running,
+        false as running,  -- the column of a cube written when RUNNING jobs had cells (see below)
         floor(u.t_start / 86400) * 86400 as day_lo_s,
         greatest(ceil(u.t_end / 86400) * 86400, floor(u.t_start / 86400) * 86400 + 86400) as day_hi_s,
         coalesce(u.gpu_seconds_requested, 0)
@@ -23,7 +24,7 @@ cube_jobs as (
             ln(coalesce(u.req_cpus, u.cpus) * u.in_window_s / 60.0 + 50) * exp(2.5 - u.peak_cpu_util)
         end as legacy_task_score
     from job_usage as u
-    where not u.end_from_window
+    where not u.open_run
 )
 select
     cluster,

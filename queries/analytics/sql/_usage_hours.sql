@@ -8,8 +8,11 @@
 -- The caller registers an empty `job_rollup` (every job's clipped samples come from `samples`) and narrows
 -- `jobs` and `samples` to the months it refreshes. A RUNNING job whose end is the query's window's
 -- (_jobs: end_from_window) and a job with an empty run are in no cell (gap_area adds nothing for the latter).
--- The cells of RUNNING jobs without an end (`running`) are kept apart from the others: their run grows with
--- every snapshot, so an ingest re-derives those cells, not every month the RUNNING jobs were submitted in.
+-- A RUNNING job without an end (_jobs: open_run) puts only its sampled usage into the cells (each sample clipped
+-- to its run, which the samples end inside: queries.analytics.rollup re-derives a job whose samples reach past
+-- its run end at each snapshot move): its requested, unknown and totals-based usage depend on its run end, which
+-- moves with every snapshot, and gap_area derives them per job. So a snapshot move changes no cell. The column
+-- `running` is false (true marked the cells of RUNNING jobs of a table written before, see _hour_cells).
 with
 -- include: _jobs
 -- include: _usage_all
@@ -20,7 +23,7 @@ hour_jobs as (
         j.cluster,
         j.job_id,
         date_trunc('month', j.submit) as submit_month,
-        coalesce(j.state = 'RUNNING' and j."end" is null, false) as running,
+        j.open_run,
         j."user",
         j.account,
         j.lo,
@@ -43,7 +46,7 @@ run_pieces as (
     -- each run split at the hours: requested, unknown usage (gap_area's usage_known: a known level and samples
     -- or totals for the resource; no GPUs = 0 used, known) and used from totals (jobs without samples of it)
     select
-        j.cluster, j.submit_month, j.running, j."user", j.account, h.k * 3600.0 as hour_s,
+        j.cluster, j.submit_month, j."user", j.account, h.k * 3600.0 as hour_s,
         j.cpus * p.piece_s as cpu_req_s,
         case when not (j.cpu_sampled or j.cpu_rate_totals is not null) then j.cpus * p.piece_s end as cpu_unknown_s,
         case when not j.cpu_sampled then j.cpu_rate_totals * p.piece_s end as cpu_used_s,
@@ -57,13 +60,14 @@ run_pieces as (
     from hour_jobs as j,
          unnest(range(floor(j.lo / 3600.0)::bigint, ceil(j.hi / 3600.0)::bigint)) as h(k),
          lateral (select least(j.hi, (h.k + 1) * 3600.0) - greatest(j.lo, h.k * 3600.0) as piece_s) as p
+    where not j.open_run
 ),
 
 sample_pieces as (
     -- used, sampled: each sample's interval clipped to the run (clipped_samples: levels capped) split at the
     -- hours; a sample outside the run (an empty interval) adds nothing
     select
-        j.cluster, j.submit_month, j.running, j."user", j.account, h.k * 3600.0 as hour_s,
+        j.cluster, j.submit_month, j."user", j.account, h.k * 3600.0 as hour_s,
         s.cpu_level * p.piece_s as cpu_used_s,
         s.gpu_level * p.piece_s as gpu_used_s,
         s.mem_level * p.piece_s as mem_used_gbs
@@ -75,33 +79,33 @@ sample_pieces as (
 ),
 
 pieces as (
-    select cluster, submit_month, running, "user", account, hour_s, cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s,
+    select cluster, submit_month, "user", account, hour_s, cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s,
            gpu_used_s, gpu_unknown_s, mem_req_gbs, mem_used_gbs, mem_unknown_gbs
     from run_pieces
     union all
-    select cluster, submit_month, running, "user", account, hour_s, null, cpu_used_s, null, null, gpu_used_s, null, null,
+    select cluster, submit_month, "user", account, hour_s, null, cpu_used_s, null, null, gpu_used_s, null, null,
            mem_used_gbs, null
     from sample_pieces
 ),
 
 hours as materialized (
     select
-        cluster, submit_month, running, "user", account, hour_s,
+        cluster, submit_month, "user", account, hour_s,
         sum(cpu_req_s) as cpu_req_s, sum(cpu_used_s) as cpu_used_s, sum(cpu_unknown_s) as cpu_unknown_s,
         sum(gpu_req_s) as gpu_req_s, sum(gpu_used_s) as gpu_used_s, sum(gpu_unknown_s) as gpu_unknown_s,
         sum(mem_req_gbs) as mem_req_gbs, sum(mem_used_gbs) as mem_used_gbs, sum(mem_unknown_gbs) as mem_unknown_gbs
     from pieces
-    group by cluster, submit_month, running, "user", account, hour_s
+    group by cluster, submit_month, "user", account, hour_s
 )
-select cluster, submit_month as submit, running, "user", account, 3600.0 as grain_s, hour_s as t_s,
+select cluster, submit_month as submit, false as running, "user", account, 3600.0 as grain_s, hour_s as t_s,
        cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s, gpu_used_s, gpu_unknown_s, mem_req_gbs, mem_used_gbs,
        mem_unknown_gbs
 from hours
 union all
 -- the same cells summed per UTC day: a query whose buckets and window are whole days reads 24x fewer rows
-select cluster, submit_month, running, "user", account, 86400.0, floor(hour_s / 86400.0) * 86400.0,
+select cluster, submit_month, false, "user", account, 86400.0, floor(hour_s / 86400.0) * 86400.0,
        sum(cpu_req_s), sum(cpu_used_s), sum(cpu_unknown_s), sum(gpu_req_s), sum(gpu_used_s), sum(gpu_unknown_s),
        sum(mem_req_gbs), sum(mem_used_gbs), sum(mem_unknown_gbs)
 from hours
-group by cluster, submit_month, running, "user", account, floor(hour_s / 86400.0)
-order by cluster, submit, running, "user", account, grain_s, t_s
+group by cluster, submit_month, "user", account, floor(hour_s / 86400.0)
+order by cluster, submit, "user", account, grain_s, t_s

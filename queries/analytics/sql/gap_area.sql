@@ -11,7 +11,9 @@
 -- Cells: when the buckets, their origin and the window's bounds are whole hours (or open) and no partition /
 -- state / job_class filter is set, the store's usage_hours cells (the same per-hour sums, kept at ingest:
 -- queries.analytics.usage_hours) answer every job whose run end does not depend on the window; only the others
--- (a RUNNING job with no end, no elapsed time, no snapshot) are split here. Equal up to the order of a sum.
+-- (a RUNNING job with no end, no elapsed time, no snapshot) are split here, and the requested, unknown and
+-- totals-based usage of a RUNNING job without an end (the cells hold its sampled usage: _hour_cells). Equal up
+-- to the order of a sum.
 -- Units: resource-seconds per bucket (CPU-seconds, GPU-seconds, memory GB-seconds); *_level = seconds /
 -- covered_s = the mean number of CPUs / GPUs / GB held or used in the part of the bucket inside the window.
 -- param: resource varchar null  cpu | gpu | mem; null = the selection's own (selection_resource: core-hours without GPUs)
@@ -53,11 +55,21 @@ resource_samples as not materialized (
 
 sampled_jobs as (
     -- jobs with at least one sampled value of the resource: their used curve comes from the samples. Only the
-    -- jobs derived per job (none, usually, when the cells answer: DuckDB then skips the samples)
+    -- jobs derived per job whose sampled usage is not in the cells (none, usually, when the cells answer: DuckDB
+    -- then skips the samples); for the others their job_rollup row's counts say it, or, for a job without a
+    -- row (a store whose rollup is missing or hidden), its samples
     select distinct s.cluster, s.job_id
     from resource_samples as s
-    semi join job_rates as j on j.cluster = s.cluster and j.job_id = s.job_id
+    semi join (select j.cluster, j.job_id from job_rates as j
+               where not j.samples_in_cells
+                  or not exists (select 1 from rollup_sampled as r
+                                 where r.cluster = j.cluster and r.job_id = j.job_id)) as j
+        on j.cluster = s.cluster and j.job_id = s.job_id
     where s.value is not null
+    union all
+    select r.cluster, r.job_id
+    from rollup_sampled as r, settings as st
+    where case st.resource when 'cpu' then r.n_cpu when 'gpu' then r.n_gpu else r.n_mem end > 0
 ),
 
 gap_levels as (
@@ -86,6 +98,7 @@ gap_jobs as materialized (
         j.req_level,
         j.totals_level,
         j.sampled,
+        j.samples_in_cells,
         j.req_level is not null
             and ((st.resource = 'gpu' and j.req_level = 0) or j.sampled or j.totals_level is not null) as usage_known
     from gap_levels as j, settings as st
@@ -109,7 +122,7 @@ segments as (
     from resource_samples as s
     join gap_jobs as j on s.cluster = j.cluster and s.job_id = j.job_id
     cross join settings as st
-    where s.value is not null
+    where s.value is not null and not j.samples_in_cells  -- else in the cells (hour_cells)
     union all
     -- used, from totals: jobs without samples for this resource, at their constant rate
     select group_key, lo, hi, 0.0, 0.0, totals_level

@@ -2,7 +2,8 @@
 re-derives only the cells keyed by the (cluster, partition, user, account) its jobs had before and have after,
 keeps the partition's other cells as they were, and the tables stay what a rebuild gives: a day touching a user
 who already has cells in the month, a re-ingest that moves a job to another user and account, late samples of
-an old job, a RUNNING job that ends, and a job of a user and account nobody had (a null user too)."""
+an old job, a RUNNING job that ends, and a job of a user and account nobody had (a null user too); a RUNNING job across
+snapshot moves (which rewrite no cell of its), then ending, then a late sample."""
 from __future__ import annotations
 
 import datetime as dt
@@ -134,7 +135,7 @@ def test_late_samples_of_an_old_job(store, tmp_path):
 
 
 def test_a_running_job_that_ends_and_a_new_user_with_none(store, tmp_path):
-    """A RUNNING job re-ingested COMPLETED (its cells leave the running partition for its month) and jobs of a
+    """A RUNNING job re-ingested COMPLETED (it enters the cube, and its requested usage the hours) and jobs of a
     user and account nobody had, one with no user and no account at all, ingested together."""
     running = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "RUNNING")
                                                & pl.col("end").is_null() & pl.col("start").is_not_null())
@@ -146,3 +147,71 @@ def test_a_running_job_that_ends_and_a_new_user_with_none(store, tmp_path):
                        tmp_path / "fresh.parquet")], store, fmt="parquet")
     assert _cells(store, cube.TABLE).filter(pl.col("user").is_null() & (pl.col("account") == "(none)")).height
     _equals_rebuild(store, tmp_path)
+
+
+def _part_files(store, table: str, month: str) -> set[str]:
+    return {r for r in Store(store).manifest()["tables"].get(table, []) if f"/cluster=east/month={month}/" in r}
+
+
+def _queries_equal_per_job(store) -> None:
+    for name, params in (("user_ranking", {}), ("user_ranking", {"start": "2026-03-03"}),
+                         ("gap_area", {"bucket_s": 3600.0, "group_by": "user", "resource": "cpu"}),
+                         ("gap_area", {"bucket_s": 86400.0, "group_by": "account", "resource": "gpu"})):
+        _same(run(name, store, **params), run(name, store, use_cube=False, **params))
+
+
+def test_a_running_job_across_snapshot_moves_then_ending_then_a_late_sample(store, tmp_path):
+    """A RUNNING job with samples, one reaching past the snapshot of its ingest; three ingests that move the
+    snapshot (the first re-derives it: its sample reached past its run end; the others change none of its
+    month's cells: no cell depends on the snapshot); then it ends; then a late sample of it. After every step the
+    queries equal the per-job derivation, and the cells a rebuild."""
+    snap = Store(store).snapshots()["east"]
+    start = snap + dt.timedelta(hours=1)
+    month = start.strftime("%Y-%m")
+    live = {"cluster": "east", "job_id": "live-1", "user": "u-live", "account": "org/live", "state": "RUNNING",
+            "submit": start, "start": start, "end": None, "req_cpus": 4.0, "req_gpus": 1.0, "req_mem_bytes": 16e9}
+    samples = pl.DataFrame({"cluster": ["east"] * 2, "job_id": ["live-1"] * 2,
+                            "ts": [start, start + dt.timedelta(hours=1)], "interval_s": [3600.0, 3 * 3600.0],
+                            "cpu_used": [2.0, 3.0], "gpu_util": [0.5, 0.8], "mem_bytes": [4e9, 8e9]})
+    ingest([_jobs_file([live], tmp_path / "live.parquet"), _write(samples, tmp_path / "live-samples.parquet")],
+           store, fmt="parquet")
+    assert Store(store).snapshots()["east"] == start + dt.timedelta(hours=1)  # the last sample's time
+    hours = _cells(store, usage_hours.TABLE).filter(pl.col("user") == "u-live")
+    assert hours.height and hours["cpu_req_s"].is_null().all()  # sampled usage only
+    assert _cells(store, cube.TABLE).filter(pl.col("user") == "u-live").is_empty()
+    _queries_equal_per_job(store)
+
+    def mover(k: int, at: dt.datetime) -> str:
+        # a job of another user, ending at ``at``: the snapshot moves there
+        row = {**_job(f"mover-{k}", "u-mover", "org/mover", 0.0), "submit": at - dt.timedelta(hours=1),
+               "start": at - dt.timedelta(hours=1), "end": at}
+        return _jobs_file([row], tmp_path / f"mover-{k}.parquet")
+
+    # 1: past the sample's end (start + 4 h): the job is re-derived once, its cells now hold the whole sample
+    ingest([mover(1, start + dt.timedelta(hours=6))], store, fmt="parquet")
+    _equals_rebuild(store, tmp_path)
+    _queries_equal_per_job(store)
+    # 2, 3: its samples end inside its run: nothing of its month is rewritten (the movers are a month later)
+    kept = {t: _part_files(store, t, month) for t in KEYS}
+    assert all(kept.values())
+    for k, days in ((2, 40), (3, 41)):
+        ingest([mover(k, start + dt.timedelta(days=days))], store, fmt="parquet")
+        assert {t: _part_files(store, t, month) for t in KEYS} == kept
+        _queries_equal_per_job(store)
+    _equals_rebuild(store, tmp_path)
+    # it ends: its requested usage enters the cells of its month
+    ended = {**live, "state": "COMPLETED", "end": start + dt.timedelta(hours=5)}
+    ingest([_jobs_file([ended], tmp_path / "ended.parquet")], store, fmt="parquet")
+    assert _cells(store, cube.TABLE).filter(pl.col("user") == "u-live")["jobs"].sum() == 1
+    assert _cells(store, usage_hours.TABLE).filter(pl.col("user") == "u-live")["cpu_req_s"].sum() == pytest.approx(
+        2 * 4 * 5 * 3600.0)  # hours and days: 5 h of 4 CPUs each
+    _equals_rebuild(store, tmp_path)
+    _queries_equal_per_job(store)
+    # a late sample of it
+    late = pl.DataFrame({"cluster": ["east"], "job_id": ["live-1"], "ts": [start + dt.timedelta(hours=4, minutes=30)],
+                         "interval_s": [1800.0], "cpu_used": [1.0], "gpu_util": [0.1], "mem_bytes": [1e9]})
+    before = _cells(store, usage_hours.TABLE).filter(pl.col("user") == "u-live")
+    ingest([_write(late, tmp_path / "late.parquet")], store, fmt="parquet")
+    assert not _cells(store, usage_hours.TABLE).filter(pl.col("user") == "u-live").equals(before)
+    _equals_rebuild(store, tmp_path)
+    _queries_equal_per_job(store)

@@ -198,43 +198,61 @@ def _files_by_part(store) -> dict[str, set[str]]:
     return out
 
 
-def test_a_snapshot_move_rewrites_the_running_cells_not_the_months(cubed_store, tmp_path):
-    """RUNNING jobs without an end have their cells in a partition of their own: an ingest that moves the
-    snapshot (a job of the next month) rewrites that partition and the new job's month, not the month the
-    RUNNING jobs were submitted in; the cube stays what a rebuild gives."""
+def test_a_snapshot_move_rewrites_no_cell_of_the_months(cubed_store, tmp_path):
+    """RUNNING jobs without an end are in no cell (the queries derive them per job): an ingest that moves the
+    snapshot (a job of the next month) writes the new job's month and rewrites none of the months the RUNNING
+    jobs were submitted in; the cube stays what a rebuild gives, and the queries what the per-job derivation
+    gives."""
     store = tmp_path / "store"
     shutil.copytree(cubed_store, store)
+    jobs = Store(store).read("jobs")
+    assert jobs.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null() & (pl.col("cluster") == "east")
+                       & pl.col("start").is_not_null()).height
     before = _files_by_part(store)
-    running = [d for d in before if d.endswith("month=running")]
-    assert running and _cells(store).filter(pl.col("running"))["jobs"].sum() > 0
+    assert not [d for d in before if d.endswith("month=running")]
+    assert not _cells(store)["running"].any()
+    hours_before = set(json.loads((store / "_manifest.json").read_text())["tables"]["usage_hours"])
     ingest([_next_month_job(tmp_path)], store, fmt="parquet")
+    assert "east" in Store(store).snapshots()
     after = _files_by_part(store)
     march = [d for d in before if d.endswith("month=2026-03")]
     assert march and all(after[d] == before[d] for d in march)  # untouched
-    assert after["usage_cube/cluster=east/month=running"] != before["usage_cube/cluster=east/month=running"]
+    hours_after = set(json.loads((store / "_manifest.json").read_text())["tables"]["usage_hours"])
+    assert {r for r in hours_before if "month=2026-03" in r} <= hours_after  # untouched
     assert "usage_cube/cluster=east/month=2026-04" in after
     _same(_cells(store), _rebuilt_cells(store, tmp_path / "r"))
     for params in ({}, {"start": "2026-03-03", "end": "2026-04-02"}):
         _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
 
 
-def test_a_cube_written_before_the_split_is_mended_by_its_first_refresh(cubed_store, tmp_path):
-    """A cube of an older version holds RUNNING jobs' cells in their months (no ``running`` column, no running
-    partition). Its first refresh re-derives those months as well, so no RUNNING job is counted twice."""
+@pytest.mark.parametrize("layout", ["null", "running"])
+def test_a_cube_written_with_running_cells_is_not_read_and_rebuilt_by_its_first_refresh(cubed_store, tmp_path,
+                                                                                        layout):
+    """A cube of an older version holds RUNNING jobs' cells: in their months (``running`` null, before the
+    split) or in a partition ``month=running`` (``running`` true). The queries do not read it (they would count
+    those jobs twice: per job and in the cells), and its first refresh rebuilds it."""
     store = tmp_path / "old"
     shutil.copytree(cubed_store, store)
-    old = _cells(store).with_columns(pl.lit(None, dtype=pl.Boolean).alias("running"))
+    old = _cells(store)
+    # an extra cell standing for a RUNNING job's: were it read, the answers would differ
+    fake = old.head(1).with_columns(pl.lit(None if layout == "null" else True, dtype=pl.Boolean).alias("running"),
+                                    (pl.col("jobs") + 1000).alias("jobs"), (pl.col("gpu_req_s") + 1e9).alias("gpu_req_s"))
+    if layout == "null":
+        old = old.with_columns(pl.lit(None, dtype=pl.Boolean).alias("running"))
     with Store(store).transaction() as tx:
         tx.tables[cube.TABLE] = []
-        cube._write(tx, old, cells.parts_of(old))  # written as null: an old file has no such column
+        rows = pl.concat([old, fake])
+        cube._write(tx, rows, cells.parts_of(rows))
         tx.derived_fresh = True
-    assert not [d for d in _files_by_part(store) if d.endswith("month=running")]
+        assert cells.legacy(tx, cube.TABLE)
+    assert bool([d for d in _files_by_part(store) if d.endswith("month=running")]) == (layout == "running")
+    for params in ({}, {"start": "2026-03-03", "end": "2026-04-02"}):
+        _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
     ingest([_next_month_job(tmp_path)], store, fmt="parquet")
     mended, rebuilt = _cells(store), _rebuilt_cells(store, tmp_path / "r")
-    east = pl.col("cluster") == "east"
-    assert mended.filter(east & pl.col("running"))["jobs"].sum() > 0
-    _same(mended.filter(east), rebuilt.filter(east))
-    # west's snapshot did not move: its old cells stay as they were until its first refresh, and answer alike
-    assert mended.filter(~east)["running"].null_count() == mended.filter(~east).height > 0
+    assert not mended["running"].any() and not mended["running"].null_count()
+    _same(mended, rebuilt)
+    with Store(store).transaction() as tx:
+        assert not cells.legacy(tx, cube.TABLE)
     for params in ({}, {"start": "2026-03-03", "end": "2026-04-02"}):
         _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))

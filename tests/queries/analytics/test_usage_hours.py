@@ -72,16 +72,18 @@ def test_hand_computed_cells(tmp_path):
     # job 1: [0:30, 1:30), 4 CPUs, totals 3600 CPU-s (1 CPU over its hour); job 2: [1:00, 1:20), 2 CPUs, samples
     # of 3 CPUs (capped at 2) from 0:50 to 1:10 and 1 CPU from 1:10 to 1:40 (clipped at its end); job 3:
     # [0:00, 0:10), 1 CPU, no usage known; job 4: RUNNING since 0:00 with no end and no elapsed time, 1 CPU, no
-    # usage known: it runs until the cluster's snapshot (1:30, the log's last instant); job 5: never started
+    # usage known: it runs until the cluster's snapshot (1:30, the log's last instant); job 5: never started;
+    # job 6: RUNNING since 0:00, 2 CPUs, one sample of 1 CPU from 0:10 to 0:20
     jobs = pl.DataFrame({
-        "cluster": ["c"] * 5, "job_id": ["1", "2", "3", "4", "5"], "user": ["u", "v", "u", "u", "u"],
-        "account": ["a/x", "a/y", "b", "a/x", "a/x"],
-        "state": ["COMPLETED", "COMPLETED", "COMPLETED", "RUNNING", "PENDING"],
-        "submit": [_ts(0)] * 5, "start": [_ts(1800), _ts(h), _ts(0), _ts(0), None],
-        "end": [_ts(h + 1800), _ts(h + 1200), _ts(600), None, None],
-        "req_cpus": [4.0, 2.0, 1.0, 1.0, 8.0], "cpu_seconds_used": [3600.0, None, None, None, None]})
-    samples = pl.DataFrame({"cluster": ["c", "c"], "job_id": ["2", "2"], "ts": [_ts(3000), _ts(h + 600)],
-                            "interval_s": [1200.0, 1800.0], "cpu_used": [3.0, 1.0]})
+        "cluster": ["c"] * 6, "job_id": ["1", "2", "3", "4", "5", "6"], "user": ["u", "v", "u", "u", "u", "w"],
+        "account": ["a/x", "a/y", "b", "a/x", "a/x", "a/z"],
+        "state": ["COMPLETED", "COMPLETED", "COMPLETED", "RUNNING", "PENDING", "RUNNING"],
+        "submit": [_ts(0)] * 6, "start": [_ts(1800), _ts(h), _ts(0), _ts(0), None, _ts(0)],
+        "end": [_ts(h + 1800), _ts(h + 1200), _ts(600), None, None, None],
+        "req_cpus": [4.0, 2.0, 1.0, 1.0, 8.0, 2.0], "cpu_seconds_used": [3600.0, None, None, None, None, None]})
+    samples = pl.DataFrame({"cluster": ["c"] * 3, "job_id": ["2", "2", "6"],
+                            "ts": [_ts(3000), _ts(h + 600), _ts(600)],
+                            "interval_s": [1200.0, 1800.0, 600.0], "cpu_used": [3.0, 1.0, 1.0]})
     store = tmp_path / "store"
     ingest([_write(jobs, tmp_path / "jobs.parquet"), _write(samples, tmp_path / "samples.parquet")], store,
            fmt="parquet")
@@ -96,15 +98,14 @@ def test_hand_computed_cells(tmp_path):
         (False, "u", "b", 0.0): (pytest.approx(600), None, pytest.approx(600)),
         # job 2 in hour 1: 10 min at min(3, 2) = 2 CPUs + 10 min at 1 CPU (the rest is outside its run)
         (False, "v", "a/y", h): (pytest.approx(2 * 1200), pytest.approx(2 * 600 + 1 * 600), None),
-        # job 4, RUNNING: its cells apart (a snapshot move re-derives them, not its month)
-        (True, "u", "a/x", 0.0): (pytest.approx(3600), None, pytest.approx(3600)),
-        (True, "u", "a/x", h): (pytest.approx(1800), None, pytest.approx(1800)),
+        # RUNNING without an end: job 6's sampled usage only (its requested, unknown and totals-based usage
+        # move with the snapshot: gap_area derives them per job), nothing of job 4 (no samples)
+        (False, "w", "a/z", 0.0): (None, pytest.approx(600), None),
     }
-    assert {p.parent.name for p in (store / usage_hours.TABLE).glob("*/*/*.parquet")} == {"month=2026-03",
-                                                                                         "month=running"}
+    assert {p.parent.name for p in (store / usage_hours.TABLE).glob("*/*/*.parquet")} == {"month=2026-03"}
     days = _cells(store).filter(pl.col("grain_s") == 86400.0)
-    assert days["cpu_req_s"].sum() == pytest.approx(4 * 3600 + 2 * 1200 + 600 + 5400)
-    assert days["cpu_used_s"].sum() == pytest.approx(3600 + 1800)
+    assert days["cpu_req_s"].sum() == pytest.approx(4 * 3600 + 2 * 1200 + 600)
+    assert days["cpu_used_s"].sum() == pytest.approx(3600 + 1800 + 600)
     params = dict(start="2026-03-02 00:00", end="2026-03-02 03:00", bucket_s=h, group_by="user", resource="cpu")
     gap = run("gap_area", store, **params)
     _same(gap, _raw(store, **params))
@@ -112,6 +113,10 @@ def test_hand_computed_cells(tmp_path):
     assert u["requested_seconds"].to_list() == pytest.approx([4 * 1800 + 600 + 3600, 4 * 1800 + 1800, 0])
     assert u["unknown_usage_seconds"].to_list() == pytest.approx([600 + 3600, 1800, 0])
     assert u["used_seconds"].to_list() == pytest.approx([1800, 1800, 0])
+    w = gap.filter(pl.col("group_key") == "w").sort("bucket_start")
+    assert w["requested_seconds"].to_list() == pytest.approx([2 * 3600, 2 * 1800, 0])
+    assert w["used_seconds"].to_list() == pytest.approx([600, 0, 0])
+    assert w["unknown_usage_seconds"].to_list() == pytest.approx([0, 0, 0])
     # without a snapshot (a store written before snapshots were recorded) job 4 runs until the window's end: it
     # is in no cell and gap_area derives it on its own
     manifest = json.loads((store / "_manifest.json").read_text())
@@ -120,6 +125,7 @@ def test_hand_computed_cells(tmp_path):
     rollup.rebuild(store)
     assert _cells(store).filter(pl.col("grain_s") == 86400.0)["cpu_req_s"].sum() == pytest.approx(
         4 * 3600 + 2 * 1200 + 600)
+    assert _cells(store).filter(pl.col("user") == "w").is_empty()  # job 6 too runs until the window's end
     gap = run("gap_area", store, **params)
     _same(gap, _raw(store, **params))
     u = gap.filter(pl.col("group_key") == "u").sort("bucket_start")
