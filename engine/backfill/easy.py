@@ -33,7 +33,7 @@ and ``hint.examine`` what ``_backfill`` calls for a job the hint hands over, so 
 ``tests/engine/test_compiled_fairshare.py``); ``_backfill`` then sees only the jobs after the funded order.
 
 Per pass cost outside the jobs it examines: the node pass binds what it reads of the run once per run
-(``PassBindings``, built at the run's first node pass and kept on the simulator as ``sim.easy_bindings``) and
+(``PassBindings``, built at the run's first node pass and kept by the simulator, ``sim.pass_bindings``) and
 resets that one object, which is also the pass's hint, with the pass's clock, state, shape count and cap column
 (a few attribute stores and two tuple concatenations for ``spec``/``examine``) instead of building a closure and
 its 16- and 8-tuples at every pass; the decisions are the same (tested against bindings rebuilt at every pass and
@@ -267,11 +267,7 @@ class PassBindings:
 
 def bindings(sim) -> PassBindings:
     """The run's ``PassBindings`` (built at its first node pass: ``sim.shape`` exists from ``Simulator.run`` on)."""
-    try:
-        return sim.easy_bindings
-    except AttributeError:
-        b = sim.easy_bindings = PassBindings(sim)
-        return b
+    return sim.pass_bindings(PassBindings)  # the simulator owns its attributes (tests/architecture)
 
 
 def node_pass(sim, now, jobs, state):
