@@ -20,9 +20,11 @@
  * - the walk calls back into Python (``note``, the pass's ``hint``) for every job the Python loop would, with the
  *   same arguments, in the same order; it never yields: it returns the job to hand over, and the order (Python)
  *   yields it, so the pass still drives the order lazily.
- * - ``Funded`` (the cursor: ``funded_order``'s whole loop for an order without the class index) keeps the Python
- *   loop's state (remaining counts, projected usage, one iterator per bucket) in the same Python lists and does
- *   their arithmetic as Python does (ints for counts, doubles for usage); with the pass's ``hint.examine`` it runs
+ * - ``Funded`` (the cursor: ``funded_order``'s whole loop for an order without the class index, set-up included:
+ *   the pending counts' copy, ``tree_usage``'s sums and the total, from the budget version's arguments that the
+ *   order keeps on its ``_Plan``) keeps the Python loop's state (remaining counts, projected usage, one iterator
+ *   per bucket) in the same Python lists and does their arithmetic as Python does (ints for counts, doubles for
+ *   usage); it is an iterator (``yield from`` in the order) as well as ``next()``; with the pass's ``hint.examine`` it runs
  *   ``easy._backfill``'s examination of each handed-over job (placement through the pool's own methods,
  *   ``sim.start``, ``nothing_fits``, the failure by shape), so only starts call back into the simulator.
  */
@@ -128,12 +130,19 @@ fail:
 
 /* tree_usage(window, acct_chain, n_nodes) -> list of n_nodes floats: every account's window added to each node
  * of its chain (accounts in order, a chain bucket first), nodes without usage 0.0 */
+static PyObject *tree_usage_core(PyObject *window, PyObject *chains, Py_ssize_t n);
+
 static PyObject *tree_usage(PyObject *self, PyObject *args)
 {
     PyObject *window, *chains;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOn", &window, &chains, &n))
         return NULL;
+    return tree_usage_core(window, chains, n);
+}
+
+static PyObject *tree_usage_core(PyObject *window, PyObject *chains, Py_ssize_t n)
+{
     if (need_list(window, "window") || need_list(chains, "acct_chain"))
         return NULL;
     if (n < 0) {
@@ -659,33 +668,73 @@ static void funded_dealloc(Funded *f)
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
-/* Funded(queue, children, rem, frac, usage, paths, capped_chain, held_g, cap_floor, depth_chain, bucket_accts,
- *        funded, charge, est, horizon, status, RUNNING, acct, req_g, reason, note, now, total, heapq_merge) */
+/* Funded(queue, cursor, pending, window, now), ``cursor`` the budget version's arguments kept on the order's
+ * ``_Plan`` (``plan.cursor``): (children, frac, paths, capped_chain, held_g, cap_floor, depth_chain, bucket_accts,
+ * funded, charge, est, horizon, status, RUNNING, acct, req_g, reason, note, heapq_merge, acct_chain, n_nodes).
+ * The order's set-up is done here as the Python loop does it: ``rem = list(pending)`` (the plan's live counts,
+ * copied: this order consumes its copy), the usage sums up each account's chain (``tree_usage``) from the
+ * ledger's ``window`` and ``total = sum(rem[c] for c in children[0])``. */
 static PyObject *funded_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
+    PyObject *queue, *cursor, *pending, *window, *now, *acct_chain;
+    Py_ssize_t n_nodes;
+    if (!PyArg_ParseTuple(args, "OO!OOO", &queue, &PyTuple_Type, &cursor, &pending, &window, &now))
+        return NULL;
+    if (need_list(pending, "pending"))
+        return NULL;
     Funded *f = (Funded *)type->tp_alloc(type, 0);
     if (f == NULL)
         return NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOdOOOOOOOnO", &f->queue, &f->children, &f->rem, &f->frac, &f->usage,
-                          &f->paths, &f->capped, &f->held_g, &f->capf, &f->chains, &f->bucket_accts, &f->funded,
-                          &f->charge, &f->est, &f->horizon, &f->status, &f->running, &f->acct, &f->req_g, &f->reason,
-                          &f->note, &f->now, &f->total, &f->merge)) {
-        f->queue = f->children = f->rem = f->frac = f->usage = f->paths = f->capped = f->held_g = f->capf = NULL;
+    if (!PyArg_ParseTuple(cursor, "OOOOOOOOOOOdOOOOOOOOn", &f->children, &f->frac, &f->paths, &f->capped,
+                          &f->held_g, &f->capf, &f->chains, &f->bucket_accts, &f->funded, &f->charge, &f->est,
+                          &f->horizon, &f->status, &f->running, &f->acct, &f->req_g, &f->reason, &f->note, &f->merge,
+                          &acct_chain, &n_nodes)) {
+        f->children = f->frac = f->paths = f->capped = f->held_g = f->capf = NULL;
         f->chains = f->bucket_accts = f->funded = f->charge = f->est = f->status = f->running = f->acct = NULL;
-        f->req_g = f->reason = f->note = f->now = f->merge = NULL;
+        f->req_g = f->reason = f->note = f->merge = NULL;
         Py_DECREF(f);
         return NULL;
     }
-    PyObject *fields[] = {f->queue, f->children, f->rem, f->frac, f->usage, f->paths, f->capped, f->held_g, f->capf,
-                          f->chains, f->bucket_accts, f->funded, f->charge, f->est, f->status, f->running, f->acct,
-                          f->req_g, f->reason, f->note, f->now, f->merge};
+    f->queue = queue;
+    f->now = now;
+    PyObject *fields[] = {f->queue, f->children, f->frac, f->paths, f->capped, f->held_g, f->capf, f->chains,
+                          f->bucket_accts, f->funded, f->charge, f->est, f->status, f->running, f->acct, f->req_g,
+                          f->reason, f->note, f->now, f->merge};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         Py_INCREF(fields[i]);
-    if (need_list(f->rem, "rem") || need_list(f->usage, "usage") || need_list(f->chains, "depth_chain")
-        || need_list(f->capped, "capped_chain")) {
+    if (need_list(f->chains, "depth_chain") || need_list(f->capped, "capped_chain")
+        || need_list(f->children, "children")) {
         Py_DECREF(f);
         return NULL;
     }
+    f->rem = PyList_GetSlice(pending, 0, PyList_GET_SIZE(pending));  /* rem = list(plan.pending) */
+    if (f->rem == NULL || (f->usage = tree_usage_core(window, acct_chain, n_nodes)) == NULL) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    /* total = sum(rem[c] for c in children[0]) */
+    if (PyList_GET_SIZE(f->children) < 1) {
+        PyErr_SetString(PyExc_ValueError, "Funded: a budget tree has a root (children[0])");
+        Py_DECREF(f);
+        return NULL;
+    }
+    PyObject *top = PyList_GET_ITEM(f->children, 0);
+    if (need_list(top, "children[0]")) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t q = 0; q < PyList_GET_SIZE(top); q++) {
+        PyObject *v = PyObject_GetItem(f->rem, PyList_GET_ITEM(top, q));
+        Py_ssize_t x = v == NULL ? -1 : PyLong_AsSsize_t(v);
+        Py_XDECREF(v);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(f);
+            return NULL;
+        }
+        total += x;
+    }
+    f->total = total;
     f->heads = PyDict_New();
     if (f->heads == NULL) {
         Py_DECREF(f);
@@ -1196,6 +1245,17 @@ static PyObject *funded_next(Funded *f, PyObject *unused)
     }
 }
 
+/* iterating the cursor (``yield from``) hands over the same jobs as calling ``next()`` until None or False */
+static PyObject *funded_iternext(Funded *f)
+{
+    PyObject *j = funded_next(f, NULL);
+    if (j == Py_None || j == Py_False) {
+        Py_DECREF(j);
+        return NULL;  /* exhausted, no error set: StopIteration */
+    }
+    return j;
+}
+
 static PyMethodDef funded_methods[] = {
     {"next", (PyCFunction)funded_next, METH_NOARGS,
      "next(): the next job to hand over (None: the order is exhausted; False: the pass's hint stops it)"},
@@ -1211,6 +1271,8 @@ static PyTypeObject FundedType = {
     .tp_new = funded_new,
     .tp_dealloc = (destructor)funded_dealloc,
     .tp_methods = funded_methods,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)funded_iternext,
 };
 
 static PyMethodDef methods[] = {

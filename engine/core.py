@@ -157,6 +157,7 @@ class Simulator:
         self.warm_stats, self.warm_moved = None, set()  # a warm start's counts, and pinned jobs it had to move
         self._elig: dict = {}
         self._resv_key, self._resv = None, None
+        self._pass_bindings = None  # the EASY node pass's per-run bindings (``pass_bindings``)
         self._head_order = None
         self.caps = CapLedger(self.budgeting, wl, self.min_rt, policy, cfg)
         self.users = UserLedger(wl, cfg)  # per-user running limits (off: nothing reads it)
@@ -492,6 +493,14 @@ class Simulator:
         if e is None:
             e = self._elig[grp[0]] = frozenset(grp[1])
         return e
+
+    def pass_bindings(self, build):
+        """The node pass's bindings for this run (``backfill.easy.PassBindings``), built by ``build(self)`` at the
+        first pass that asks (``self.shape`` exists from ``run`` on) and kept for the run's later passes."""
+        b = self._pass_bindings
+        if b is None:
+            b = self._pass_bindings = build(self)
+        return b
 
     def cached_reservation(self, j, compute):
         """``compute(self, j)`` (the blocked job's EASY reservation), kept until a node j may use changes.

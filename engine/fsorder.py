@@ -4,8 +4,10 @@ Four routines over the engine's own objects: every account's usage window (``ten
 ``policies.fairshare.FairShareQueue.funded_order`` those windows summed up each account's chain of tree nodes, the
 tree descent to the under-served bucket and the bucket walk up to the next job to hand over (skipping, and noting,
 the jobs a borrowing cap holds back and those the pass's hint already answers). For an order without the class
-index the whole loop of ``funded_order`` runs in a cursor, ``Funded`` (descents, room, the buckets' iterators,
-the walk, the counts and projected usage after a start: one C call per job handed over), and during EASY's backfill
+index the whole loop of ``funded_order`` runs in a cursor, ``Funded`` (its set-up - the pending counts' copy, the
+usage sums, the total - from the budget version's arguments kept on the order's ``_Plan``, ``plan.cursor``; then the
+descents, room, the buckets' iterators, the walk, the counts and projected usage after a start: one C call per job
+handed over, the cursor iterated by the order's ``yield from``), and during EASY's backfill
 (``easy.node_pass`` publishes ``hint.examine``) the cursor also examines each candidate as ``easy._backfill``
 would (the reservation when first needed, the placement on the pool, ``sim.start``, the shape's failure and the
 job's reason) instead of handing it over: a backfill pass runs no Python per candidate, only per start

@@ -31,6 +31,13 @@ walk (``engine/_fsorder.c``) evaluates it without calling it (tested: ``tests/en
 and ``hint.examine`` what ``_backfill`` calls for a job the hint hands over, so the compiled order's cursor
 (``_fsorder.Funded``) examines and starts such jobs itself, the same calls in the same order (tested:
 ``tests/engine/test_compiled_fairshare.py``); ``_backfill`` then sees only the jobs after the funded order.
+
+Per pass cost outside the jobs it examines: the node pass binds what it reads of the run once per run
+(``PassBindings``, built at the run's first node pass and kept by the simulator, ``sim.pass_bindings``) and
+resets that one object, which is also the pass's hint, with the pass's clock, state, shape count and cap column
+(a few attribute stores and two tuple concatenations for ``spec``/``examine``) instead of building a closure and
+its 16- and 8-tuples at every pass; the decisions are the same (tested against bindings rebuilt at every pass and
+against ``QUOTALOOP_ENGINE=python``: ``tests/engine/test_compiled_pass.py``).
 """
 from __future__ import annotations
 
@@ -177,20 +184,108 @@ def _reservation(sim, j):
     return INF, None
 
 
+class PassBindings:
+    """What ``node_pass`` reads of a run, bound once per run (at its first node pass, ``bindings``) instead of at
+    every pass, and the pass's scan hint: the object itself, called as ``hint(j)``, which each pass resets (``now``,
+    ``state``, ``failed``, ``n_shapes``, the cap column of the pass, ``spec``, ``examine``) before publishing it.
+
+    Only fields the run never rebinds are kept: the simulator's per-job lists, its ``waits``, ``caps``, ``users``
+    and ``qstats``, the pool's methods (``nodepool.bind`` rebinds them when the pool is built, before any pass) and
+    the configuration; what may change between passes (the clock, the pass state, the number of request shapes,
+    ``sim.ordered``, ``sim.depth``, ``HINTS``) is read by every pass. A queue order reads the hint's fields when it
+    first sees the hint (``hint is not seen``), and no order outlives its pass (the simulator makes a new one for
+    every pass), so reusing the object across passes hands each order the fields of its own pass."""
+
+    __slots__ = ("sim", "pool", "est", "note", "shape", "req_g", "req_c", "req_m", "group", "gangs", "capped",
+                 "needs_ordered", "needs_all", "limited", "over_user", "inv", "bounds", "over_cap", "procs",
+                 "nothing_fits", "exact", "hintable", "start", "spec_ordered", "spec_all", "examine_tail", "reason",
+                 "place", "place_in",
+                 "now", "state", "failed", "n_shapes", "needs_cap", "spec", "examine")
+
+    def __init__(self, sim):
+        pool = sim.pool
+        self.sim, self.pool = sim, pool
+        # the request shape of each job as a small int (equal shapes, equal keys): the failures by shape are
+        # looked up for most jobs a pass or its hint examines, and an int hashes for free where the shape tuple
+        # (placement key, gang, g, c, m) is hashed element by element at every lookup
+        keys: dict = {}
+        self.shape = [keys.setdefault(s, len(keys)) for s in sim.shape]
+        self.est, self.note, self.reason = sim.limit_left, sim.waits.note, sim.waits.reason
+        self.place, self.place_in = pool.place, pool.place_in
+        self.req_g, self.req_c, self.req_m, self.group, self.gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
+        self.capped = sim.caps.on
+        self.needs_ordered, self.needs_all = sim.caps.needs(True), sim.caps.needs(False)
+        self.limited, self.over_user = sim.users.on, sim.users.over
+        self.inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
+        self.bounds, self.over_cap = pool.bounds, sim.caps.over
+        self.procs = pool.cluster.procs_mode
+        self.nothing_fits = sim.qstats.nothing_fits
+        self.exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
+        self.hintable = self.exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+        self.start = sim.start
+        # everything ``__call__`` reads but the clock, for the compiled order (engine/_fsorder.c ``walk``), which
+        # evaluates the hint without its frame: the same checks in the same order, calling ``over_cap``/
+        # ``over_user``/``bounds``; one tail per cap column (``caps.needs``: ordered pass or not)
+        tail = (self.est, self.inv, self.capped)
+        rest = (self.over_cap, self.limited, self.over_user, self.req_g, self.req_c, self.req_m, self.group,
+                self.gangs, self.bounds, self.procs, USER_LIMIT)
+        self.spec_ordered = tail + (self.needs_ordered,) + rest
+        self.spec_all = tail + (self.needs_all,) + rest
+        # what ``_backfill`` does with a job the hint hands over, but the pass's started list, for the compiled
+        # fair-share order's cursor (``_fsorder.Funded``), which then examines it, and starts it, itself
+        self.examine_tail = (pool.place_in, pool.place, self.nothing_fits, pool, reservation_time, sim)
+        self.now = self.state = self.failed = self.needs_cap = self.spec = self.examine = None
+        self.n_shapes = 0
+
+    def __call__(self, j):
+        """What examining j would certainly give without placing it: a failure reason, False to stop the scan,
+        or None (examine it). Lets a lazy queue order skip such jobs without handing them over."""
+        state = self.state
+        if state.n_failed_short >= self.n_shapes:
+            return False
+        sh = self.shape[j]
+        f = self.failed.get(sh)
+        now = self.now
+        if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
+            if f != "long":
+                return f
+            if now + self.est[j] * self.inv > state.T:  # a "long" entry means a job was examined: T is known
+                return "reservation"
+        if self.capped and self.needs_cap[j] and self.over_cap(j, now):
+            return "quota"
+        if self.limited and self.over_user(j):
+            return USER_LIMIT
+        g, c, m = self.req_g[j], self.req_c[j], self.req_m[j]
+        b = self.bounds(self.group[j])
+        if (g > b[3] or c > b[4] or m > b[5]) if self.gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
+            r = "fragmentation" if not self.procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
+            self.failed[sh] = r
+            state.n_failed_short += 1
+            return r
+        return None
+
+
+def bindings(sim) -> PassBindings:
+    """The run's ``PassBindings`` (built at its first node pass: ``sim.shape`` exists from ``Simulator.run`` on)."""
+    return sim.pass_bindings(PassBindings)  # the simulator owns its attributes (tests/architecture)
+
+
 def node_pass(sim, now, jobs, state):
-    pool = sim.pool
-    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
-    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
     started = []
     if state.stopped:
         return started
-    capped = sim.caps.on
-    needs_cap = sim.caps.needs(sim.ordered)
-    limited, over_user = sim.users.on, sim.users.over
+    b = bindings(sim)
+    pool = b.pool
+    note = b.note
+    capped = b.capped
+    ordered = sim.ordered
+    needs_cap = b.needs_ordered if ordered else b.needs_all
+    limited, over_user = b.limited, b.over_user
     it = iter(jobs)
     if state.blocked is None:
+        req_g, req_c, req_m, group, gangs = b.req_g, b.req_c, b.req_m, b.group, b.gangs
         for j in it:
-            if capped and needs_cap[j] and sim.caps.over(j, now):
+            if capped and needs_cap[j] and b.over_cap(j, now):
                 note(j, "quota", now)
                 continue
             if limited and over_user(j):  # not eligible: no reservation either
@@ -217,69 +312,32 @@ def node_pass(sim, now, jobs, state):
         else:
             return started
     T = state.T
-    inv = 1.0 / (1.0 - sim.cfg.walltime_margin)
-    failed = state.failed  # shape -> "long" (fails only beyond the reservation) or the reason it fails outright
+    failed = state.failed  # shape key -> "long" (fails only beyond the reservation) or the reason it fails outright
     n_shapes = len(sim.shape_count)
-    bounds, over_cap = pool.bounds, sim.caps.over
-    procs = pool.cluster.procs_mode
-    nothing_fits = sim.qstats.nothing_fits
-    exact = sim.cfg.backfill_max_job_test is None  # a capped scan takes no shortcut: every tested job counts
-    if exact and nothing_fits(pool):
+    exact = b.exact
+    if exact and b.nothing_fits(pool):
         return started
-
-    def hint(j):
-        """What examining j would certainly give without placing it: a failure reason, False to stop the scan,
-        or None (examine it). Lets a lazy queue order skip such jobs without handing them over."""
-        if state.n_failed_short >= n_shapes:
-            return False
-        sh = shape[j]
-        f = failed.get(sh)
-        if f is not None:  # _backfill's answers, in its order: a known failure, then the cap, then the fit
-            if f != "long":
-                return f
-            if now + est[j] * inv > state.T:  # a "long" entry means a job was examined: T is known
-                return "reservation"
-        if capped and needs_cap[j] and over_cap(j, now):
-            return "quota"
-        if limited and over_user(j):
-            return USER_LIMIT
-        g, c, m = req_g[j], req_c[j], req_m[j]
-        b = bounds(group[j])
-        if (g > b[3] or c > b[4] or m > b[5]) if gangs[j] else (g > b[0] or c > b[1] or m > b[2]):
-            r = "fragmentation" if not procs and g <= b[6] and c <= b[7] and m <= b[8] else "resources"
-            failed[sh] = r
-            state.n_failed_short += 1
-            return r
-        return None
-
-    hint.state, hint.failed, hint.shape, hint.n_shapes = state, failed, shape, n_shapes  # read by the order's inlined skip
-    # everything ``hint`` reads, for the compiled order (engine/_fsorder.c ``walk``), which evaluates it without
-    # this function's frame: the same checks in the same order, calling ``over_cap``/``over_user``/``bounds``
-    hint.spec = (now, est, inv, capped, needs_cap, over_cap, limited, over_user, req_g, req_c, req_m, group, gangs,
-                 bounds, procs, USER_LIMIT)
-    # what ``_backfill`` does with a job the hint hands over, for the compiled fair-share order's cursor
-    # (``_fsorder.Funded``), which then examines it, and starts it, without handing it over
-    hint.examine = (sim.start, started, pool.place_in, pool.place, nothing_fits, pool, reservation_time, sim)
-    hinted = HINTS and exact and sim.cfg.backfill_order == "queue" and hasattr(sim.queue, "hint")
+    # the pass's hint: the run's bindings object, reset for this pass (``PassBindings.__call__``)
+    b.now, b.state, b.failed, b.n_shapes, b.needs_cap = now, state, failed, n_shapes, needs_cap
+    b.spec = (now,) + (b.spec_ordered if ordered else b.spec_all)
+    b.examine = (b.start, started) + b.examine_tail
+    hinted = HINTS and b.hintable
     if hinted:
-        sim.queue.hint = hint
+        sim.queue.hint = b
     try:
-        _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped)
+        _backfill(sim, b, now, it, state, started, T, failed, n_shapes)
     finally:
         if hinted:
             sim.queue.hint = None
     return started
 
 
-def _backfill(sim, now, it, state, started, T, inv, failed, n_shapes, procs, capped):
-    pool = sim.pool
-    est, note, shape = sim.limit_left, sim.waits.note, sim.shape
-    req_g, req_c, req_m, group, gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
-    reason, bounds, place, place_in, over_cap = sim.waits.reason, pool.bounds, pool.place, pool.place_in, sim.caps.over
-    nothing_fits = sim.qstats.nothing_fits
-    exact = sim.cfg.backfill_max_job_test is None
-    needs_cap = sim.caps.needs(sim.ordered)
-    limited, over_user = sim.users.on, sim.users.over
+def _backfill(sim, bd, now, it, state, started, T, failed, n_shapes):
+    """EASY's scan after the blocked job, with the run's bindings ``bd`` (``PassBindings``, reset for this pass)."""
+    pool, est, note, shape, inv, procs, capped = bd.pool, bd.est, bd.note, bd.shape, bd.inv, bd.procs, bd.capped
+    req_g, req_c, req_m, group, gangs = bd.req_g, bd.req_c, bd.req_m, bd.group, bd.gangs
+    reason, bounds, place, place_in, over_cap = bd.reason, bd.bounds, bd.place, bd.place_in, bd.over_cap
+    nothing_fits, exact, needs_cap, limited, over_user = bd.nothing_fits, bd.exact, bd.needs_cap, bd.limited, bd.over_user
     for j in tested(sim, state, sort_backfill(sim, it)):
         if exact and state.n_failed_short >= n_shapes:
             break

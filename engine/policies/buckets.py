@@ -6,7 +6,10 @@ Invariants:
   its original place);
 - jobs whose min runtime is 0 (unallocated occupancy) come after every funded job, in FCFS order, and a pass's
   ``hint`` lets the order skip those whose answer the pass already knows, noting the same wait reason it would;
-- ``_Plan.pending`` counts, per tree node, the funded jobs pending under it (kept by ``add``/``remove``).
+- ``_Plan.pending`` counts, per tree node, the funded jobs pending under it (kept by ``add``/``remove``);
+  ``_Plan.cursor`` holds the compiled order's arguments for that version (its tree's lists, bound at the version's
+  first order; only lists the run mutates in place, never rebinds), so each budget version's orders read their
+  own tree, caps and counts however often the version in force changes.
 - class index (a queue whose order skips capped jobs, ``indexes_classes``, in a run with borrowing caps), kept
   only while the backlog a cap holds back is big enough to pay for it (``adapt``, below):
   ``classes[a][g]`` holds account a's funded jobs requesting g milli-GPUs, in index order, and ``dirty[a][g]``
@@ -198,6 +201,7 @@ class _Plan:
     and the number of funded jobs pending under every node (kept by ``add``/``remove``)."""
 
     def __init__(self, ten, accounts, funded):
+        self.cursor = None  # the compiled order's arguments for this version (``FairShareQueue.funded_order``)
         self.acct_chain = [ten.depth_chain[ten.bucket[name]] for name in accounts]
         self.bucket_accts: dict[int, list] = {}
         for a, name in enumerate(accounts):

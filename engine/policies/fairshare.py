@@ -17,8 +17,11 @@ outside the hole, a borrowing cap), noting the same wait reason the pass would.
 ``tests/engine/test_engine_reference.py`` checks both against a per-job brute-force order and the plain scan.
 The usage sums, the descent and the bucket walk (outside the class-skipping segments) run in C when
 ``engine/fsorder.py`` selects it (``QUOTALOOP_ENGINE``); without the class index, the whole loop runs in C
-(``_fsorder.Funded``), which during EASY's backfill also examines and starts the candidates (``hint.examine``) and
-ends the order when nothing fits any more (``halted``). The Python loops here are the reference and the oracle
+(``_fsorder.Funded``, iterated by ``yield from``), which during EASY's backfill also examines and starts the
+candidates (``hint.examine``) and ends the order when nothing fits any more (``halted``). The cursor's set-up is C
+too: the copy of the pending counts, the usage sums up the tree and the total; its arguments for a budget version
+are bound once, at the version's first order (``_Plan.cursor``), so an order's Python cost is the version lookup,
+the plan, the ledger's windows and one call, whatever the tree's size. The Python loops here are the reference and the oracle
 (``tests/engine/test_compiled_fairshare.py``).
 """
 from __future__ import annotations
@@ -66,8 +69,19 @@ class FairShareQueue(BucketQueue):
         sim = self.sim
         ten = sim.budgeting.at(now)
         plan = self._plan(ten)
-        n = len(ten.paths)
         fast = self.compiled  # the same sums and descents in C (engine/fsorder.py); these loops are the oracle
+        if fast is not None and CURSOR and not self.indexed:  # the whole loop below in C, one call per job handed over
+            cursor = plan.cursor  # this budget version's arguments, bound at its first order
+            if cursor is None:
+                cursor = plan.cursor = (
+                    ten.children, ten.frac, ten.paths, ten.capped_chain, ten.held_g, ten.cap_floor, ten.depth_chain,
+                    plan.bucket_accts, self.funded, sim.charge, sim.limit_left, sim.cfg.lookback_s, sim.status,
+                    RUNNING, sim.acct, sim.req_g, sim.waits.reason, sim.waits.note, heapq.merge, plan.acct_chain,
+                    len(ten.paths))
+            # the pending counts' copy, the usage sums and the total are the cursor's set-up (the lines below)
+            yield from fast.Funded(self, cursor, plan.pending, sim.ledger.window_all(now), now)
+            return
+        n = len(ten.paths)
         if fast is not None:
             usage = fast.tree_usage(sim.ledger.window_all(now), plan.acct_chain, n)
             descend, walk, st = fast.descend, fast.walk, [0, 0]
@@ -90,16 +104,6 @@ class FairShareQueue(BucketQueue):
         capped, held, capf, req_g = ten.capped_chain, ten.held_g, ten.cap_floor, sim.req_g
         reason, note, status = sim.waits.reason, sim.waits.note, sim.status
         chains = ten.depth_chain
-        if fast is not None and CURSOR and not self.indexed:  # the whole loop below in C, one call per job handed over
-            nxt = fast.Funded(self, children, rem, frac, usage, paths, ten.capped_chain, ten.held_g, ten.cap_floor,
-                              ten.depth_chain, plan.bucket_accts, self.funded, sim.charge, sim.limit_left,
-                              sim.cfg.lookback_s, sim.status, RUNNING, sim.acct, sim.req_g, sim.waits.reason,
-                              sim.waits.note, now, total, heapq.merge).next
-            while True:
-                j = nxt()
-                if j is None or j is False:
-                    return
-                yield j
         heads: dict = {}
         pos_of: dict = {}  # capped bucket -> the last job it offered that started (class-skipping segments)
         indexed = self.indexed
