@@ -10,17 +10,22 @@ refresh rebuilds such a table once.)
 
 A refresh (``refresh``, the one path of both tables) re-derives only the cells a transaction can have changed:
 those keyed by the (cluster, month, user, account) of every re-derived job's row before the transaction (read
-from the jobs files the transaction started from) and after it, from the jobs of those keys alone (and their
-``job_rollup`` rows or samples), and rewrites each such partition with its other cells as they were; a month
-whole when the caller says so. So a day's ingest costs what its jobs' users and accounts hold in their months,
-not what the months hold.
+from the jobs files the transaction started from) and after it (``Scope``), from the jobs of those keys alone
+(and their ``job_rollup`` rows or samples). A partition's cells are in files sorted by user, each about an
+eighth of it (``write``); the refresh rewrites the files holding a cell of those keys' users, with their other
+cells as they were, and keeps the partition's other files. So a day's ingest costs what its jobs' users hold
+in their months, not what the months hold.
 
 Invariants: a cell's jobs all live in one month partition of ``jobs``; a cell's key (cluster, month, user,
 account) is a function of its jobs' rows alone, so the jobs of a key are all the jobs its cells sum; ``write``
-replaces exactly the partitions it is given and refuses a row outside them.
+replaces exactly the partitions (or the files of them) it is given and refuses a row outside them; the files
+holding a user's cells are exactly those whose ``user`` column holds it, which is how a refresh finds them
+(their order and size only make them few: a store written with one file per partition is refreshed exactly,
+its touched partitions taking the new layout as they go).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import polars as pl
@@ -30,6 +35,11 @@ from ..store import connect, keyindex, schema
 from ..store.store import _partition_dir
 from .loader import run
 
+# a partition's cells are in about this many files (per ``split`` value) of at least MIN_FILE_ROWS cells, sorted by
+# user: a refresh rewrites the files of its users, not the partition (the day's ingest that touches a user in
+# each of ten old months rewrote 1.7M of the 1M-job store's 2.6M hour cells when a partition was one file)
+FILES_PER_PART = 8
+MIN_FILE_ROWS = 16384
 RUNNING = "running"  # the partition (in place of a month) of the cells of RUNNING jobs in a legacy table
 KEYS = ["cluster", "job_id"]
 NO_PARTS = {"cluster": pl.String, "month": pl.String}
@@ -91,21 +101,50 @@ def month_rows(tx, table: str, months: pl.DataFrame) -> list[pl.DataFrame]:
     return [schema.conform(pl.read_parquet(f), table) for f in files]
 
 
-def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: str | None = None) -> None:
+def target_rows(total: int) -> int:
+    """The rows of a full cell file in a partition of ``total`` cells: about ``1 / FILES_PER_PART`` of it, never
+    fewer than ``MIN_FILE_ROWS``."""
+    return max(MIN_FILE_ROWS, -(-total // FILES_PER_PART))
+
+
+def _rows_of(tx, rels: list[str]) -> int:
+    return sum(pq.ParquetFile(tx.store.root / r).metadata.num_rows for r in rels)
+
+
+def _pieces(part: pl.DataFrame, split: str | None, size: int) -> list[pl.DataFrame]:
+    """A partition's cells ``part`` as the files a write gives them: per value of ``split``, sorted by user and
+    account (then every other column, so that the same cells give the same files), in slices of ``size`` rows.
+    A user's cells are thus in few files, which is what a refresh rewrites of the partition."""
+    part = part.sort(["user", "account", *[c for c in part.columns if c not in ("user", "account")]],
+                     nulls_last=True)
+    groups = part.partition_by(split, maintain_order=True) if split and part.height else [part]
+    return [g.slice(k, size) for g in groups for k in range(0, g.height, size)]
+
+
+def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: str | None = None,
+          replace: set[str] | None = None) -> None:
     """Replace the partitions ``parts`` of the cell table ``table`` by ``rows`` (a partition without rows is left
-    empty); ``split``: a column whose values go into files of their own. The store's partition writers sort by
-    job id, which a cell has not: the files are staged directly."""
+    empty); with ``replace`` (files of those partitions), only those files: ``rows`` are then their cells, and
+    the partitions' other files stay. ``split``: a column whose values go into files of their own. A partition's
+    cells are written in files of ``target_rows`` (``_pieces``). The store's partition writers sort by job id,
+    which a cell has not: the files are staged directly."""
     tx.tables.setdefault(table, [])
-    outside = parts_of(rows).join(parts, on=["cluster", "month"], how="anti")
+    keyed = rows.with_columns(pl.col("cluster").cast(pl.String).fill_null("default").alias("__cluster"),
+                              _part_expr().alias("__month"))
+    outside = (keyed.select(pl.col("__cluster").alias("cluster"), pl.col("__month").alias("month")).unique()
+               .join(parts, on=["cluster", "month"], how="anti"))
     if outside.height:
         raise AssertionError(f"{table} rows outside the partitions refreshed: {outside.rows()[:3]}")
+    by_part = keyed.partition_by("__cluster", "__month", as_dict=True, include_key=False) if keyed.height else {}
     for cluster, month in parts.iter_rows():
         rel_dir = dir_of(table, cluster, month)
-        tx.tables[table] = [r for r in tx.tables[table] if not r.startswith(rel_dir + "/")]
-        part = only(rows, pl.DataFrame({"cluster": [cluster], "month": [month]}, schema=NO_PARTS))
-        for piece in (part.partition_by(split, maintain_order=True) if split and part.height else [part]):
-            if piece.height:
-                tx._write(table, rel_dir, piece)
+        live = [r for r in tx.tables[table] if r.startswith(rel_dir + "/")]
+        drop = set(live) if replace is None else set(live) & replace
+        tx.tables[table] = [r for r in tx.tables[table] if r not in drop]
+        part = by_part.get((cluster, month), rows.clear())
+        size = target_rows(part.height + _rows_of(tx, [r for r in live if r not in drop]))
+        for piece in _pieces(part, split, size):
+            tx._write(table, rel_dir, piece)
 
 
 def _job_cells(jobs: pl.DataFrame) -> pl.DataFrame:
@@ -139,11 +178,11 @@ def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
                        ).drop("__cluster", "__account")
 
 
-def _jobs_of(tx, whole: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
-    """The ``jobs`` rows (as ``tx`` would commit them) the partitions ``whole`` and the cells ``scoped`` are
-    derived from: a whole month's rows, and for a scoped cell the rows of its month with its user and account
-    (the users first as a filter: the reader decodes the other columns for those rows only)."""
-    frames = month_rows(tx, "jobs", whole)
+def _jobs_of(tx, scoped: pl.DataFrame) -> pl.DataFrame:
+    """The ``jobs`` rows (as ``tx`` would commit them) the cells ``scoped`` are derived from: for each, the rows of
+    its month with its user and account (the users first as a filter: the reader decodes the other columns for
+    those rows only)."""
+    frames = []
     for (cluster, month), keys in scoped.group_by(["cluster", "month"], maintain_order=True):
         prefix = dir_of("jobs", cluster, month) + "/"
         users = keys["user"].drop_nulls().unique().implode()
@@ -154,34 +193,62 @@ def _jobs_of(tx, whole: pl.DataFrame, scoped: pl.DataFrame) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     return pl.concat(frames).unique(KEYS) if frames else schema.empty("jobs")
 
-def refresh(tx, table: str, changed: pl.DataFrame,
-            derive: Callable[[object, pl.DataFrame], pl.DataFrame], split: str | None = None,
-            whole: pl.DataFrame | None = None) -> int:
-    """Bring the cells of ``table`` up to date with the jobs in ``changed`` (``cluster``, ``job_id``: the jobs whose
-    rollup rows a refresh re-derived); the number of cells written. Re-derived: every cell keyed by one of those
-    jobs' rows before the transaction or after it, from every job of that key (``derive(tx, jobs)``: the cells of
-    exactly those jobs), and the partitions ``whole``, whole. Each such partition is rewritten with its other
-    cells as they were. A snapshot move alone changes no cell (module docstring)."""
-    keys = changed.select(pl.col("cluster").cast(pl.String).fill_null("default"),
-                          pl.col("job_id").cast(pl.String)).unique()
-    whole = whole if whole is not None else pl.DataFrame(schema=NO_PARTS)
-    # the jobs' rows before the transaction (its base files stay on disk until it commits) and after it
-    base = [str(tx.store.root / r) for r in sorted(tx.base_files) if r.startswith("jobs/")]
-    live = [str(tx.store.root / r) for r in tx.tables.get("jobs", [])]
-    scoped = pl.concat([_job_cells(read_keyed(base, "jobs", keys)), _job_cells(read_keyed(live, "jobs", keys))])
-    scoped = scoped.unique().join(whole, on=["cluster", "month"], how="anti")
-    parts = pl.concat([whole, scoped.select("cluster", "month").unique(maintain_order=True)])
-    if not parts.height:
+
+def _holding(tx, table: str, scoped: pl.DataFrame) -> set[str]:
+    """The files a refresh of the cells ``scoped`` rewrites: in their partitions, each file holding a cell of
+    one of their users (its ``user`` column alone is read), and each small file (under a quarter of
+    ``target_rows``), merged on the way so that a partition keeps few files."""
+    out = set()
+    for (cluster, month), keys in scoped.group_by(["cluster", "month"], maintain_order=True):
+        prefix = dir_of(table, cluster, month) + "/"
+        rels = [r for r in tx.tables.get(table, []) if r.startswith(prefix)]
+        users = [pl.read_parquet(tx.store.root / r, columns=["user"])["user"] for r in rels]
+        small = target_rows(sum(u.len() for u in users)) // 4
+        wanted, null = keys["user"].drop_nulls().unique().implode(), keys["user"].null_count() > 0
+        out.update(r for r, u in zip(rels, users)
+                   if u.len() < small or u.is_in(wanted).any() or (null and u.null_count() > 0))
+    return out
+
+
+class Scope:
+    """What a refresh re-derives, the same for both cell tables, found on first use (a store keeping neither
+    table, or rebuilding a legacy one, reads nothing): ``keys``, the cells (``CELL``) keyed by a row of one of
+    the jobs ``changed`` (``cluster``, ``job_id``: the jobs whose rollup rows a refresh re-derived) before the
+    transaction or after it (the files it started from stay on disk until it commits; a file in both is read
+    once); ``jobs``, every job of those cells as the transaction would commit it."""
+
+    def __init__(self, tx, changed: pl.DataFrame):
+        self.tx, self.changed = tx, changed
+
+    @functools.cached_property
+    def keys(self) -> pl.DataFrame:
+        tx = self.tx
+        jobs = self.changed.select(pl.col("cluster").cast(pl.String).fill_null("default"),
+                                   pl.col("job_id").cast(pl.String)).unique()
+        files = sorted({r for r in tx.base_files if r.startswith("jobs/")} | set(tx.tables.get("jobs", [])))
+        return _job_cells(read_keyed([str(tx.store.root / r) for r in files], "jobs", jobs))
+
+    @functools.cached_property
+    def jobs(self) -> pl.DataFrame:
+        return _jobs_of(self.tx, self.keys) if self.keys.height else schema.empty("jobs")
+
+
+def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFrame], pl.DataFrame],
+            split: str | None = None) -> int:
+    """Bring the cells ``scoped`` (``Scope``) of ``table`` up to date; the number of cells written. They are
+    re-derived from their jobs (``derive(tx, jobs)``: the cells of exactly those jobs). The files holding a cell of
+    their users (``_holding``) are rewritten with their other cells as they were; the partition's other files
+    stay. A snapshot move alone changes no cell (module docstring)."""
+    if not scoped.keys.height:
         return 0
-    jobs = _jobs_of(tx, whole, scoped)
-    rows = derive(tx, jobs) if jobs.height else schema.empty(table)
-    rows = pl.concat([only(rows, whole), _in_cells(rows, scoped, "semi")])
-    # the scoped partitions' other cells, as they are
-    dirs = tuple(dir_of(table, c, m) + "/" for c, m in scoped.select("cluster", "month").unique().iter_rows())
-    files = [r for r in tx.tables.get(table, []) if dirs and r.startswith(dirs)]
-    kept = [_in_cells(schema.conform(pl.read_parquet(tx.store.root / r), table), scoped, "anti") for r in files]
+    jobs = scoped.jobs
+    rows = _in_cells(derive(tx, jobs), scoped.keys, "semi") if jobs.height else schema.empty(table)
+    picked = _holding(tx, table, scoped.keys)
+    kept = [_in_cells(schema.conform(pl.read_parquet(tx.store.root / r), table), scoped.keys, "anti")
+            for r in sorted(picked)]
     rows = pl.concat([rows, *kept])
-    write(tx, table, rows, parts, split=split)
+    write(tx, table, rows, scoped.keys.select("cluster", "month").unique(maintain_order=True), split=split,
+          replace=picked)
     return rows.height
 
 

@@ -83,16 +83,16 @@ def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> p
     return cells.derive_cells(tx, TABLE, QUERY, {"jobs": jobs, "job_rollup": pl.concat([fresh, rolled])})
 
 
-def refresh(tx, changed: pl.DataFrame, fresh: pl.DataFrame | None = None) -> int:
-    """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
-    re-derived) (``cells.refresh``), or the whole cube when it was written with cells of RUNNING jobs
+def refresh(tx, scoped: cells.Scope, fresh: pl.DataFrame | None = None) -> int:
+    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived)
+    (``cells.refresh``), or the whole cube when it was written with cells of RUNNING jobs
     (``cells.legacy``); the number of cells written. ``fresh``: ``job_rollup`` rows the transaction is writing
     (the refresh takes them from there, not from the files)."""
     if not maintained(tx):
         return 0
     if cells.legacy(tx, TABLE):
         return rebuild(tx)
-    return cells.refresh(tx, TABLE, changed, functools.partial(_derive_jobs, fresh=fresh))
+    return cells.refresh(tx, TABLE, scoped, functools.partial(_derive_jobs, fresh=fresh))
 
 
 def rebuild(tx, threads: int | None = None) -> int:

@@ -39,7 +39,7 @@ import polars as pl
 
 from ..store import Store, connect
 from ..store import keyindex, schema
-from . import cube, usage_hours
+from . import cells, cube, usage_hours
 from .loader import run
 
 TABLE = "job_rollup"
@@ -207,8 +207,9 @@ def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -
     tx.upsert(DAY_TABLE, days)
     changed = pl.concat([f.select("cluster", "job_id") for f in (rows, had)])
     # their cells and hours; the moved rows' jobs (RUNNING, samples inside their run) change no cell
-    cube.refresh(tx, changed, fresh=rows)
-    usage_hours.refresh(tx, changed)
+    scoped = cells.Scope(tx, changed)  # the same cells of both tables
+    cube.refresh(tx, scoped, fresh=rows)
+    usage_hours.refresh(tx, scoped)
     return n
 
 

@@ -83,16 +83,16 @@ def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
                                                  "jobs": jobs, "samples": samples})
 
 
-def refresh(tx, changed: pl.DataFrame) -> int:
-    """Re-derive the cells of the jobs in ``changed`` (``cluster``, ``job_id``: the rollup rows a refresh
-    re-derived) (``cells.refresh``), or the whole table when it was written with whole cells of RUNNING jobs
+def refresh(tx, scoped: cells.Scope) -> int:
+    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived)
+    (``cells.refresh``), or the whole table when it was written with whole cells of RUNNING jobs
     (``cells.legacy``); the number of cells written. The hour and the day cells in files of their own
     (``_write``)."""
     if not maintained(tx):
         return 0
     if cells.legacy(tx, TABLE):
         return rebuild(tx)
-    return cells.refresh(tx, TABLE, changed, _derive_jobs, split="grain_s")
+    return cells.refresh(tx, TABLE, scoped, _derive_jobs, split="grain_s")
 
 
 def rebuild(tx, threads: int | None = None) -> int:

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from queries.analytics import cube, rollup, run, usage_hours
+from queries.analytics import cells, cube, rollup, run, usage_hours
 from queries.ingest import ingest
 from queries.store import Store
 
@@ -51,10 +51,17 @@ def base(tmp_path_factory):
     return root
 
 
-@pytest.fixture
-def store(base, tmp_path):
+@pytest.fixture(params=["one file", "small files"])
+def store(base, tmp_path, request, monkeypatch):
+    """The random store; "small files": its cells rebuilt in files of a few cells each (``cells.FILES_PER_PART``,
+    ``MIN_FILE_ROWS``), as the test's ingests write them, so that a refresh rewrites some files of a partition
+    and keeps the others."""
     out = tmp_path / "store"
     shutil.copytree(base, out)
+    if request.param == "small files":
+        monkeypatch.setattr(cells, "FILES_PER_PART", 64)
+        monkeypatch.setattr(cells, "MIN_FILE_ROWS", 8)
+        rollup.rebuild(out)
     return out
 
 
@@ -100,6 +107,33 @@ def test_a_day_touching_a_user_with_cells_in_the_month(store, tmp_path):
     _equals_rebuild(store, tmp_path)
     for params in ({}, {"start": "2026-03-03", "end": "2026-03-06"}):
         _same(run("user_ranking", store, **params), run("user_ranking", store, use_cube=False, **params))
+
+
+def test_a_refresh_rewrites_the_files_of_its_users_only(base, tmp_path, monkeypatch):
+    """With a partition's cells in many files: a day of one (user, account) replaces the files that hold a cell
+    of that user (and the small ones, merged), every other file of the partition stays as it was (same file),
+    the partition keeps about as many files, and the tables equal a rebuild."""
+    monkeypatch.setattr(cells, "FILES_PER_PART", 16)
+    monkeypatch.setattr(cells, "MIN_FILE_ROWS", 8)
+    store = tmp_path / "store"
+    shutil.copytree(base, store)
+    rollup.rebuild(store)
+    jobs = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "COMPLETED")
+                                            & (pl.col("submit").dt.month() == 3))
+    user, account = jobs.select("user", "account").row(0)
+    before = {t: _part_files(store, t, "2026-03") for t in KEYS}
+    holding = {t: {r for r in before[t] if user in pl.read_parquet(store / r)["user"].to_list()} for t in KEYS}
+    sizes = {t: {r: pl.read_parquet(store / r).height for r in before[t]} for t in KEYS}
+    small = {t: {r for r, n in sizes[t].items() if n < cells.target_rows(sum(sizes[t].values())) // 4} for t in KEYS}
+    for t in KEYS:
+        assert len(before[t]) >= 8 and 0 < len(holding[t]) < len(before[t]) // 2, (t, len(before[t]))
+    ingest([_jobs_file([_job("day-1", user, account, 86400.0)], tmp_path / "day.parquet")], store, fmt="parquet")
+    for t in KEYS:
+        after = _part_files(store, t, "2026-03")
+        assert after & before[t] == before[t] - holding[t] - small[t], t  # the others stay, the same files
+        assert len(after) <= len(before[t]) + 2, t
+        assert user in pl.concat([pl.read_parquet(store / r) for r in after - before[t]])["user"].to_list()
+    _equals_rebuild(store, tmp_path)
 
 
 def test_a_re_ingest_that_moves_a_job_to_another_user_and_account(store, tmp_path):
