@@ -233,12 +233,24 @@ class Scope:
         return _jobs_of(self.tx, self.keys) if self.keys.height else schema.empty("jobs")
 
 
+def maintained(tx, table: str) -> bool:
+    """Whether ``tx``'s store keeps the cell table ``table``: its manifest lists it (even empty), or it held no
+    jobs before. An older store with jobs but no such table gets none (the queries derive without it)."""
+    return table in tx.tables or not any(r.startswith("jobs/") for r in tx.base_files)
+
+
 def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFrame], pl.DataFrame],
-            split: str | None = None) -> int:
-    """Bring the cells ``scoped`` (``Scope``) of ``table`` up to date; the number of cells written. They are
-    re-derived from their jobs (``derive(tx, jobs)``: the cells of exactly those jobs). The files holding a cell of
-    their users (``_holding``) are rewritten with their other cells as they were; the partition's other files
-    stay. A snapshot move alone changes no cell (module docstring)."""
+            rebuild: Callable[[object], int], split: str | None = None) -> int:
+    """Bring the cells ``scoped`` (``Scope``) of ``table`` up to date; the number of cells written. Nothing when
+    the store does not keep the table (``maintained``); the whole table (``rebuild(tx)``) when it was written
+    with cells of RUNNING jobs (``legacy``). Else they are re-derived from their jobs (``derive(tx, jobs)``: the
+    cells of exactly those jobs). The files holding a cell of their users (``_holding``) are rewritten with their
+    other cells as they were; the partition's other files stay. A snapshot move alone changes no cell (module
+    docstring)."""
+    if not maintained(tx, table):
+        return 0
+    if legacy(tx, table):
+        return rebuild(tx)
     if not scoped.keys.height:
         return 0
     jobs = scoped.jobs

@@ -15,8 +15,8 @@ Invariants:
   an ingest into an older store with jobs but no cube writes none (the queries then derive every job).
 - Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month, user,
   account) of the jobs the rollup refresh re-derived (before and after), from the jobs of those keys, from the
-  store as the transaction will commit it, and rewrites those partitions with their other cells as they were
-  (``cells.refresh``).
+  store as the transaction will commit it, and rewrites the files holding those keys' users' cells with their
+  other cells as they were (``cells.refresh``).
 - A RUNNING job without an end is in no cell (the queries derive it per job, ``sql/_cube.sql``): its run end is
   its cluster's snapshot, which every ingest moves, and a cell holding it would have to be re-derived at every
   ingest (when such cells lived in a partition of their own, re-deriving them cost a daily ingest into a 3M-job
@@ -38,11 +38,6 @@ TABLE = "usage_cube"
 QUERY = "_usage_cube"
 # the tables a month's cells are derived from, each partitioned by the job's submit month as the cube is
 _SOURCES = ("jobs", "job_rollup")
-
-
-def maintained(tx) -> bool:
-    """Whether ``tx``'s store keeps a cube: its manifest lists the table, or it held no jobs before."""
-    return TABLE in tx.tables or not any(r.startswith("jobs/") for r in tx.base_files)
 
 
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -84,15 +79,11 @@ def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> p
 
 
 def refresh(tx, scoped: cells.Scope, fresh: pl.DataFrame | None = None) -> int:
-    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived)
-    (``cells.refresh``), or the whole cube when it was written with cells of RUNNING jobs
-    (``cells.legacy``); the number of cells written. ``fresh``: ``job_rollup`` rows the transaction is writing
-    (the refresh takes them from there, not from the files)."""
-    if not maintained(tx):
-        return 0
-    if cells.legacy(tx, TABLE):
-        return rebuild(tx)
-    return cells.refresh(tx, TABLE, scoped, functools.partial(_derive_jobs, fresh=fresh))
+    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived),
+    or the whole cube when it was written with cells of RUNNING jobs (``cells.refresh``); the number of cells
+    written. ``fresh``: ``job_rollup`` rows the transaction is writing (the refresh takes them from there, not
+    from the files)."""
+    return cells.refresh(tx, TABLE, scoped, functools.partial(_derive_jobs, fresh=fresh), rebuild)
 
 
 def rebuild(tx, threads: int | None = None) -> int:

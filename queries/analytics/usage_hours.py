@@ -15,7 +15,8 @@ Invariants (as ``cube``'s):
 - Same commit, incremental = rebuild: ``refresh`` re-derives the cells keyed by the (cluster, submit month, user,
   account) of the jobs the rollup refresh re-derived (before and after), from the jobs of those keys and their
   samples (the sample files whose footer may hold one of them), from the store as the transaction will commit
-  it, and rewrites those partitions with their other cells as they were (``cells.refresh``).
+  it, and rewrites the files holding those keys' users' cells with their other cells as they were
+  (``cells.refresh``).
 - A RUNNING job without an end puts only its sampled usage into the cells (each sample clipped to its run): its
   requested, unknown and totals-based usage depend on its run end, its cluster's snapshot, which every ingest
   moves; ``gap_area`` derives them per job from its ``jobs`` row and its ``job_rollup`` row's sample counts
@@ -35,11 +36,6 @@ from .loader import run
 
 TABLE = "usage_hours"
 QUERY = "_usage_hours"
-
-
-def maintained(tx) -> bool:
-    """Whether ``tx``'s store keeps the table: its manifest lists it, or it held no jobs before."""
-    return TABLE in tx.tables or not any(r.startswith("jobs/") for r in tx.base_files)
 
 
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -84,15 +80,10 @@ def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 def refresh(tx, scoped: cells.Scope) -> int:
-    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived)
-    (``cells.refresh``), or the whole table when it was written with whole cells of RUNNING jobs
-    (``cells.legacy``); the number of cells written. The hour and the day cells in files of their own
-    (``_write``)."""
-    if not maintained(tx):
-        return 0
-    if cells.legacy(tx, TABLE):
-        return rebuild(tx)
-    return cells.refresh(tx, TABLE, scoped, _derive_jobs, split="grain_s")
+    """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived),
+    or the whole table when it was written with whole cells of RUNNING jobs (``cells.refresh``); the number of
+    cells written. The hour and the day cells in files of their own (``_write``)."""
+    return cells.refresh(tx, TABLE, scoped, _derive_jobs, rebuild, split="grain_s")
 
 
 def rebuild(tx, threads: int | None = None) -> int:
