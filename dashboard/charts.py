@@ -278,6 +278,8 @@ def waste_scatter(df: pl.DataFrame, *, requested: str, wasted: str, hover: str, 
     title = title or f"Your jobs: requested vs wasted {unit}"
     if df.is_empty():
         return empty_figure(title, "No jobs for this selection.")
+    if df[wasted].null_count() == df.height:  # an SWF log or a bare sacct dump records no usage
+        return empty_figure(title, f"No usage recorded for these jobs, so no {unit} can be measured as wasted.")
     top = max(max(df[requested].fill_null(0).to_list() or [0]), 1e-9)
     fig = go.Figure([
         go.Scatter(x=df[requested].to_list(), y=df[wasted].to_list(), mode="markers", name="job",

@@ -452,3 +452,12 @@ def idle_gpus_text(df: pl.DataFrame) -> pl.DataFrame:
             .when(idle > 0).then(pl.format("{} of {} never used", idle.cast(pl.Int64), n.cast(pl.Int64)))
             .otherwise(pl.format("none of {}", n.cast(pl.Int64))))
     return df.with_columns(text.alias("idle_gpus"))
+
+
+UNLOGGED_USER = "(user not logged)"
+
+
+def name_unlogged_users(df: pl.DataFrame, col: str = "user") -> pl.DataFrame:
+    """A log without a User field (a sacct ``--format`` that left it out, openb's pods) has jobs of nobody named:
+    its row reads as that, not as a blank "None" cell that looks like a rendering fault."""
+    return df.with_columns(pl.col(col).fill_null(UNLOGGED_USER)) if col in df.columns else df

@@ -14,9 +14,16 @@ ui.page_header("My jobs",
 if not ui.require_store():
     st.stop()
 
+NO_USAGE = ("None of these jobs has recorded usage (this log, or this window of it, has no CPU time, GPU "
+            "utilisation or memory figures), so nothing is measured as wasted and no job moved your score.")
+
 ident = ui.viewer()
 if ident.may_pick_any_user:
     users = data.options().users
+    if not users:  # openb's pods, a sacct --format without User: the log names nobody, so nobody has a page
+        ui.empty("This log names no users (its export has no user field), so there is no per-user page: the "
+                 "Overview, Waste explorer and Rankings pages cover its jobs by team.")
+        st.stop()
     if st.session_state.get("view_user") not in users:
         # open on a user with jobs in the window (the viewer if they have some), not the alphabetically first
         ranking = ui.fetch(data.user_ranking, flt)
@@ -63,8 +70,11 @@ m1.metric("Jobs in window", f"{mine.height:,}", border=True)
 if me is not None and me.get("footprint_gpu_equiv_hours") is not None:
     # one unit on the page's score side: the GPU-equivalent hours of the score and of "the jobs that drove it"
     m2.metric("Held (GPU-eq. h)", ui.compact(me["footprint_gpu_equiv_hours"]), border=True, help=ui.GPU_EQUIV_HELP)
-    m3.metric("Wasted (GPU-eq. h)", ui.compact(me["wasted_gpu_equiv_hours"]), border=True,
-              help=ui.GPU_EQUIV_HELP + f" Of it, {hours} wasted: {wasted_h:,.1f} of {req_h:,.1f} held.")
+    if me.get("known_gpu_equiv_hours"):
+        m3.metric("Wasted (GPU-eq. h)", ui.compact(me["wasted_gpu_equiv_hours"]), border=True,
+                  help=ui.GPU_EQUIV_HELP + f" Of it, {hours} wasted: {wasted_h:,.1f} of {req_h:,.1f} held.")
+    else:  # a log without usage (SWF, a bare sacct): nothing measured is not "nothing wasted"
+        m3.metric("Wasted (GPU-eq. h)", "–", border=True, help=NO_USAGE)
 else:
     m2.metric(f"{hours} held", ui.compact(req_h), border=True)
     m3.metric(f"{hours} wasted", ui.compact(wasted_h), border=True)
@@ -108,6 +118,8 @@ with right:
         st.dataframe(drivers, hide_index=True, column_config=ui.driver_columns())
         st.caption("Share of your wasted GPU-equivalent hours (the unit of the cards above), and the efficiency "
                    "term your score would have without that job.")
+    elif drivers is not None:
+        ui.empty(NO_USAGE)
 ui.chart(charts.waste_scatter(mine, requested=f"{res}_hours_requested", wasted=f"{res}_hours_wasted",
                               hover="job_name", unit=hours, title=f"{user}'s jobs: {hours} requested vs wasted"),
          "waste_scatter", key="my_scatter")

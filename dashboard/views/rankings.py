@@ -76,7 +76,9 @@ with users_tab:
             own_standing(users)
         else:
             m1, m2, m3 = st.columns(3)
-            m1.metric("Users ranked", f"{users.height:,}", border=True)
+            named = users.height - users["user"].null_count()
+            m1.metric("Users ranked", f"{named:,}", "and jobs of no named user" if named < users.height else None,
+                      delta_color="off", delta_arrow="off", border=True)
             used_col, req_col = USED_COLS[rank_by], REQUESTED_COLS[rank_by]
             _, total = shaping.known_usage(*(users[c].sum() if users[c].is_not_null().any() else None
                                              for c in (req_col, used_col, wasted)))
@@ -87,7 +89,7 @@ with users_tab:
                           delta_arrow="off", border=True)
             else:
                 # a log without a User field (a sacct --format that left it out) has one user: nobody named
-                m3.metric("Largest waster", "(user not logged)" if top["user"] is None else str(top["user"]),
+                m3.metric("Largest waster", shaping.UNLOGGED_USER if top["user"] is None else str(top["user"]),
                           f"{top[wasted]:,.0f} {unit}", delta_color="off",
                           delta_arrow="off", border=True)
             left, right = st.columns(2)
@@ -97,7 +99,8 @@ with users_tab:
             with right:
                 ui.chart(charts.score_scatter(users, name="user", legacy="legacy_coefficient",
                                               recommended="rec_coefficient"), "score_scatter", key="r_scatter")
-            shown = users.select([c for c in dict.fromkeys(RANK_COLS) if c in users.columns])
+            shown = shaping.name_unlogged_users(users.select([c for c in dict.fromkeys(RANK_COLS)
+                                                              if c in users.columns]))
             st.markdown("**Per-user ranking** — legacy (peak-based, relative) beside recommended "
                         "(efficiency × confidence × demand, absolute)")
             st.dataframe(shown, hide_index=True, column_config=ui.ranking_columns(unit))

@@ -191,3 +191,15 @@ def test_colours_are_distinct_within_a_chart_and_stable():
     assert len(set(colours.values())) == 20
     assert charts.colors_for(names) == colours
     assert charts.colors_for(["b", "a"]) == {"b": charts.PALETTE[0], "a": charts.PALETTE[1]}
+
+
+def test_waste_scatter_of_jobs_without_usage_says_so():
+    """An SWF log or a bare sacct dump: requests known, waste unknown (null). A dotless chart would read as
+    "no waste"; the chart says the usage is not recorded instead."""
+    df = pl.DataFrame({"req": [1.0, 2.0], "wasted": [None, None], "job_name": ["a", "b"]},
+                      schema_overrides={"wasted": pl.Float64})
+    fig = charts.waste_scatter(df, requested="req", wasted="wasted", hover="job_name", unit="core-hours")
+    assert not fig.data and "No usage recorded" in fig.layout.annotations[0].text
+    some = df.with_columns(pl.Series("wasted", [None, 0.5]))
+    fig = charts.waste_scatter(some, requested="req", wasted="wasted", hover="job_name", unit="core-hours")
+    assert list(fig.data[0].y) == [None, 0.5]

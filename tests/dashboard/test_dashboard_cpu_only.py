@@ -214,11 +214,10 @@ def test_hpc2n_fair_share_runs_a_scenario_in_core_hours(monkeypatch, hpc2n):
 
 
 # ------------------------------------------------------------------ a mixed cluster: the CPU partition
-def test_the_cpu_partition_of_a_mixed_cluster_reads_in_core_hours(monkeypatch):
+def test_the_cpu_partition_of_a_mixed_cluster_reads_in_core_hours(monkeypatch, sample_store):
     """The sample store's GPU cluster has a `cpu` partition (8 nodes x 128 cores): picking it in the sidebar turns
     the Overview into cores, and clearing it turns it back into GPUs."""
-    sample = Path(__file__).resolve().parents[2] / "sample_data" / "store"
-    at = page(app(monkeypatch, sample), "overview")
+    at = page(app(monkeypatch, sample_store), "overview")
     assert "GPU occupancy" in [m.label for m in at.metric]
     at.selectbox(key="flt_partition").set_value("cpu").run()
     assert not at.exception and not at.error
@@ -264,7 +263,13 @@ def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
     at = page(app(monkeypatch, kth, researcher=latest), "rankings")
     assert metric(at, "Your rank by wasted CPU core-hours").value == "n/a: your usage is not recorded"
     assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
-    page(at, "my_jobs")
+    at = page(at, "my_jobs")
+    # nothing measured is not "0 wasted": no zero card, no table of zero-waste "drivers", no empty scatter
+    assert metric(at, "Wasted (GPU-eq. h)").value == "–"
+    assert metric(at, "Held (GPU-eq. h)").value not in ("–", "0")
+    assert any("has recorded usage" in i.value for i in at.info)
+    assert not [d for d in at.dataframe if "wasted_gpu_equiv_hours" in d.value.columns]
+    assert "No usage recorded" in json.dumps(charts(at)["my_scatter"]["layout"]["annotations"])
     page(at, "overview")
     assert any("records no CPU usage of your jobs" in c.value for c in at.caption)
 
@@ -284,6 +289,14 @@ def test_a_log_without_users_names_no_user_none(monkeypatch, tmp_path):
     top = metric(at, "Largest waster")
     # 4 x 2 h + 2 x 1 h held, 2 + 1 core-hours used: 7 core-hours wasted
     assert top.value == "(user not logged)" and top.delta == "7 CPU core-hours"
+    ranked = metric(at, "Users ranked")
+    assert (ranked.value, ranked.delta) == ("0", "and jobs of no named user")  # not "1": nobody is named
+    table = [d.value for d in at.dataframe if "rec_coefficient" in d.value.columns][0]
+    assert table["user"].to_list() == ["(user not logged)"]
+    # the admin's My jobs page has nobody to open: it says why, not "Sign-in is not configured"
+    at = page(at, "my_jobs")
+    assert any("names no users" in i.value for i in at.info)
+    assert not [b for b in at.selectbox if b.key == "view_user"] and not any("Sign-in" in i.value for i in at.info)
 
 
 def test_gpu_usage_unknown_but_for_jobs_without_gpus(monkeypatch, tmp_path):

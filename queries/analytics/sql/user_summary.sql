@@ -1,7 +1,8 @@
 -- For one user: which few jobs drove their score. One row per job among the top_n by wasted GPU-equivalent
--- hours, with its share of the user's waste (and the running total), the recommended efficiency the user would
--- have without that job, and the user's terms repeated on every row (the recommended terms need only the
--- user's own jobs; the legacy rank is relative to other users, so it is left to user_ranking).
+-- hours (jobs with recorded usage only: none where the log records no usage), with its share of the user's
+-- waste (and the running total), the recommended efficiency the user would have without that job, and the
+-- user's terms repeated on every row (the recommended terms need only the user's own jobs; the legacy rank is
+-- relative to other users, so it is left to user_ranking).
 -- param: user varchar null  the user (required)
 -- param: top_n integer 5 >=0  jobs listed
 with
@@ -32,11 +33,13 @@ job_waste_equiv as (
     from weighted_jobs
 ),
 
+-- only jobs with measured usage: one whose usage the log does not record adds nothing to the score
 top_jobs as (
     select
         w.*,
         row_number() over (order by w.wasted_gpu_equiv_hours desc nulls last, w.cluster, w.job_id) as rank
     from job_waste_equiv as w
+    where w.known_gpu_equiv_hours > 0
 )
 select
     s.entity as "user",

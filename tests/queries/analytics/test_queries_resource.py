@@ -93,3 +93,16 @@ def test_a_cpu_only_log_and_an_empty_window(tmp_path):
 def test_a_resource_the_queries_do_not_know_is_an_error():
     with pytest.raises(Exception, match="resource must be gpu or cpu"):
         queries.run("metric_pyramid", store=SAMPLE, start=START, end=END, resource="mem")
+
+
+def test_score_drivers_are_jobs_with_recorded_usage(tmp_path):
+    """user_summary lists the jobs that moved a user's score: a job whose usage the log does not record (tiny.swf's
+    jobs 2 and 3: average CPU time -1) adds nothing to it, so it is never listed, even with room in top_n."""
+    store = tmp_path / "tiny"
+    ingest([TINY], store, fmt="swf", procs_per_node=2)
+    user1 = queries.run("user_summary", store=store, user="user1", top_n=10)
+    # user1 holds jobs 1, 3 (unknown usage), 5 and 5-part1; only job 1 wastes: 4 cores x 100 s, 200 core-s used
+    assert user1["job_id"].to_list() == ["1", "5", "5-part1"]
+    assert user1["known_gpu_equiv_hours"].min() > 0
+    assert user1["share_of_user_waste"].to_list() == pytest.approx([1.0, 0.0, 0.0])
+    assert queries.run("user_summary", store=store, user="user2").is_empty()  # job 2 alone, usage unknown
