@@ -127,7 +127,9 @@ with loop_tab:
                                        format_func=lambda d: {1: "daily", 7: "weekly", 14: "fortnightly"}[d])
     bt = ui.fetch(data.quota_backtest, flt, period_s=period_days * 86400.0)
     if bt is not None:
-        if bt.is_empty():
+        if bt.is_empty() and not data.options().users:  # openb's pods, Philly's subset: nobody is named
+            ui.empty("This log names no users, so there is no per-user coefficient to back-test.")
+        elif bt.is_empty():
             ui.empty("No periods with jobs in this window.")
         else:
             shape = shaping.backtest_shape(bt)

@@ -293,6 +293,7 @@ def test_a_log_without_users_names_no_user_none(monkeypatch, tmp_path):
     assert (ranked.value, ranked.delta) == ("0", "and jobs of no named user")  # not "1": nobody is named
     table = [d.value for d in at.dataframe if "rec_coefficient" in d.value.columns][0]
     assert table["user"].to_list() == ["(user not logged)"]
+    assert any("no per-user coefficient to back-test" in i.value for i in at.info)  # not "no periods with jobs"
     # the admin's My jobs page has nobody to open: it says why, not "Sign-in is not configured"
     at = page(at, "my_jobs")
     assert any("names no users" in i.value for i in at.info)
