@@ -444,8 +444,9 @@ def sim_efficiency(jobs: pl.DataFrame) -> dict:
 def idle_gpus_text(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` (job_waste rows) with ``idle_gpus``: "2 of 8 never used" where a per-GPU summary (jobstats) found
     GPUs whose mean utilisation was 0 %, "none of N" where it found none, null without per-GPU data; the job's
-    mean utilisation hides such GPUs."""
-    if not {"gpus_idle", "gpus_measured"} <= set(df.columns):
+    mean utilisation hides such GPUs. Where no job has per-GPU data (most stores) there is no column: a column of
+    blanks on every job reads as a fault."""
+    if not {"gpus_idle", "gpus_measured"} <= set(df.columns) or not (df["gpus_measured"].fill_null(0) > 0).any():
         return df
     idle, n = pl.col("gpus_idle"), pl.col("gpus_measured")
     text = (pl.when(n.is_null() | (n <= 0)).then(pl.lit(None, pl.String))

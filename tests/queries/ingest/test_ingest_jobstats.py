@@ -252,6 +252,10 @@ def test_idle_gpus_text_for_my_jobs():
     df = pl.DataFrame({"gpus_idle": [2.0, 0.0, None, 0.0], "gpus_measured": [8.0, 4.0, None, 0.0]})
     assert shaping.idle_gpus_text(df)["idle_gpus"].to_list() == ["2 of 8 never used", "none of 4", None, None]
     assert "idle_gpus" not in shaping.idle_gpus_text(pl.DataFrame({"x": [1]})).columns
+    # no job with per-GPU data (the sample store, sacct without jobstats): no column of blanks
+    none = pl.DataFrame({"gpus_idle": [None, 0.0], "gpus_measured": [None, 0.0]}, schema_overrides={
+        "gpus_idle": pl.Float64, "gpus_measured": pl.Float64})
+    assert "idle_gpus" not in shaping.idle_gpus_text(none).columns
 
 
 def test_a_store_written_before_the_new_columns_still_answers(tmp_path):
