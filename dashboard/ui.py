@@ -27,6 +27,15 @@ def favicon():
     return img
 
 
+def card(col, label: str, text: str, help: str | None = None) -> None:
+    """A metric card whose value may be a reason ("n/a: this log has no peak CPU"): a sentence is cut to a few
+    characters in a card's value, so the card shows "–" and the reason below it, as a grey note."""
+    if text.startswith("n/a: "):
+        col.metric(label, "–", text, delta_color="off", delta_arrow="off", border=True, help=help)
+    else:
+        col.metric(label, text, border=True, help=help)
+
+
 def compact(value: float | None, digits: int = 3) -> str:
     """Numbers that fit a metric card: 16, 2.5, 950, 12,400, 261 k, 4.07 M (a whole number below 100 - a count of
     jobs or nodes - without a decimal)."""

@@ -80,9 +80,9 @@ else:
     m3.metric(f"{hours} wasted", ui.compact(wasted_h), border=True)
 if me is not None:
     legacy = shaping.coefficient_text(me, "legacy_coefficient")
-    m4.metric("Quota coefficient", shaping.coefficient_text(me, "rec_coefficient"),
-              help=(f"Legacy score would give {legacy} (rank {me['legacy_rank']})."
-                    if me["legacy_coefficient"] is not None else f"Legacy score: {legacy}."), border=True)
+    ui.card(m4, "Quota coefficient", shaping.coefficient_text(me, "rec_coefficient"),
+            help=(f"Legacy score would give {legacy} (rank {me['legacy_rank']})."
+                  if me["legacy_coefficient"] is not None else f"Legacy score: {legacy}."))
 
 st.subheader("Your most wasteful jobs, and what to request instead")
 _LOW = "user_low_efficiency_jobs"

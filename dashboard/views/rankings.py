@@ -45,17 +45,17 @@ def own_standing(users) -> None:
         return
     row = me["row"]
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}" if row[wasted] is not None else
-              "n/a: your usage is not recorded", border=True,
-              help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio. Without usage data "
-                   "(a log with no CPU times) the waste is unknown, so there is no rank.")
+    ui.card(m1, f"Your rank by wasted {unit}", f"{me['rank']} of {me['of']}" if row[wasted] is not None else
+            "n/a: your usage is not recorded",
+            help="1 = the most waste. Ranked by absolute resource-hours, not by a ratio. Without usage data "
+                 "(a log with no CPU times) the waste is unknown, so there is no rank.")
     m2.metric(f"Your wasted {unit}", f"{row[wasted]:,.1f}" if row[wasted] is not None else "–", border=True)
-    m3.metric("Recommended coefficient", shaping.coefficient_text(row, "rec_coefficient"), border=True,
-              help="Absolute efficiency × confidence × demand: it rises when you right-size, whatever others do.")
-    m4.metric("Legacy coefficient", shaping.coefficient_text(row, "legacy_coefficient"), border=True,
-              help=(f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score."
-                    if row["legacy_coefficient"] is not None else
-                    "The old score needs each job's peak CPU utilisation, which this log does not record."))
+    ui.card(m3, "Recommended coefficient", shaping.coefficient_text(row, "rec_coefficient"),
+            help="Absolute efficiency × confidence × demand: it rises when you right-size, whatever others do.")
+    ui.card(m4, "Legacy coefficient", shaping.coefficient_text(row, "legacy_coefficient"),
+            help=(f"Relative rank {row['legacy_rank']} of {me['of']} by the old peak-based score."
+                  if row["legacy_coefficient"] is not None else
+                  "The old score needs each job's peak CPU utilisation, which this log does not record."))
     ui.chart(charts.score_scatter(privacy.unnamed(users, ident), name="user", legacy="legacy_coefficient",
                                   recommended="rec_coefficient", highlight=ident.user), "score_scatter",
              key="r_scatter")

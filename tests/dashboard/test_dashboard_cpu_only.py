@@ -148,7 +148,7 @@ def test_tiny_researcher_pages_show_the_missing_legacy_score(monkeypatch, tiny):
     assert f"core-hours wasted: {TINY_USER1_WASTED_H:.1f} of {580 / 3600:.1f} held" in metric(at, "Wasted (GPU-eq. h)").help
     assert not [m.label for m in at.metric if "GPU-hours" in m.label]
     at = page(at, "rankings")
-    assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
+    assert (metric(at, "Legacy coefficient").value, metric(at, "Legacy coefficient").delta) == ("–", "n/a: this log has no peak CPU")
     assert metric(at, "Your rank by wasted CPU core-hours").value == "1 of 4"
 
 
@@ -197,7 +197,7 @@ def test_hpc2n_researcher_pages_render_n_a(monkeypatch, hpc2n):
     at = page(app(monkeypatch, hpc2n, researcher="user171"), "my_jobs")
     assert "n/a: this log has no peak CPU" in metric(at, "Quota coefficient").help
     at = page(at, "rankings")
-    assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
+    assert (metric(at, "Legacy coefficient").value, metric(at, "Legacy coefficient").delta) == ("–", "n/a: this log has no peak CPU")
     rank = metric(at, "Your rank by wasted CPU core-hours").value
     assert rank.split(" of ")[0] != "1" or float(metric(at, "Your wasted CPU core-hours").value.replace(",", "")) > 0
 
@@ -261,8 +261,8 @@ def test_kth_without_usage_says_the_waste_is_unknown(monkeypatch, kth):
     assert top.value == "–" and top.delta == "n/a: this log records no usage"
     latest = jobs.sort("end", nulls_last=True).drop_nulls("end")["user"][-1]
     at = page(app(monkeypatch, kth, researcher=latest), "rankings")
-    assert metric(at, "Your rank by wasted CPU core-hours").value == "n/a: your usage is not recorded"
-    assert metric(at, "Legacy coefficient").value == "n/a: this log has no peak CPU"
+    assert (metric(at, "Your rank by wasted CPU core-hours").value, metric(at, "Your rank by wasted CPU core-hours").delta) == ("–", "n/a: your usage is not recorded")
+    assert (metric(at, "Legacy coefficient").value, metric(at, "Legacy coefficient").delta) == ("–", "n/a: this log has no peak CPU")
     at = page(at, "my_jobs")
     # nothing measured is not "0 wasted": no zero card, no table of zero-waste "drivers", no empty scatter
     assert metric(at, "Wasted (GPU-eq. h)").value == "–"
