@@ -85,8 +85,7 @@ with users_tab:
             m2.metric(f"Wasted {unit}", "–" if total is None else f"{total:,.0f}", border=True)
             top = users.row(0, named=True)
             if total is None:  # nobody's usage is known (an SWF log without CPU times, openb's GPU pods)
-                m3.metric("Largest waster", "–", "n/a: this log records no usage", delta_color="off",
-                          delta_arrow="off", border=True)
+                ui.card(m3, "Largest waster", "n/a: this log records no usage")
             else:
                 # a log without a User field (a sacct --format that left it out) has one user: nobody named
                 m3.metric("Largest waster", shaping.UNLOGGED_USER if top["user"] is None else str(top["user"]),
