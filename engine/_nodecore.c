@@ -612,7 +612,8 @@ static PyObject *NodeOps_place_in(NodeOps *self, PyObject *const *args, Py_ssize
  * Free resources are copied into C arrays, released job by job at their estimated ends (``run``: the running
  * jobs sorted by (estimated end, seq, job)); after each distinct end with an eligible node touched, the job is
  * placed on the copies: a single-node job by best fit over the touched nodes in index order, a gang once the idle
- * eligible capacity covers it, over ``gang_order``. */
+ * eligible capacity covers it, over ``gang_order``. A single-node job copies a node on its first touch only, so a
+ * call costs the running jobs walked, not the cluster's size; a gang needs every idle eligible node's capacity. */
 static int cmp_ssize(const void *a, const void *b)
 {
     Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
@@ -632,7 +633,7 @@ static PyObject *NodeOps_reservation(NodeOps *self, PyObject *const *args, Py_ss
         return NULL;
     Py_ssize_t N = PyList_GET_SIZE(self->fg), i;
     ll *fg = NULL, *fc = NULL, *fm = NULL, *cg = NULL, *cc = NULL, *cm = NULL;
-    char *av = NULL, *el = NULL, *mark = NULL;
+    char *av = NULL, *el = NULL, *mark = NULL, *loaded = NULL;
     Py_ssize_t *touched = NULL, nt = 0;
     PyObject *gseq = NULL, *out = NULL;
     fg = PyMem_Malloc(sizeof(ll) * 6 * (N + 1));
@@ -644,7 +645,16 @@ static PyObject *NodeOps_reservation(NodeOps *self, PyObject *const *args, Py_ss
     }
     fc = fg + N + 1, fm = fc + N + 1, cg = fm + N + 1, cc = cg + N + 1, cm = cc + N + 1;
     el = av + N + 1, mark = el + N + 1;
-    for (i = 0; i < N; i++) {
+    if (!gang) {
+        /* a single-node job reads only the nodes its released jobs touch: load those on first touch (below), not
+         * all N nodes and the whole eligible set per call (the per-call cost grew with the cluster) */
+        loaded = PyMem_Calloc((size_t)N + 1, 1);
+        if (loaded == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    for (i = 0; gang && i < N; i++) {
         int a = truthy(PyList_GET_ITEM(self->avail, i));
         if (a < 0 || item_ll(self->fg, i, &fg[i]) || item_ll(self->fc, i, &fc[i]) || item_ll(self->fm, i, &fm[i])
             || item_ll(self->cg, i, &cg[i]) || item_ll(self->cc, i, &cc[i]) || item_ll(self->cm, i, &cm[i]))
@@ -653,7 +663,7 @@ static PyObject *NodeOps_reservation(NodeOps *self, PyObject *const *args, Py_ss
         el[i] = 0;
         mark[i] = 0;
     }
-    {
+    if (gang) {
         PyObject *it = PyObject_GetIter(elig), *o;
         if (it == NULL)
             goto done;
@@ -717,6 +727,16 @@ static PyObject *NodeOps_reservation(NodeOps *self, PyObject *const *args, Py_ss
                         PyErr_SetString(PyExc_TypeError, "alloc rows are (node, g, c, m) tuples");
                     Py_DECREF(rows);
                     goto done;
+                }
+                if (loaded != NULL && !loaded[n]) {
+                    int ok = truthy(PyList_GET_ITEM(self->avail, n));
+                    int in = ok < 0 ? -1 : PySet_Contains(elig, PyTuple_GET_ITEM(row, 0));
+                    if (in < 0 || item_ll(self->fg, n, &fg[n]) || item_ll(self->fc, n, &fc[n])
+                        || item_ll(self->fm, n, &fm[n])) {
+                        Py_DECREF(rows);
+                        goto done;
+                    }
+                    av[n] = (char)ok, el[n] = (char)in, mark[n] = 0, loaded[n] = 1;
                 }
                 if (av[n]) {
                     fg[n] += a, fc[n] += b, fm[n] += d;
@@ -845,6 +865,7 @@ done:
     Py_XDECREF(gseq);
     PyMem_Free(fg);
     PyMem_Free(av);
+    PyMem_Free(loaded);
     PyMem_Free(touched);
     return out;
 }
