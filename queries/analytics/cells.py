@@ -212,25 +212,41 @@ def _holding(tx, table: str, scoped: pl.DataFrame) -> set[str]:
 
 class Scope:
     """What a refresh re-derives, the same for both cell tables, found on first use (a store keeping neither
-    table, or rebuilding a legacy one, reads nothing): ``keys``, the cells (``CELL``) keyed by a row of one of
-    the jobs ``changed`` (``cluster``, ``job_id``: the jobs whose rollup rows a refresh re-derived) before the
-    transaction or after it (the files it started from stay on disk until it commits; a file in both is read
-    once); ``jobs``, every job of those cells as the transaction would commit it."""
+    table, or rebuilding a legacy one, reads nothing): ``rows``, the ``jobs`` rows of the jobs ``changed``
+    (``cluster``, ``job_id``: the jobs whose rollup rows a refresh re-derived) before the transaction and after
+    it (the files it started from stay on disk until it commits; a file in both is read once); ``keys``, the
+    cells (``CELL``) those rows key; ``jobs``, every job of those cells as the transaction would commit it.
+    ``closed`` is the same over the rows that are not an open run (a RUNNING job without an end, which is in no
+    ``usage_cube`` cell)."""
 
-    def __init__(self, tx, changed: pl.DataFrame):
+    def __init__(self, tx, changed: pl.DataFrame, rows: pl.DataFrame | None = None):
         self.tx, self.changed = tx, changed
+        if rows is not None:
+            self.rows = rows
 
     @functools.cached_property
-    def keys(self) -> pl.DataFrame:
+    def rows(self) -> pl.DataFrame:
         tx = self.tx
         jobs = self.changed.select(pl.col("cluster").cast(pl.String).fill_null("default"),
                                    pl.col("job_id").cast(pl.String)).unique()
         files = sorted({r for r in tx.base_files if r.startswith("jobs/")} | set(tx.tables.get("jobs", [])))
-        return _job_cells(read_keyed([str(tx.store.root / r) for r in files], "jobs", jobs))
+        return read_keyed([str(tx.store.root / r) for r in files], "jobs", jobs)
+
+    @functools.cached_property
+    def keys(self) -> pl.DataFrame:
+        return _job_cells(self.rows)
 
     @functools.cached_property
     def jobs(self) -> pl.DataFrame:
         return _jobs_of(self.tx, self.keys) if self.keys.height else schema.empty("jobs")
+
+    @functools.cached_property
+    def closed(self) -> "Scope":
+        """The scope of the rows that are not an open run (``_jobs``' ``open_run``: RUNNING, no end). A job open
+        before and after the transaction is in no ``usage_cube`` cell either way: the cube's cells of its key do
+        not change (its re-derivation at a snapshot move, or for new samples, is the hour cells' business)."""
+        open_run = ((pl.col("state") == "RUNNING") & pl.col("end").is_null()).fill_null(False)
+        return Scope(self.tx, self.changed, rows=self.rows.filter(~open_run))
 
 
 def maintained(tx, table: str) -> bool:

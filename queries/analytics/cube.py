@@ -82,8 +82,9 @@ def refresh(tx, scoped: cells.Scope, fresh: pl.DataFrame | None = None) -> int:
     """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived),
     or the whole cube when it was written with cells of RUNNING jobs (``cells.refresh``); the number of cells
     written. ``fresh``: ``job_rollup`` rows the transaction is writing (the refresh takes them from there, not
-    from the files)."""
-    return cells.refresh(tx, TABLE, scoped, functools.partial(_derive_jobs, fresh=fresh), rebuild)
+    from the files). A job that is an open run before and after the transaction is in no cell: its key is not
+    re-derived for it (``cells.Scope.closed``)."""
+    return cells.refresh(tx, TABLE, scoped.closed, functools.partial(_derive_jobs, fresh=fresh), rebuild)
 
 
 def rebuild(tx, threads: int | None = None) -> int:

@@ -249,3 +249,29 @@ def test_a_running_job_across_snapshot_moves_then_ending_then_a_late_sample(stor
     assert not _cells(store, usage_hours.TABLE).filter(pl.col("user") == "u-live").equals(before)
     _equals_rebuild(store, tmp_path)
     _queries_equal_per_job(store)
+
+
+def test_new_samples_of_a_running_job_rewrite_its_hours_not_the_cube(store, tmp_path):
+    """Samples of a RUNNING job without an end (the daily lot of a long job) re-derive its user's hour cells; the
+    cube holds no open run, so none of its files is rewritten (``cells.Scope.closed``); both tables equal a
+    rebuild."""
+    snap = Store(store).snapshots()["east"]
+    running = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "RUNNING")
+                                               & pl.col("end").is_null() & pl.col("start").is_not_null()
+                                               & (pl.col("start") < snap - dt.timedelta(hours=2)))
+    assert running.height
+    job = running.row(0, named=True)
+    month = job["submit"].strftime("%Y-%m")
+    before = {t: _part_files(store, t, month) for t in KEYS}
+    assert before[cube.TABLE]  # the user's month has cells of other (closed) jobs
+    hours = _cells(store, usage_hours.TABLE)
+    fresh = pl.DataFrame({"cluster": ["east"] * 2, "job_id": [job["job_id"]] * 2,
+                          "ts": [snap - dt.timedelta(hours=2), snap - dt.timedelta(hours=1)],
+                          "interval_s": [1800.0] * 2, "cpu_used": [3.0, 1.0], "gpu_util": [0.7, 0.3],
+                          "mem_bytes": [5e9, 6e9]})
+    ingest([_write(fresh, tmp_path / "fresh-samples.parquet")], store, fmt="parquet")
+    assert _part_files(store, cube.TABLE, month) == before[cube.TABLE]
+    assert _part_files(store, usage_hours.TABLE, month) != before[usage_hours.TABLE]
+    assert not _cells(store, usage_hours.TABLE).equals(hours)
+    _equals_rebuild(store, tmp_path)
+    _queries_equal_per_job(store)
