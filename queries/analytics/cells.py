@@ -44,7 +44,18 @@ RUNNING = "running"  # the partition (in place of a month) of the cells of RUNNI
 KEYS = ["cluster", "job_id"]
 NO_PARTS = {"cluster": pl.String, "month": pl.String}
 CELL = ["cluster", "month", "user", "account"]  # what a refresh re-derives a cell by: its partition, user, account
-NO_CELLS = {**NO_PARTS, "user": pl.String, "account": pl.String}
+OPEN = "open_run"  # and, in a table with that column (usage_hours), whether it sums open runs (their own cells)
+NO_CELLS = {**NO_PARTS, "user": pl.String, "account": pl.String, OPEN: pl.Boolean}
+
+
+def _open_run() -> pl.Expr:
+    """``_jobs``' ``open_run`` on ``jobs`` rows: RUNNING without an end."""
+    return ((pl.col("state") == "RUNNING") & pl.col("end").is_null()).fill_null(False)
+
+
+def _cell_key(table: str) -> list[str]:
+    """The columns of a cell of ``table`` a refresh re-derives it by: ``CELL``, and ``OPEN`` where it has one."""
+    return [*CELL, OPEN] if OPEN in schema.TABLES[table] else CELL
 
 
 def dir_of(table: str, cluster: str, month: str) -> str:
@@ -111,21 +122,22 @@ def _rows_of(tx, rels: list[str]) -> int:
     return sum(pq.ParquetFile(tx.store.root / r).metadata.num_rows for r in rels)
 
 
-def _pieces(part: pl.DataFrame, split: str | None, size: int) -> list[pl.DataFrame]:
-    """A partition's cells ``part`` as the files a write gives them: per value of ``split``, sorted by user and
+def _pieces(part: pl.DataFrame, split: tuple[str, ...], size: int) -> list[pl.DataFrame]:
+    """A partition's cells ``part`` as the files a write gives them: per value of the ``split`` columns, sorted by
+    user and
     account (then every other column, so that the same cells give the same files), in slices of ``size`` rows.
     A user's cells are thus in few files, which is what a refresh rewrites of the partition."""
     part = part.sort(["user", "account", *[c for c in part.columns if c not in ("user", "account")]],
                      nulls_last=True)
-    groups = part.partition_by(split, maintain_order=True) if split and part.height else [part]
+    groups = part.partition_by(*split, maintain_order=True) if split and part.height else [part]
     return [g.slice(k, size) for g in groups for k in range(0, g.height, size)]
 
 
-def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: str | None = None,
+def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: tuple[str, ...] = (),
           replace: set[str] | None = None) -> None:
     """Replace the partitions ``parts`` of the cell table ``table`` by ``rows`` (a partition without rows is left
     empty); with ``replace`` (files of those partitions), only those files: ``rows`` are then their cells, and
-    the partitions' other files stay. ``split``: a column whose values go into files of their own. A partition's
+    the partitions' other files stay. ``split``: columns whose values go into files of their own. A partition's
     cells are written in files of ``target_rows`` (``_pieces``). The store's partition writers sort by job id,
     which a cell has not: the files are staged directly."""
     tx.tables.setdefault(table, [])
@@ -148,12 +160,13 @@ def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: str | 
 
 
 def _job_cells(jobs: pl.DataFrame) -> pl.DataFrame:
-    """The cell keys (``CELL``) of ``jobs`` rows, as ``_jobs`` stages them (no account: '(none)')."""
+    """The cell keys (``CELL`` and ``OPEN``) of ``jobs`` rows, as ``_jobs`` stages them (no account: '(none)')."""
     if not jobs.height:
         return pl.DataFrame(schema=NO_CELLS)
     return jobs.select(pl.col("cluster").cast(pl.String).fill_null("default"),
                        pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown").alias("month"),
-                       pl.col("user").cast(pl.String), pl.col("account").cast(pl.String).fill_null("(none)")).unique()
+                       pl.col("user").cast(pl.String), pl.col("account").cast(pl.String).fill_null("(none)"),
+                       _open_run().alias(OPEN)).unique()
 
 
 def _row_cells(rows: pl.DataFrame) -> pl.DataFrame:
@@ -162,20 +175,23 @@ def _row_cells(rows: pl.DataFrame) -> pl.DataFrame:
                              _part_expr().alias("__month"))
 
 
-def _in_cells(rows: pl.DataFrame, keys: pl.DataFrame, how: str) -> pl.DataFrame:
-    """The cells of ``rows`` whose key is (``how`` = semi) or is not (anti) in ``keys`` (``CELL``)."""
-    return _row_cells(rows).join(keys, left_on=["__cluster", "__month", "user", "account"], right_on=CELL,
+def _in_cells(rows: pl.DataFrame, keys: pl.DataFrame, how: str, table: str) -> pl.DataFrame:
+    """The cells of ``rows`` (of ``table``) whose key is (``how`` = semi) or is not (anti) in ``keys``
+    (``_cell_key``)."""
+    on = _cell_key(table)
+    return _row_cells(rows).join(keys.select(on).unique(), left_on=["__cluster", "__month", *on[2:]], right_on=on,
                                  how=how, nulls_equal=True).drop("__cluster", "__month")
 
 
 def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``jobs`` (all of one partition of ``keys``) whose cluster, user and account, as ``_jobs``
-    stages them, are a key of ``keys`` (``CELL``)."""
+    """The rows of ``jobs`` (all of one partition of ``keys``) whose cluster, user, account and open run, as
+    ``_jobs`` stages them, are a key of ``keys`` (``_job_cells``)."""
     staged = jobs.with_columns(pl.col("cluster").cast(pl.String).fill_null("default").alias("__cluster"),
-                               pl.col("account").cast(pl.String).fill_null("(none)").alias("__account"))
-    return staged.join(keys.select("cluster", "user", "account"), left_on=["__cluster", "user", "__account"],
-                       right_on=["cluster", "user", "account"], how="semi", nulls_equal=True
-                       ).drop("__cluster", "__account")
+                               pl.col("account").cast(pl.String).fill_null("(none)").alias("__account"),
+                               _open_run().alias("__open"))
+    return staged.join(keys.select("cluster", "user", "account", OPEN), left_on=["__cluster", "user", "__account", "__open"],
+                       right_on=["cluster", "user", "account", OPEN], how="semi", nulls_equal=True
+                       ).drop("__cluster", "__account", "__open")
 
 
 def _jobs_of(tx, scoped: pl.DataFrame) -> pl.DataFrame:
@@ -196,17 +212,19 @@ def _jobs_of(tx, scoped: pl.DataFrame) -> pl.DataFrame:
 
 def _holding(tx, table: str, scoped: pl.DataFrame) -> set[str]:
     """The files a refresh of the cells ``scoped`` rewrites: in their partitions, each file holding a cell of
-    one of their users (its ``user`` column alone is read), and each small file (under a quarter of
-    ``target_rows``), merged on the way so that a partition keeps few files."""
+    one of their users (its ``user`` column alone is read; with ``OPEN``, of their users' open or closed cells as
+    the key says), and each small file (under a quarter of ``target_rows``), merged on the way so that a
+    partition keeps few files."""
     out = set()
+    cols = ["user", *_cell_key(table)[len(CELL):]]
     for (cluster, month), keys in scoped.group_by(["cluster", "month"], maintain_order=True):
         prefix = dir_of(table, cluster, month) + "/"
         rels = [r for r in tx.tables.get(table, []) if r.startswith(prefix)]
-        users = [pl.read_parquet(tx.store.root / r, columns=["user"])["user"] for r in rels]
-        small = target_rows(sum(u.len() for u in users)) // 4
-        wanted, null = keys["user"].drop_nulls().unique().implode(), keys["user"].null_count() > 0
-        out.update(r for r, u in zip(rels, users)
-                   if u.len() < small or u.is_in(wanted).any() or (null and u.null_count() > 0))
+        held = [pl.read_parquet(tx.store.root / r, columns=cols) for r in rels]
+        small = target_rows(sum(h.height for h in held)) // 4
+        wanted = keys.select(cols).unique()
+        out.update(r for r, h in zip(rels, held)
+                   if h.height < small or h.join(wanted, on=cols, how="semi", nulls_equal=True).height)
     return out
 
 
@@ -256,7 +274,7 @@ def maintained(tx, table: str) -> bool:
 
 
 def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFrame], pl.DataFrame],
-            rebuild: Callable[[object], int], split: str | None = None) -> int:
+            rebuild: Callable[[object], int], split: tuple[str, ...] = ()) -> int:
     """Bring the cells ``scoped`` (``Scope``) of ``table`` up to date; the number of cells written. Nothing when
     the store does not keep the table (``maintained``); the whole table (``rebuild(tx)``) when it was written
     with cells of RUNNING jobs (``legacy``). Else they are re-derived from their jobs (``derive(tx, jobs)``: the
@@ -270,9 +288,9 @@ def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFram
     if not scoped.keys.height:
         return 0
     jobs = scoped.jobs
-    rows = _in_cells(derive(tx, jobs), scoped.keys, "semi") if jobs.height else schema.empty(table)
+    rows = _in_cells(derive(tx, jobs), scoped.keys, "semi", table) if jobs.height else schema.empty(table)
     picked = _holding(tx, table, scoped.keys)
-    kept = [_in_cells(schema.conform(pl.read_parquet(tx.store.root / r), table), scoped.keys, "anti")
+    kept = [_in_cells(schema.conform(pl.read_parquet(tx.store.root / r), table), scoped.keys, "anti", table)
             for r in sorted(picked)]
     rows = pl.concat([rows, *kept])
     write(tx, table, rows, scoped.keys.select("cluster", "month").unique(maintain_order=True), split=split,
@@ -300,12 +318,13 @@ def all_parts(tx) -> pl.DataFrame:
     return months.sort("cluster", "month")
 
 
-def _marks_running(path) -> bool:
+def _marks_running(path, table: str) -> bool:
     """Whether the cell file at ``path`` may hold a cell of RUNNING jobs as legacy tables wrote them: its
-    ``running`` column is missing, or its statistics show a true or a null (the footer is read, not the rows)."""
+    ``running`` column is missing, or its statistics show a true or a null (the footer is read, not the rows); or
+    it lacks ``table``'s ``OPEN`` column."""
     meta = pq.ParquetFile(path).metadata
     names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if "running" not in names:
+    if "running" not in names or (OPEN in schema.TABLES[table] and OPEN not in names):
         return True
     k = names.index("running")
     for g in range(meta.num_row_groups):
@@ -320,10 +339,15 @@ def _marks_running(path) -> bool:
 def legacy(tx, table: str) -> bool:
     """Whether ``tx``'s ``table`` was written when RUNNING jobs without an end had cells of their own: it has a
     ``RUNNING`` partition, or a file whose ``running`` column is missing or not all false (a cube older still,
-    whose months hold them). Such a table is rebuilt by its next refresh (``cube.refresh``,
-    ``usage_hours.refresh``); the queries do not read it until then."""
+    whose months hold them); or, for a table with an ``OPEN`` column (``usage_hours``), a file without it (written
+    before 2026-12-06, when an open run's sampled usage shared its user's cells: right sums, which the queries
+    read, but a refresh could not re-derive the open runs' alone). Such a table is rebuilt by its next refresh
+    (``cube.refresh``, ``usage_hours.refresh``), once; the queries do not read one with RUNNING cells until then.
+    """
     rels = tx.tables.get(table, [])
-    return any(f"/month={RUNNING}/" in r for r in rels) or any(_marks_running(tx.store.root / r) for r in rels)
+    return any(f"/month={RUNNING}/" in r for r in rels) or any(_marks_running(tx.store.root / r, table)
+                                                                 for r in rels)
+
 
 def rebuild(tx, table: str, derive, write, threads: int | None = None) -> int:
     """Re-derive the whole cell ``table`` of ``tx``'s store, one partition of ``all_parts`` at a time

@@ -21,7 +21,10 @@ Invariants (as ``cube``'s):
   requested, unknown and totals-based usage depend on its run end, its cluster's snapshot, which every ingest
   moves; ``gap_area`` derives them per job from its ``jobs`` row and its ``job_rollup`` row's sample counts
   (``sql/_hour_cells.sql``). Its samples end inside its run (the rollup refresh re-derives, at a snapshot move,
-  the RUNNING jobs whose samples reach past their row's run end), so a snapshot move changes no cell. A table
+  the RUNNING jobs whose samples reach past their row's run end), so a snapshot move changes no cell. Those
+  cells are its own: ``open_run`` true, in files of their own (``SPLIT``), re-derived by their key
+  (cluster, month, user, account, ``open_run``): new samples of a long job (every day's, for a job that runs for
+  weeks) rewrite its user's open cells of that month, not the cells of every job the user ran in it. A table
   written when those jobs had whole cells of their own (``cells.legacy``) is not read by ``gap_area``, and its
   next refresh rebuilds it, once.
 - Compaction's rollup refresh re-derives the months whose samples it coarsened, as an ingest's does.
@@ -36,6 +39,9 @@ from .loader import run
 
 TABLE = "usage_hours"
 QUERY = "_usage_hours"
+# files of their own per grain (a query reads one: the files' statistics let DuckDB skip the other) and for the
+# open runs' cells (their new samples rewrite those small files, not their users' other cells)
+SPLIT = ("grain_s", cells.OPEN)
 
 
 def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -65,9 +71,8 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
 
 
 def _write(tx, rows: pl.DataFrame, months: pl.DataFrame) -> None:
-    """Replace the partitions ``months`` of the table by ``rows``; the hour and the day cells in files of their
-    own (a query reads one grain, and the files' statistics let DuckDB skip the other)."""
-    cells.write(tx, TABLE, rows, months, split="grain_s")
+    """Replace the partitions ``months`` of the table by ``rows``, in files per ``SPLIT``."""
+    cells.write(tx, TABLE, rows, months, split=SPLIT)
 
 
 def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
@@ -82,8 +87,8 @@ def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
 def refresh(tx, scoped: cells.Scope) -> int:
     """Re-derive the cells ``scoped`` (``cells.Scope``: those of the jobs whose rollup rows a refresh re-derived),
     or the whole table when it was written with whole cells of RUNNING jobs (``cells.refresh``); the number of
-    cells written. The hour and the day cells in files of their own (``_write``)."""
-    return cells.refresh(tx, TABLE, scoped, _derive_jobs, rebuild, split="grain_s")
+    cells written, in files per ``SPLIT``."""
+    return cells.refresh(tx, TABLE, scoped, _derive_jobs, rebuild, split=SPLIT)
 
 
 def rebuild(tx, threads: int | None = None) -> int:

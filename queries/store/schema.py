@@ -216,6 +216,8 @@ USAGE_HOURS: dict[str, tuple[pl.DataType, str]] = {
     "submit": (UTC_TS, "first instant of the cell's jobs' submit month, UTC (partitions the table as jobs)"),
     "running": (pl.Boolean, "false; true (in a partition month=running) in a table written when RUNNING jobs had "
                             "whole cells, which gap_area does not read and the next refresh rebuilds"),
+    "open_run": (pl.Boolean, "true: the sampled usage of RUNNING jobs without an end (cells and files of their own, "
+                             "so that their new samples re-derive only these); false: every other job's"),
     "user": (pl.String, "user"),
     "account": (pl.String, "account ('(none)' when the jobs have none)"),
     "grain_s": (pl.Float64, "the cell's length: 3600 (an hour) or 86400 (a UTC day)"),

@@ -88,6 +88,8 @@ def rolled_store() -> Path:
     stale = not rows or "samples_end_s" not in pl.read_parquet_schema(rows[0])
     # files written before the footers' job summaries: the rebuild writes them (one-off, like a migration)
     stale = stale or not all(keyindex.has_summary(f) for f in Store(root).files("jobs"))
+    hours = Store(root).files("usage_hours") if rows else []  # hour cells from before the open runs' own cells
+    stale = stale or bool(hours) and "open_run" not in pl.read_parquet_schema(hours[0])
     if not (root / "job_day_rollup").is_dir() or stale:  # built by an older layout, or not yet
         t, c = time.perf_counter(), time.process_time()
         n = rollup.rebuild(root, threads=2)

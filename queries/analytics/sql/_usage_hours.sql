@@ -11,8 +11,10 @@
 -- A RUNNING job without an end (_jobs: open_run) puts only its sampled usage into the cells (each sample clipped
 -- to its run, which the samples end inside: queries.analytics.rollup re-derives a job whose samples reach past
 -- its run end at each snapshot move): its requested, unknown and totals-based usage depend on its run end, which
--- moves with every snapshot, and gap_area derives them per job. So a snapshot move changes no cell. The column
--- `running` is false (true marked the cells of RUNNING jobs of a table written before, see _hour_cells).
+-- moves with every snapshot, and gap_area derives them per job. So a snapshot move changes no cell. Its sampled
+-- usage is in cells of their own (`open_run` true, written in files of their own): new samples of a long job
+-- re-derive its user's open cells, not the cells of every job the user ran that month. The column `running` is
+-- false (true marked the cells of RUNNING jobs of a table written before, see _hour_cells).
 with
 -- include: _jobs
 -- include: _usage_all
@@ -46,7 +48,7 @@ run_pieces as (
     -- each run split at the hours: requested, unknown usage (gap_area's usage_known: a known level and samples
     -- or totals for the resource; no GPUs = 0 used, known) and used from totals (jobs without samples of it)
     select
-        j.cluster, j.submit_month, j."user", j.account, h.k * 3600.0 as hour_s,
+        j.cluster, j.submit_month, j.open_run, j."user", j.account, h.k * 3600.0 as hour_s,
         j.cpus * p.piece_s as cpu_req_s,
         case when not (j.cpu_sampled or j.cpu_rate_totals is not null) then j.cpus * p.piece_s end as cpu_unknown_s,
         case when not j.cpu_sampled then j.cpu_rate_totals * p.piece_s end as cpu_used_s,
@@ -67,7 +69,7 @@ sample_pieces as (
     -- used, sampled: each sample's interval clipped to the run (clipped_samples: levels capped) split at the
     -- hours; a sample outside the run (an empty interval) adds nothing
     select
-        j.cluster, j.submit_month, j."user", j.account, h.k * 3600.0 as hour_s,
+        j.cluster, j.submit_month, j.open_run, j."user", j.account, h.k * 3600.0 as hour_s,
         s.cpu_level * p.piece_s as cpu_used_s,
         s.gpu_level * p.piece_s as gpu_used_s,
         s.mem_level * p.piece_s as mem_used_gbs
@@ -79,33 +81,33 @@ sample_pieces as (
 ),
 
 pieces as (
-    select cluster, submit_month, "user", account, hour_s, cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s,
+    select cluster, submit_month, open_run, "user", account, hour_s, cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s,
            gpu_used_s, gpu_unknown_s, mem_req_gbs, mem_used_gbs, mem_unknown_gbs
     from run_pieces
     union all
-    select cluster, submit_month, "user", account, hour_s, null, cpu_used_s, null, null, gpu_used_s, null, null,
+    select cluster, submit_month, open_run, "user", account, hour_s, null, cpu_used_s, null, null, gpu_used_s, null, null,
            mem_used_gbs, null
     from sample_pieces
 ),
 
 hours as materialized (
     select
-        cluster, submit_month, "user", account, hour_s,
+        cluster, submit_month, open_run, "user", account, hour_s,
         sum(cpu_req_s) as cpu_req_s, sum(cpu_used_s) as cpu_used_s, sum(cpu_unknown_s) as cpu_unknown_s,
         sum(gpu_req_s) as gpu_req_s, sum(gpu_used_s) as gpu_used_s, sum(gpu_unknown_s) as gpu_unknown_s,
         sum(mem_req_gbs) as mem_req_gbs, sum(mem_used_gbs) as mem_used_gbs, sum(mem_unknown_gbs) as mem_unknown_gbs
     from pieces
-    group by cluster, submit_month, "user", account, hour_s
+    group by cluster, submit_month, open_run, "user", account, hour_s
 )
-select cluster, submit_month as submit, false as running, "user", account, 3600.0 as grain_s, hour_s as t_s,
+select cluster, submit_month as submit, false as running, open_run, "user", account, 3600.0 as grain_s, hour_s as t_s,
        cpu_req_s, cpu_used_s, cpu_unknown_s, gpu_req_s, gpu_used_s, gpu_unknown_s, mem_req_gbs, mem_used_gbs,
        mem_unknown_gbs
 from hours
 union all
 -- the same cells summed per UTC day: a query whose buckets and window are whole days reads 24x fewer rows
-select cluster, submit_month, false, "user", account, 86400.0, floor(hour_s / 86400.0) * 86400.0,
+select cluster, submit_month, false, open_run, "user", account, 86400.0, floor(hour_s / 86400.0) * 86400.0,
        sum(cpu_req_s), sum(cpu_used_s), sum(cpu_unknown_s), sum(gpu_req_s), sum(gpu_used_s), sum(gpu_unknown_s),
        sum(mem_req_gbs), sum(mem_used_gbs), sum(mem_unknown_gbs)
 from hours
-group by cluster, submit_month, "user", account, floor(hour_s / 86400.0)
-order by cluster, submit, "user", account, grain_s, t_s
+group by cluster, submit_month, open_run, "user", account, floor(hour_s / 86400.0)
+order by cluster, submit, open_run, "user", account, grain_s, t_s

@@ -23,7 +23,7 @@ from test_rollup import _write
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
 KEYS = {cube.TABLE: ["cluster", "submit", "running", "user", "account", "day_lo_s", "day_hi_s"],
-        usage_hours.TABLE: ["cluster", "submit", "running", "user", "account", "grain_s", "t_s"]}
+        usage_hours.TABLE: ["cluster", "submit", "running", "open_run", "user", "account", "grain_s", "t_s"]}
 
 
 def _cells(store, table: str) -> pl.DataFrame:
@@ -251,19 +251,30 @@ def test_a_running_job_across_snapshot_moves_then_ending_then_a_late_sample(stor
     _queries_equal_per_job(store)
 
 
-def test_new_samples_of_a_running_job_rewrite_its_hours_not_the_cube(store, tmp_path):
-    """Samples of a RUNNING job without an end (the daily lot of a long job) re-derive its user's hour cells; the
-    cube holds no open run, so none of its files is rewritten (``cells.Scope.closed``); both tables equal a
-    rebuild."""
+def test_new_samples_of_a_running_job_rewrite_its_open_hours_only(store, tmp_path, monkeypatch):
+    """Samples of a RUNNING job without an end (the daily lot of a long job) re-derive its user's open-run hour
+    cells (``open_run``, files of their own): the files of the user's other cells of that month stay the same
+    files (bar the small ones a refresh merges), and the cube holds no open run, so none of its files is
+    rewritten (``cells.Scope.closed``); both tables equal a rebuild. Small cell files (so that none of "one
+    file"'s partition files counts as one the refresh merges)."""
+    monkeypatch.setattr(cells, "FILES_PER_PART", 64)
+    monkeypatch.setattr(cells, "MIN_FILE_ROWS", 8)
     snap = Store(store).snapshots()["east"]
-    running = Store(store).read("jobs").filter((pl.col("cluster") == "east") & (pl.col("state") == "RUNNING")
-                                               & pl.col("end").is_null() & pl.col("start").is_not_null()
-                                               & (pl.col("start") < snap - dt.timedelta(hours=2)))
-    assert running.height
+    jobs = Store(store).read("jobs").filter(pl.col("cluster") == "east")
+    closed = jobs.filter(pl.col("state") != "RUNNING").select("user", pl.col("submit").dt.strftime("%Y-%m"))
+    running = (jobs.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null() & pl.col("start").is_not_null()
+                           & (pl.col("start") < snap - dt.timedelta(hours=2)))
+               .join(closed, left_on=["user", pl.col("submit").dt.strftime("%Y-%m")], right_on=["user", "submit"],
+                     how="semi"))
+    assert running.height  # a long job of a user who also ran others that month
     job = running.row(0, named=True)
     month = job["submit"].strftime("%Y-%m")
     before = {t: _part_files(store, t, month) for t in KEYS}
-    assert before[cube.TABLE]  # the user's month has cells of other (closed) jobs
+    sizes = {r: pl.read_parquet(store / r).height for r in before[usage_hours.TABLE]}
+    small = cells.target_rows(sum(sizes.values())) // 4
+    others = {r for r in before[usage_hours.TABLE] if sizes[r] >= small
+              and pl.read_parquet(store / r).filter((pl.col("user") == job["user"]) & ~pl.col("open_run")).height}
+    assert others and before[cube.TABLE]
     hours = _cells(store, usage_hours.TABLE)
     fresh = pl.DataFrame({"cluster": ["east"] * 2, "job_id": [job["job_id"]] * 2,
                           "ts": [snap - dt.timedelta(hours=2), snap - dt.timedelta(hours=1)],
@@ -271,7 +282,10 @@ def test_new_samples_of_a_running_job_rewrite_its_hours_not_the_cube(store, tmp_
                           "mem_bytes": [5e9, 6e9]})
     ingest([_write(fresh, tmp_path / "fresh-samples.parquet")], store, fmt="parquet")
     assert _part_files(store, cube.TABLE, month) == before[cube.TABLE]
-    assert _part_files(store, usage_hours.TABLE, month) != before[usage_hours.TABLE]
+    after = _part_files(store, usage_hours.TABLE, month)
+    assert others <= after  # the user's closed cells: the same files
+    new = pl.concat([pl.read_parquet(store / r) for r in after - before[usage_hours.TABLE]])
+    assert new.filter(pl.col("user") == job["user"])["open_run"].all()
     assert not _cells(store, usage_hours.TABLE).equals(hours)
     _equals_rebuild(store, tmp_path)
     _queries_equal_per_job(store)

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from queries.analytics import compact, cube, rollup, run, usage_hours
+from queries.analytics import cells, compact, cube, rollup, run, usage_hours
 from queries.analytics.cells import parts_of
 from queries.ingest import ingest
 from queries.store import Store, connect, schema
@@ -26,7 +26,7 @@ from test_rollup import _files, _write
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 2, tzinfo=UTC)
-CELL = ["cluster", "submit", "running", "user", "account", "grain_s", "t_s"]
+CELL = ["cluster", "submit", "running", "open_run", "user", "account", "grain_s", "t_s"]
 AMOUNTS = ["requested_seconds", "used_seconds", "wasted_seconds", "unknown_usage_seconds"]
 REPO = Path(__file__).resolve().parents[3]
 
@@ -285,3 +285,29 @@ def test_quota_backtest_does_read_the_day_rollup(celled_store, tmp_path):
     assert (tampered["rec_efficiency"].fill_null(-1) != honest["rec_efficiency"].fill_null(-1)).sum() > 10
     for params in ({"use_rollup": False, "period_s": 86400.0}, {"period_s": 21600.0}):
         _same(run("quota_backtest", store, **params), run("quota_backtest", celled_store, **params))
+
+
+def test_hour_cells_without_open_run_are_read_and_rebuilt_by_the_first_refresh(celled_store, tmp_path):
+    """A table written before open runs had cells of their own (no ``open_run`` column; an open run's sampled
+    usage summed into its user's cells) answers gap_area as before (the sums are right), and the first refresh
+    rebuilds it, once: it then has the column and equals a rebuild."""
+    store = tmp_path / "old"
+    shutil.copytree(celled_store, store)
+    assert _cells(store)["open_run"].any()  # the random store has open runs with samples
+    for f in Store(store).files(usage_hours.TABLE):
+        pl.read_parquet(f).drop("open_run").write_parquet(f)
+    with Store(store).transaction() as tx:
+        assert cells.legacy(tx, usage_hours.TABLE)
+        tx.derived_fresh = True
+    params = {"bucket_s": 3600.0, "group_by": "user", "resource": "cpu"}
+    _same(run("gap_area", store, **params), _raw(store, **params))
+    late = pl.DataFrame({"cluster": ["east"], "job_id": ["april-1"], "user": ["u1"], "account": ["lab"],
+                         "state": ["COMPLETED"], "submit": [_ts(30 * 86400)], "start": [_ts(30 * 86400)],
+                         "end": [_ts(30 * 86400 + 3600)], "req_cpus": [2.0]})
+    ingest([_write(late, tmp_path / "april.parquet")], store, fmt="parquet")
+    assert all("open_run" in pl.read_parquet_schema(f) for f in Store(store).files(usage_hours.TABLE))
+    _same(_cells(store), _rebuilt_cells(store, tmp_path))
+    with Store(store).transaction() as tx:
+        assert not cells.legacy(tx, usage_hours.TABLE)
+        tx.derived_fresh = True
+    _same(run("gap_area", store, **params), _raw(store, **params))
