@@ -160,7 +160,9 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
     the cells (``queries.analytics.cells.refresh``): 5.72 CPU-s against 1.24 (4.6x; 9.61 against 1.33, 7.2x,
     before it, same session, load average 15); README "Speed". 2026-12-06, 1 M, quiet machine, each store rebuilt
     by its code: day A 6.41 CPU-s against 0.88 (7.3x) with the cell partitions in files by user (16.25 against
-    0.97, 16.8x, with one file per partition), day B 1.77 against 0.89 (2.0x; before 1.75 against 0.97)."""
+    0.97, 16.8x, with one file per partition), day B 1.77 against 0.89 (2.0x; before 1.75 against 0.97).
+    Later that day, with open runs out of their users' cells: 1 M day A 3.12 against 0.66 (4.7x), day B 1.33
+    against 0.53; 3 M day A 5.71 against 0.59 (9.7x), day B 2.13 against 0.50 (README "Speed")."""
     paths = _one_day(tmp_path, 10 * N_JOBS)
     shifted = _next_day(tmp_path, paths)
     best = {"empty": [], "big": [], "empty B": [], "big B": []}
