@@ -10,7 +10,8 @@ refresh rebuilds such a table once.)
 
 A refresh (``refresh``, the one path of both tables) re-derives only the cells a transaction can have changed:
 those keyed by the (cluster, month, user, account) of every re-derived job's row before the transaction (read
-from the jobs files the transaction started from) and after it (``Scope``), from the jobs of those keys alone
+from the jobs files the transaction started from) and after it (``Scope``; in ``usage_hours``, whose open runs'
+sampled usage has cells of its own, also by whether the job is an open run), from the jobs of those keys alone
 (and their ``job_rollup`` rows or samples). A partition's cells are in files sorted by user, each about an
 eighth of it (``write``); the refresh rewrites the files holding a cell of those keys' users, with their other
 cells as they were, and keeps the partition's other files. So a day's ingest costs what its jobs' users hold
@@ -124,8 +125,8 @@ def _rows_of(tx, rels: list[str]) -> int:
 
 def _pieces(part: pl.DataFrame, split: tuple[str, ...], size: int) -> list[pl.DataFrame]:
     """A partition's cells ``part`` as the files a write gives them: per value of the ``split`` columns, sorted by
-    user and
-    account (then every other column, so that the same cells give the same files), in slices of ``size`` rows.
+    user and account (then every other column, so that the same cells give the same files), in slices of
+    ``size`` rows.
     A user's cells are thus in few files, which is what a refresh rewrites of the partition."""
     part = part.sort(["user", "account", *[c for c in part.columns if c not in ("user", "account")]],
                      nulls_last=True)
@@ -178,9 +179,9 @@ def _row_cells(rows: pl.DataFrame) -> pl.DataFrame:
 def _in_cells(rows: pl.DataFrame, keys: pl.DataFrame, how: str, table: str) -> pl.DataFrame:
     """The cells of ``rows`` (of ``table``) whose key is (``how`` = semi) or is not (anti) in ``keys``
     (``_cell_key``)."""
-    on = _cell_key(table)
-    return _row_cells(rows).join(keys.select(on).unique(), left_on=["__cluster", "__month", *on[2:]], right_on=on,
-                                 how=how, nulls_equal=True).drop("__cluster", "__month")
+    on = _cell_key(table)  # cluster and month as _row_cells stages them, then the cell's own columns
+    return _row_cells(rows).join(keys.select(on).unique(), left_on=["__cluster", "__month", *on[len(NO_PARTS):]],
+                                 right_on=on, how=how, nulls_equal=True).drop("__cluster", "__month")
 
 
 def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
@@ -189,9 +190,9 @@ def _with_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     staged = jobs.with_columns(pl.col("cluster").cast(pl.String).fill_null("default").alias("__cluster"),
                                pl.col("account").cast(pl.String).fill_null("(none)").alias("__account"),
                                _open_run().alias("__open"))
-    return staged.join(keys.select("cluster", "user", "account", OPEN), left_on=["__cluster", "user", "__account", "__open"],
-                       right_on=["cluster", "user", "account", OPEN], how="semi", nulls_equal=True
-                       ).drop("__cluster", "__account", "__open")
+    on = ["cluster", "user", "account", OPEN]
+    return staged.join(keys.select(on), left_on=["__cluster", "user", "__account", "__open"], right_on=on,
+                       how="semi", nulls_equal=True).drop("__cluster", "__account", "__open")
 
 
 def _jobs_of(tx, scoped: pl.DataFrame) -> pl.DataFrame:
@@ -233,7 +234,8 @@ class Scope:
     table, or rebuilding a legacy one, reads nothing): ``rows``, the ``jobs`` rows of the jobs ``changed``
     (``cluster``, ``job_id``: the jobs whose rollup rows a refresh re-derived) before the transaction and after
     it (the files it started from stay on disk until it commits; a file in both is read once); ``keys``, the
-    cells (``CELL``) those rows key; ``jobs``, every job of those cells as the transaction would commit it.
+    cells (``CELL`` and ``OPEN``: ``_job_cells``) those rows key; ``jobs``, every job of those cells as the
+    transaction would commit it.
     ``closed`` is the same over the rows that are not an open run (a RUNNING job without an end, which is in no
     ``usage_cube`` cell)."""
 
@@ -263,8 +265,7 @@ class Scope:
         """The scope of the rows that are not an open run (``_jobs``' ``open_run``: RUNNING, no end). A job open
         before and after the transaction is in no ``usage_cube`` cell either way: the cube's cells of its key do
         not change (its re-derivation at a snapshot move, or for new samples, is the hour cells' business)."""
-        open_run = ((pl.col("state") == "RUNNING") & pl.col("end").is_null()).fill_null(False)
-        return Scope(self.tx, self.changed, rows=self.rows.filter(~open_run))
+        return Scope(self.tx, self.changed, rows=self.rows.filter(~_open_run()))
 
 
 def maintained(tx, table: str) -> bool:
