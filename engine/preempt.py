@@ -31,6 +31,9 @@ Invariants:
   the victims needed) runs in ``engine/_nodecore.c`` (``NodeOps.release_fits``, ``NodeOps.victims``), except
   with QoS pairs or guarantee reclaim; the Python lines of ``_victims`` are its reference and oracle
   (``tests/engine/test_compiled_preempt.py``), and the DRF and cost checks (``_pays``) are shared.
+- A job preempted more than ``MAX_PREEMPTIONS_PER_JOB`` times stops the run with a ``ConfigError`` naming it (a
+  livelock: a lookback no longer than the min runtime lets two buckets trade places for ever), instead of
+  simulating without end.
 - Rounds run after every pass; a search that found nothing is not repeated until the running set, the head
   or the set of preemptible jobs changes (so a team drifting under its share over quiet time is noticed at
   the next event that changes one of those).
@@ -40,9 +43,15 @@ from __future__ import annotations
 import math
 
 from .backfill.easy import reservation_time
+from .config import ConfigError
 from .events import P_MINRT
 from .jobstate import QUEUED, RUNNING
 from .units import INF
+
+# A job preempted this often is in a livelock, not a schedule: with a lookback no longer than the min runtime and
+# no checkpoints, two buckets can trade places every min runtime for ever (each run loses its work, simulated
+# time grows without end). A real contract (hours) cannot come near it in any horizon a log spans.
+MAX_PREEMPTIONS_PER_JOB = 1000
 
 
 class PreemptState:
@@ -73,6 +82,7 @@ class PreemptState:
         self.qos_victims = [pairs.get(q) or None for q in self.qos] if pairs else None
         self.failed_key = None
         self.served = (None, None)
+        self.preempted = [0] * n  # times each job was preempted (the livelock bound)
 
 
 def on_start(sim, j, now, dur) -> None:
@@ -393,6 +403,13 @@ def rounds(sim, now) -> None:
         victims, placement = found
         sim.counters["preemption_rounds"] += 1
         for v in victims:
+            pre.preempted[v] += 1
+            if pre.preempted[v] > MAX_PREEMPTIONS_PER_JOB:
+                raise ConfigError(
+                    f"preemption livelock: job {sim.wl.job_id[v]} was preempted {pre.preempted[v] - 1} times (now by "
+                    f"job {sim.wl.job_id[J]}, at t={now:g} s): its run never outlasts its min runtime before another "
+                    "bucket takes its place; use a longer lookback than the min runtime, a longer min runtime or a "
+                    "checkpoint interval")
             sim.requeue(v, now, "preempt")
         sim.start(J, now, placement)
         sim.dequeue(J)

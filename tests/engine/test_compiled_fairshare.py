@@ -12,6 +12,7 @@ check FAILS (never skips) when gcc is here but the module is absent or stale.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import hashlib
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compiled_pool import (ACCOUNTS, BACKFILL, BUDGETS, CONTRACTS, assert_identical, node_cluster,
+from test_compiled_pool import (ACCOUNTS, BACKFILL, BUDGETS, CONTRACTS, assert_identical, node_cluster, outcome,
                                 random_node_workload, run_engine)
 from test_engine_backlog import CAPPED, THRESHOLDS, random_capped_workload
 from test_engine_warm import NODES, logged
@@ -34,7 +35,8 @@ from test_engine_warm import NODES, logged
 import engine.backfill.fastpath as fastpath
 import engine.fsorder as fsorder
 import engine.policies.buckets as buckets
-from engine import Cluster, SimConfig, simulate
+import engine.preempt as preempt
+from engine import Cluster, ConfigError, SimConfig, simulate
 import engine.policies.fairshare as fairshare
 from engine.policies.fairshare import python_descend
 from engine.tenants import Ledger
@@ -233,10 +235,28 @@ def test_random_fairshare_simulations_identical(monkeypatch, seed, n, policy, ba
     # the cursor's (``Funded``)
     with monkeypatch.context() as m:
         m.setattr(fairshare, "CURSOR", False)
-        assert_identical(simulate(w, cluster, cfg), c)
+        assert_identical(outcome(simulate, w, cluster, cfg), c)
     # the fair-share routines alone (the compiled pool on both sides): a difference is theirs
     monkeypatch.setattr(fsorder, "ENABLED", False)
-    assert_identical(simulate(w, cluster, cfg), c)
+    assert_identical(outcome(simulate, w, cluster, cfg), c)
+
+
+@needs_compiled
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_preemption_livelock_stops_with_an_error(monkeypatch, engine):
+    """Found by the property test above (seed 460): a 40 s lookback and a 40 s min runtime without checkpoints let
+    two buckets trade places every 40 s for ever (each run loses its work; simulated time grew past 1.6M s with
+    two jobs preempting each other 20,000 times each). The run stops with an error naming the job, alike in both
+    engines, instead of never returning."""
+    cfg = SimConfig(policy="fairshare", backfill="easy", reservation_depth=2, budgets=FS_BUDGETS[0],
+                    lookback_s=40.0, min_runtime_by_class={"training": 40.0, "debug": 0.0}, preemption=True)
+    out = run_engine(monkeypatch, engine, random_node_workload(460, 77), node_cluster(), cfg)
+    assert isinstance(out, ConfigError) and "preemption livelock" in str(out)
+    assert f"preempted {preempt.MAX_PREEMPTIONS_PER_JOB} times" in str(out)
+    # with checkpoints the preempted work is kept: the same workload finishes
+    done = run_engine(monkeypatch, engine, random_node_workload(460, 77), node_cluster(),
+                      dataclasses.replace(cfg, checkpoint_interval_s=15.0))
+    assert not isinstance(done, ConfigError) and done.jobs["end"].null_count() == 0
 
 
 @needs_compiled
