@@ -236,19 +236,22 @@ def read_delimited(source: bytes | str | Path, delimiter: str, n_columns: int,
         newlines, delims = counted.result()
     if fields is not None:
         n_lines = newlines + (1 if len(buf) and buf[len(buf) - 1:] != b"\n" else 0)
-        frame = _clean_frame(fields, lines, n_lines, delims, n_columns)
+        frame = _clean_frame(fields, lines, n_lines, delims, n_columns,
+                             open_end=bool(len(buf)) and buf[len(buf) - 1:] != b"\n")
         if frame is not None:
             return frame, lines, []
     return _read_exact(data, buf, sep, delim_b, delimiter, schema, lines)
 
 
 def _clean_frame(fields: pl.DataFrame, lines: Lines, n_lines: int, delims: int,
-                 n_columns: int) -> pl.DataFrame | None:
+                 n_columns: int, open_end: bool = False) -> pl.DataFrame | None:
     """The frame of a strictly read text if every data line provably has ``n_columns`` fields, else None.
 
     ``delims`` counts the delimiters of the whole text. Odd lines - comments, and lines whose fields after the
     first are empty (blank, whitespace only, or ``||||``) - are few; their own text says how many delimiters
-    they hold and whether they are blank. Every other line is data."""
+    they hold and whether they are blank. So does a last line without a newline (``open_end``): the strict read
+    lets it hold one empty field too many (``a|b|c|`` for three). Every other line is data, and the delimiter
+    total proves its count."""
     if fields.height != n_lines:  # both keep every physical line; otherwise take the exact path
         return None
     f0 = pl.col("f0").cast(pl.String)
@@ -257,18 +260,19 @@ def _clean_frame(fields: pl.DataFrame, lines: Lines, n_lines: int, delims: int,
         (rest_empty & (f0.is_null() | f0.str.contains(r"^\s*$"))).alias("maybe_blank"),
         f0.str.starts_with("#").fill_null(False).alias("comment")).collect()
     odd = (marks["maybe_blank"] | marks["comment"]).arg_true()
+    if open_end and fields.height and (not len(odd) or odd[-1] != fields.height - 1):
+        odd = odd.append(pl.Series([fields.height - 1], dtype=odd.dtype))
     n_data, data_delims = fields.height - len(odd), delims
     blank = pl.repeat(False, fields.height, dtype=pl.Boolean, eager=True)
     ok = pl.repeat(True, fields.height, dtype=pl.Boolean, eager=True)
     if len(odd):
         counts = lines.text(odd + 1).str.count_matches(lines.delimiter, literal=True).cast(pl.Int64)
         odd_blank = (counts == 0) & marks["maybe_blank"].gather(odd)
-        odd_data = ~marks["comment"].gather(odd) & ~odd_blank
-        n_data += int(odd_data.sum())
-        data_delims -= int(counts.filter(~odd_data).sum())
+        # their counts are their own: the total below proves the other lines' alone
+        data_delims -= int(counts.sum())
         blank = blank.scatter(odd.filter(odd_blank), True)
         ok = ok.scatter(odd, counts == n_columns - 1)  # what the exact check says of these lines too
-    # no line has more than n - 1 delimiters (the strict read would have failed), so a total of exactly
+    # no other line has more than n - 1 delimiters (the strict read would have failed), so a total of exactly
     # n - 1 per data line means none has fewer
     if data_delims != (n_columns - 1) * n_data:
         return None
