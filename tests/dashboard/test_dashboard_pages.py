@@ -4,13 +4,13 @@ UI is in ``test_dashboard_access.py``; the fixtures and helpers here serve both.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import json
 import math
 from pathlib import Path
 
 import polars as pl
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 import dashboard_fixture as fx
@@ -27,6 +27,9 @@ def store(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def make_app(store, monkeypatch):
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", _recording_load)
+    _MEDIA.clear()
+
     def make(auth="open", *, user=None, admins="", query_params=None, root=None, timeout=90):
         monkeypatch.setenv("QUOTALOOP_STORE", str(root or store))
         monkeypatch.setenv("QUOTALOOP_AUTH", auth)
@@ -84,18 +87,25 @@ def exact(at, label: str) -> float:
     return float(found[0].proto.help.split()[0].replace(",", ""))
 
 
-def downloaded(at, key: str) -> bytes:
-    """The bytes behind a download button (AppTest keeps them in the in-memory media store)."""
-    from streamlit.runtime.media_file_manager import MediaFileManager
+# AppTest drops its mock runtime, and with it the in-memory media store, when a run ends: the store then lives
+# only until the next garbage collection. So the bytes are kept as they are stored, keyed by their file id.
+_MEDIA: dict[str, bytes] = {}
+_store_media = MemoryMediaFileStorage.load_and_get_id
 
+
+def _recording_load(self, path_or_data, mimetype, kind, filename=None):
+    file_id = _store_media(self, path_or_data, mimetype, kind, filename)
+    _MEDIA[file_id] = bytes(self.get_file(file_id).content)
+    return file_id
+
+
+def downloaded(at, key: str) -> bytes:
+    """The bytes behind a download button, as the page handed them to the media store."""
     url = next(b.proto.url for b in at.get("download_button") if b.proto.id.endswith(f"-{key}"))
     file_id = url.rsplit("/", 1)[-1].split(".")[0]
-    for mgr in (o for o in gc.get_objects() if isinstance(o, MediaFileManager)):
-        try:
-            return bytes(mgr._storage.get_file(file_id).content)
-        except Exception:  # noqa: BLE001 - another manager instance
-            continue
-    raise AssertionError(f"download {key} not found")
+    if file_id not in _MEDIA:
+        raise AssertionError(f"download {key} not found")
+    return _MEDIA[file_id]
 
 
 def no_errors(at):
