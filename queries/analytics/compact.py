@@ -111,7 +111,13 @@ def _runs(tx) -> pl.DataFrame:
         raise CompactError(f"store {tx.store.root}: no usage rollup; run `quotaloop rollup --store "
                            f"{tx.store.root} --rebuild` first (compaction keeps every figure in it)")
     open_ = (pl.scan_parquet(jobs).select(*KEYS, pl.col("end").is_null().alias("growing")))
-    return (pl.scan_parquet(rows).select(*KEYS, "t_start", "t_end", "cpus", "mem_gb")
+    # an open run's row may record no run end (its samples all end by it, ``rollup.derive``): clipping them at
+    # their own end is clipping them at the run's, and its last whole hour is then at or before the run's
+    t_end = (pl.when(pl.col("t_end").is_null() & pl.col("t_start").is_not_null())
+             .then(pl.max_horizontal("samples_end_s", "t_start")).otherwise(pl.col("t_end")).alias("t_end"))
+    wanted = [*KEYS, "t_start", "t_end", "samples_end_s", "cpus", "mem_gb"]
+    runs = pl.concat([rollup.scan_columns(pl.scan_parquet(f), f, wanted) for f in rows])
+    return (runs.with_columns(t_end).select(*KEYS, "t_start", "t_end", "cpus", "mem_gb")
             .join(open_, on=KEYS, how="left").collect())
 
 

@@ -11,22 +11,26 @@ Invariants:
 - One row per job of ``jobs`` (never-started jobs too, with no run interval), and its day rows, written in the same store
   transaction as the jobs and samples it derives from: a failed ingest leaves the old rows, a committed one
   the new ones (``Transaction.commit`` refuses to commit changed jobs or samples with a stale rollup).
+- An open run (RUNNING, no end) whose samples all end by its run end (``samples_end_s``, or it has none) has a
+  row without ``t_end``: clipping its samples to any longer run changes no integral, count, peak or day row, so
+  the row holds while its run reaches its samples' end, whatever the snapshot. An open run with a sample
+  reaching past its run end has that run end (the snapshot) as ``t_end``, as a finished job has its end.
 - Incremental = rebuild: ``refresh`` re-derives only the jobs a transaction touched (every job or sample row it
-  upserted, whatever the file; the RUNNING jobs of a cluster whose snapshot moved whose samples reach past
-  their row's ``t_end``), from the store as the transaction will commit it, and gives the rows ``rebuild``
-  gives (up to the last bits of a floating-point sum, whose order DuckDB does not fix). A RUNNING job whose
-  samples all end by its row's ``t_end`` (``samples_end_s``) has only its ``t_end`` moved to the new snapshot:
-  clipping its samples to a longer run changes no integral, count, peak or day row.
-- A query uses a row only when it was derived for the job's run interval and levels as that query stages them
-  (a RUNNING job without a snapshot runs until the window's end: such a row is ignored and the samples
-  answer); a store without a rollup (older than it, or a simulation's output) is answered from the samples.
+  upserted, whatever the file; the RUNNING jobs of a cluster whose snapshot moved whose row no longer holds:
+  one with a ``t_end``, or none at all), from the store as the transaction will commit it, and gives the rows
+  ``rebuild`` gives (up to the last bits of a floating-point sum, whose order DuckDB does not fix). A snapshot
+  move writes nothing for the open runs whose rows hold.
+- A query uses a row only when it was derived for the job's run interval and levels as that query stages them,
+  or is an open run's row without ``t_end`` and the job's run end is at or after its samples' end
+  (``_job_usage``'s ``rollup_answers``); a store without a rollup (older than it, or a simulation's output) is
+  answered from the samples.
 
 Cost of an incremental refresh: what the refresh touches, not the store. Every store file keyed by job carries
 the hashes of its job ids in its footer (``queries.store.keyindex``; a ``jobs`` file also lists its RUNNING
 jobs), so the touched jobs' rows and samples are read from the files that hold them only (a new job's samples
 may sit in any older file: the footers say which), the RUNNING jobs are found without scanning the jobs, and
 the upserts rewrite only the files holding a touched job (new jobs go to a new file). ``rebuild`` writes the
-RUNNING jobs' ``job_rollup`` and day rows into files of their own, so a snapshot move rewrites those small
+RUNNING jobs' ``job_rollup`` and day rows into files of their own, so re-deriving them rewrites those small
 files, not every month. What remains per file of the store is reading its footer (queries/README.md,
 "Rollups").
 """
@@ -98,31 +102,35 @@ def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None) -> pl.Da
     if not keys.height or not files:
         return empty if columns is None else empty.select(columns)
     if columns is not None:  # only those columns are read
-        return pl.concat([_keyed_scan(f, keys).select(columns).collect()
-                          for f in files]).cast(empty.select(columns).schema)
+        return pl.concat([scan_columns(_keyed_scan(f, keys), f, columns).collect() for f in files])
     return schema.conform(pl.concat([_keyed_scan(f, keys).collect() for f in files], how="diagonal_relaxed"), TABLE)
 
 
-def _extended(tx, running: pl.DataFrame, old: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Split the untouched RUNNING jobs of moved snapshots into ``(rows only their run end moves, jobs to
-    re-derive)``; ``old`` holds their current rows. A job whose samples all end by its row's ``t_end`` (or that
-    has none) keeps every integral, count, peak and day row when its run grows to the new snapshot: only
-    ``t_end`` changes, to ``greatest(snapshot, t_start)`` as ``_jobs`` stages it. Any other (no row, no
-    recorded samples end, a sample reaching past the old end, no start, a run that would shrink) is re-derived
-    from its samples."""
+def _stale(tx, running: pl.DataFrame) -> pl.DataFrame:
+    """The untouched RUNNING jobs of moved snapshots (``running``) whose rows no longer hold. A row without a
+    run end (an open run whose samples all end by its run end: ``derive``) holds while the run reaches its
+    samples' end; a snapshot only moves forward (``Transaction.record_snapshot``), so it always does: no
+    write. Re-derived: a job without a row, and a row with a run end (samples reaching past the snapshot it
+    was derived for, or a row written before rows could go without one)."""
     if not running.height:
-        return schema.empty(TABLE), running
-    rows = old.join(running, on=KEYS, how="semi")
+        return running
+    old = _old_rows(tx, running, columns=[*KEYS, "t_start", "t_end", "samples_end_s"])
     snap = pl.DataFrame({"cluster": list(tx.snapshots), "__snap": [_epoch_s(t) for t in tx.snapshots.values()]},
                         schema={"cluster": pl.String, "__snap": pl.Float64})
-    rows = rows.join(snap, on="cluster", how="left")
-    still = (pl.col("t_start").is_not_null() & pl.col("t_end").is_not_null() & pl.col("__snap").is_not_null()
-             & (pl.max_horizontal("__snap", "t_start") >= pl.col("t_end"))  # a run that grows, never shrinks
-             & ((pl.col("n_samples") == 0)
-                | (pl.col("samples_end_s").is_not_null() & (pl.col("samples_end_s") <= pl.col("t_end")))))
-    moved = (rows.filter(still)
-             .with_columns(pl.max_horizontal("__snap", "t_start").alias("t_end")).drop("__snap"))
-    return schema.conform(moved, TABLE), running.join(moved.select(KEYS), on=KEYS, how="anti")
+    holds = (old.join(snap, on="cluster", how="left")
+             .filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_null() & pl.col("__snap").is_not_null()
+                     & (pl.col("samples_end_s").is_null()
+                        | (pl.col("samples_end_s") <= pl.max_horizontal("__snap", "t_start")))))
+    return running.join(holds.select(KEYS), on=KEYS, how="anti")
+
+
+def scan_columns(frame: pl.LazyFrame, path: str | os.PathLike, columns: list[str]) -> pl.LazyFrame:
+    """``columns`` of ``frame`` (a scan of the ``job_rollup`` file at ``path``) typed as the table's schema: a
+    column the file lacks (written before the column existed) is null."""
+    have = pl.read_parquet_schema(path)
+    types = schema.polars_schema(TABLE)
+    return frame.select(pl.col(c).cast(types[c]) if c in have else pl.lit(None, dtype=types[c]).alias(c)
+                        for c in columns)
 
 
 def _keyed_scan(path: str, keys: pl.DataFrame) -> pl.LazyFrame:
@@ -165,7 +173,14 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
             .group_by(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
             .agg((pl.col("ts").dt.epoch("us").cast(pl.Float64) / 1e6 + pl.col("interval_s")).max()
                  .alias("samples_end_s")).collect(engine="streaming"))  # a rebuild scans every sample: in batches
-    rows = schema.conform(rows, TABLE).drop("samples_end_s").join(ends, on=KEYS, how="left")
+    open_runs = rows.filter(pl.col("open_run")).select(pl.col(k).cast(pl.String) for k in KEYS)
+    rows = (schema.conform(rows, TABLE).drop("samples_end_s").join(ends, on=KEYS, how="left")
+            .join(open_runs.with_columns(pl.lit(True).alias("__open")), on=KEYS, how="left"))
+    # an open run's figures hold for any run end at or after its samples' end: its row then records none, so
+    # that a snapshot move leaves it as it is (the queries' `rollup_answers` says when such a row answers)
+    unbound = (pl.col("__open").fill_null(False) & pl.col("t_start").is_not_null() & pl.col("t_end").is_not_null()
+               & (pl.col("samples_end_s").is_null() | (pl.col("samples_end_s") <= pl.col("t_end"))))
+    rows = rows.with_columns(pl.when(unbound).then(None).otherwise(pl.col("t_end")).alias("t_end"))
     return schema.conform(rows, TABLE), schema.conform(days, DAY_TABLE)
 
 
@@ -174,11 +189,9 @@ def refresh(tx, chunk_jobs: int | None = None) -> int:
     ``chunk_jobs``: re-derive at most that many jobs at a time (a compaction touches most jobs of the store;
     memory then holds one chunk's jobs and samples), in the order of their rows' submit months."""
     touched = _touched(tx)
-    running = _running(tx).join(touched, on=KEYS, how="anti")
-    old = _old_rows(tx, running)
-    moved, again = _extended(tx, running, old)
+    again = _stale(tx, _running(tx).join(touched, on=KEYS, how="anti"))
     scope = pl.concat([touched, again]).unique()
-    if not scope.height and not moved.height:
+    if not scope.height:
         tx.derived_fresh = True
         return 0
     # where the re-derived jobs' day rows are: the partition of their old row's submit month
@@ -189,24 +202,23 @@ def refresh(tx, chunk_jobs: int | None = None) -> int:
         ordered = scope.join(had, on=KEYS, how="left").sort("submit", *KEYS, nulls_last=True).select(KEYS)
         slices = [ordered.slice(k, chunk_jobs) for k in range(0, ordered.height, chunk_jobs)]
     n = 0
-    for k, part in enumerate(slices):
-        n += _rederive(tx, part, had.join(part, on=KEYS, how="semi"), moved if k == 0 else schema.empty(TABLE))
+    for part in slices:
+        n += _rederive(tx, part, had.join(part, on=KEYS, how="semi"))
     tx.derived_fresh = True
     return n
 
 
-def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame, moved: pl.DataFrame) -> int:
-    """Derive the rows of the jobs in ``scope`` and upsert them with the ``moved`` rows; ``had``: the scope's
-    jobs that had a row, with its submit. The rows written."""
-    rows, days = derive(tx, scope) if scope.height else (schema.empty(TABLE), schema.empty(DAY_TABLE))
-    n = tx.upsert(TABLE, pl.concat([rows, moved]))
+def _rederive(tx, scope: pl.DataFrame, had: pl.DataFrame) -> int:
+    """Derive the rows of the jobs in ``scope`` and upsert them; ``had``: the scope's jobs that had a row, with
+    its submit. The rows written."""
+    rows, days = derive(tx, scope)
+    n = tx.upsert(TABLE, rows)
     # a re-derived job may now reach fewer days (or none): drop all its day rows, write what it has. They exist
     # only for a job that had a row, in the partition of that row's submit month
     if had.height:
         tx.delete_keys(DAY_TABLE, had, where=True)
     tx.upsert(DAY_TABLE, days)
     changed = pl.concat([f.select("cluster", "job_id") for f in (rows, had)])
-    # their cells and hours; the moved rows' jobs (RUNNING, samples inside their run) change no cell
     scoped = cells.Scope(tx, changed)  # the same cells of both tables
     cube.refresh(tx, scoped, fresh=rows)
     usage_hours.refresh(tx, scoped)

@@ -125,7 +125,7 @@ JOB_ROLLUP: dict[str, tuple[pl.DataType, str]] = {
     "job_id": (pl.String, "job id (matches jobs.job_id)"),
     "submit": (UTC_TS, "the job's submit time, UTC (partitions the table by month, as jobs)"),
     "t_start": (pl.Float64, "run interval start the integrals are clipped to, epoch seconds; null = never started"),
-    "t_end": (pl.Float64, "run interval end the integrals are clipped to, epoch seconds (a RUNNING job: its cluster's snapshot)"),
+    "t_end": (pl.Float64, "run interval end the integrals are clipped to, epoch seconds (a RUNNING job: its cluster's snapshot); null = an open run whose samples all end by its run end: the row holds for any run end at or after samples_end_s"),
     "cpus": (pl.Float64, "CPU level the CPU integral is capped at (allocated, else requested)"),
     "gpus": (pl.Float64, "GPU level the GPU integral is capped at (allocated, else requested, else 0)"),
     "mem_gb": (pl.Float64, "memory level the memory integral is capped at, GB (allocated, else requested)"),

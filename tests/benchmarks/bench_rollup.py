@@ -90,12 +90,27 @@ def rolled_store() -> Path:
     stale = stale or not all(keyindex.has_summary(f) for f in Store(root).files("jobs"))
     hours = Store(root).files("usage_hours") if rows else []  # hour cells from before the open runs' own cells
     stale = stale or bool(hours) and "open_run" not in pl.read_parquet_schema(hours[0])
+    stale = stale or _bound_open_runs(root)
     if not (root / "job_day_rollup").is_dir() or stale:  # built by an older layout, or not yet
         t, c = time.perf_counter(), time.process_time()
         n = rollup.rebuild(root, threads=2)
         print(f"\nrollup.rebuild: {n:,} rows in {time.perf_counter() - t:.1f} s (cpu {time.process_time() - c:.1f})")
     print(f"\nstore {root}: {N_JOBS:,} jobs (ready in {built:.1f} s)")
     return root
+
+
+def _bound_open_runs(root: Path) -> bool:
+    """Whether the rollup was written before an open run's row could hold without a run end: some RUNNING job
+    without an end whose samples end by its row's ``t_end`` still has one (the next ingest would re-derive them
+    all, once: an upgrade's cost, not a day's)."""
+    jobs, rows = Store(root).files("jobs"), Store(root).files("job_rollup")
+    open_runs = (pl.scan_parquet(jobs).filter((pl.col("state") == "RUNNING") & pl.col("end").is_null())
+                 .select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String)))
+    bound = (pl.scan_parquet(rows).filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_not_null()
+                                          & (pl.col("samples_end_s").is_null()
+                                             | (pl.col("samples_end_s") <= pl.col("t_end"))))
+             .select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String)))
+    return bool(bound.join(open_runs, on=["cluster", "job_id"], how="semi").head(1).collect().height)
 
 
 def _connect(store: Path, raw: bool):

@@ -15,6 +15,7 @@ rollup_rows as (
         j.submit,
         j.t_start,
         case when j.t_start is not null then j.t_end end as t_end,
+        j.open_run,  -- read by the caller (queries.analytics.rollup.derive), not stored
         j.cpus,
         j.gpus,
         j.mem_gb,

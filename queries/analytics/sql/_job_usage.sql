@@ -16,7 +16,8 @@
 -- Rollup: a job whose whole run lies inside the window takes its sample figures (counts, capped integrals,
 -- sampled peaks) from its `job_rollup` row (kept by ingest, queries.analytics.rollup) instead of its samples,
 -- when that row was derived for the same run interval and the same levels (a RUNNING job's run grows with its
--- cluster's snapshot; a row that does not match is ignored). Those are exactly the figures sample_usage
+-- cluster's snapshot: its row has no run end when its samples all end by it, and then answers for any run end
+-- at or after its samples' end; a row that does not match is ignored). Those are exactly the figures sample_usage
 -- derives for such a job: clipping to [lo, hi) = [t_start, t_end) is the rollup's clipping, and counts and
 -- peaks never depended on the window. A job the window cuts takes them from the row as well when both window
 -- bounds are UTC midnights (or open): its integrals are then the sums of its per-day integrals (`job_day_rollup`)
@@ -60,7 +61,11 @@ jobs_rolled as materialized (
     select
         j.*,
         coalesce(
-            r.t_start = j.t_start and r.t_end = j.t_end
+            r.t_start = j.t_start
+            -- a row without a run end is an open run's whose samples all end by its run end: its figures hold
+            -- for any run end at or after them, so the snapshot may move past it without a rewrite
+            and (r.t_end = j.t_end
+                 or (r.t_end is null and j.open_run and coalesce(r.samples_end_s, j.t_start) <= j.t_end))
             and r.cpus is not distinct from j.cpus and r.gpus is not distinct from j.gpus
             and r.mem_gb is not distinct from j.mem_gb
             and (j.w_start <= j.t_start and j.t_end <= j.w_end
@@ -77,9 +82,10 @@ jobs_rolled as materialized (
     -- (and only when some job is in the window: with usage_cube answering, often none is; and only rows whose
     -- run meets the window, said on the row's own columns so that DuckDB skips the files of other months)
     left join (select * from job_rollup
-               where t_start is not null and t_end is not null and t_start <= t_end
+               where t_start is not null
+                 and (t_end is null  -- an open run's row (above)
+                      or (t_start <= t_end and t_end >= coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double)))
                  and t_start < coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double)
-                 and t_end >= coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double)
                  and exists (select 1 from jobs_in_window)) as r
         on r.cluster = j.cluster and r.job_id = j.job_id
 ),

@@ -201,7 +201,10 @@ def test_incremental_equals_rebuild_on_random_ingest_orders(tmp_path, seed, monk
     assert incremental.filter(pl.col("n_samples") > 0).height > 10
     assert incremental.filter(pl.col("n_samples") == 0).height > 10
     running = jobs.filter(pl.col("state") == "RUNNING").select(KEYS)
-    assert running.height and incremental.join(running, on=KEYS).filter(pl.col("t_end").is_not_null()).height
+    running_rows = incremental.join(running, on=KEYS)
+    assert running.height and running_rows.height == running.height
+    # open runs whose samples end by the snapshot: rows without a run end, which a snapshot move leaves alone
+    assert running_rows.filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_null()).height
 
 
 def test_late_samples_update_an_old_job_row(tmp_path):
@@ -227,9 +230,10 @@ def test_late_samples_update_an_old_job_row(tmp_path):
 
 
 def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypatch):
-    """RUNNING jobs across three ingests that each move the snapshot: a job whose samples end by its row's run
-    end only has its ``t_end`` moved (not re-derived); one with a sample reaching past it is re-derived; the rows
-    equal a rebuild after every ingest."""
+    """RUNNING jobs across three ingests that each move the snapshot: a job whose samples end by its run end has
+    a row without one, which stays as it is (not re-derived, not rewritten) and answers the queries; one with a
+    sample reaching past the snapshot has the snapshot as its row's run end and is re-derived when it moves; the
+    rows equal a rebuild after every ingest."""
     derived = []
     real = rollup.derive
 
@@ -250,7 +254,12 @@ def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypat
     rows = _rows(store)
     # snapshot 2400 (the last sample's time): r2's last sample holds until 3000, clipped at 2400
     assert rows.filter(pl.col("job_id") == "r2")["cpu_used_s"].item() == pytest.approx(3 * 600.0)
+    assert rows.filter(pl.col("job_id") == "r2")["t_end"].item() == pytest.approx(T0.timestamp() + 2400)
     assert rows.filter(pl.col("job_id") == "r1")["samples_end_s"].item() == pytest.approx(T0.timestamp() + 1200)
+    # r1 (samples end 1200) and r3 (no samples): no run end; the finished c1 has its own
+    assert rows.filter(pl.col("t_end").is_null())["job_id"].to_list() == ["r1", "r3"]
+    assert rows.filter(pl.col("job_id") == "c1")["t_end"].item() == pytest.approx(T0.timestamp() + 600)
+    unbound = rows.filter(pl.col("t_end").is_null())
 
     def later(k: int, t_s: float) -> str:
         job = pl.DataFrame({"cluster": ["c"], "job_id": [f"n{k}"], "state": ["COMPLETED"], "submit": [_ts(t_s)],
@@ -260,22 +269,38 @@ def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypat
 
     derived.clear()
     ingest([later(1, 5400)], store, fmt="parquet")  # snapshot 2400 -> 6000
-    assert derived == [{"n1", "r2"}]  # r1 (samples end 1200) and r3 (no samples) only moved their t_end
+    assert derived == [{"n1", "r2"}]  # r1 and r3: their rows hold for the longer run
     rows = _rows(store)
-    assert rows.filter(pl.col("job_id") == "r1")["t_end"].item() == pytest.approx(T0.timestamp() + 6000)
+    assert_frame_equal(rows.filter(pl.col("job_id").is_in(["r1", "r3"])), unbound)
     assert rows.filter(pl.col("job_id") == "r2")["cpu_used_s"].item() == pytest.approx(3 * 600.0 + 4 * 600.0)
+    assert rows.filter(pl.col("job_id") == "r2")["t_end"].is_null().item()  # its samples now end by the run end
     _assert_same_rows(rows, _rebuilt(store, tmp_path / "r1"))
     _assert_same_rows(_days(store), _rebuilt(store, tmp_path / "d1", days=True))
 
     derived.clear()
-    ingest([later(2, 9000)], store, fmt="parquet")  # snapshot 6000 -> 9600: now r2 ends by its row's end too
+    before = set(Store(store).files("job_rollup"))
+    ingest([later(2, 9000)], store, fmt="parquet")  # snapshot 6000 -> 9600: every RUNNING row holds
     assert derived == [{"n2"}]
+    assert before <= set(Store(store).files("job_rollup"))  # no file rewritten: n2's row is a new file
     _assert_same_rows(_rows(store), _rebuilt(store, tmp_path / "r2"))
     _assert_same_rows(_days(store), _rebuilt(store, tmp_path / "d2", days=True))
     # and the queries read the moved rows (their whole run lies in the window: the rollup answers them)
     waste = run("job_waste", store).filter(pl.col("job_id") == "r1")
     assert waste["cpu_seconds_used"].item() == pytest.approx(600.0 + 1200.0)
     assert waste["cpu_seconds_requested"].item() == pytest.approx(4 * 9600.0)
+    # the rows without a run end do answer (a doubled integral shows), and equal the samples' answer
+    doubled = _rows(store).with_columns(pl.col("cpu_used_s") * 2)
+    con = connect(store, extra={"job_rollup": doubled})
+    try:
+        tampered = run("job_waste", con=con).filter(pl.col("job_id").is_in(["r1", "r2"])).sort("job_id")
+    finally:
+        con.close()
+    assert tampered["cpu_seconds_used"].to_list() == pytest.approx([2 * 1800.0, 2 * (7 * 600.0)])
+    assert_frame_equal(run("job_waste", store), _raw("job_waste", store), check_exact=False, rel_tol=1e-9)
+    # and for windows of whole days cutting the runs, from their day rows
+    for params in ({"start": "2026-03-02"}, {"end": "2026-03-03"}):
+        assert_frame_equal(run("job_waste", store, **params), _raw("job_waste", store, **params),
+                           check_exact=False, rel_tol=1e-9)
 
 
 # ------------------------------------------------------------------ all or nothing
