@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import dashboard_browser as br
+from header_proxy import header_proxy
 import dashboard_fixture as fx
 import real_stores
 
@@ -199,8 +200,9 @@ def test_twenty_concurrent_sessions_on_the_waste_explorer(server, browser):
 def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
     if os.environ.get("QUOTALOOP_E2E_STORE"):
         pytest.skip("uses the fixture store's users")
-    with br.serve(store, auth="header", extra_env={"QUOTALOOP_AUTH_HEADER": "X-Forwarded-User"}) as url:
-        ctx = browser.new_context(extra_http_headers={"X-Forwarded-User": "alice"})
+    with (br.serve(store, auth="header", extra_env={"QUOTALOOP_AUTH_HEADER": "X-Forwarded-User"}) as server_url,
+          header_proxy(server_url, "X-Forwarded-User", "alice") as url):  # the trusted proxy in front of it
+        ctx = browser.new_context()
         pg = ctx.new_page()
         br.open_page(pg, url + "/my-jobs?user=bob&view_user=bob")
         text = pg.locator("[data-testid=stMain]").inner_text()
@@ -227,9 +229,9 @@ def test_trusted_header_identity_shows_only_that_users_jobs(store, browser):
         assert "alice" in legend and "4 other users" in legend and not OTHERS.findall(legend)
         br.screenshot_full(pg, artifacts() / "waste_as_researcher.png")
         ctx.close()
-        anon = browser.new_context()
+        anon = browser.new_context()  # past the proxy, straight to the server: no header
         pg = anon.new_page()
-        br.open_page(pg, url + "/my-jobs")
+        br.open_page(pg, server_url + "/my-jobs")
         assert "did not identify you" in pg.locator("[data-testid=stMain]").inner_text()
         anon.close()
 
