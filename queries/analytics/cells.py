@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ..store import connect, keyindex, schema
 from ..store.store import _partition_dir
-from .loader import run
+from .loader import run, tables
 
 # a partition's cells are in about this many files (per ``split`` value) of at least MIN_FILE_ROWS cells, sorted by
 # user: a refresh rewrites the files of its users, not the partition (the day's ingest that touches a user in
@@ -302,7 +302,7 @@ def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFram
 def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """The rows of ``table`` the statement ``query`` gives over the store as ``tx`` would commit it, with the
     tables of ``extra`` in place of the store's."""
-    con = connect(pending=tx, extra=extra)
+    con = connect(pending=tx, extra=extra, tables=tables(query))
     con.execute("set enable_progress_bar = false")
     try:
         return schema.conform(run(query, con=con), table)

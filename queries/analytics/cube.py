@@ -32,7 +32,7 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .loader import run
+from .loader import run, tables
 
 TABLE = "usage_cube"
 QUERY = "_usage_cube"
@@ -53,7 +53,7 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
     """The ``usage_cube`` rows of the partitions ``months`` (cluster, month; None: every job) of the store as ``tx``
     would commit it."""
     extra = _sources(tx, months) if months is not None else {}
-    con = connect(pending=tx, extra=extra, threads=threads)
+    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY))
     con.execute("set enable_progress_bar = false")
     try:
         rows = schema.conform(run(QUERY, con=con), TABLE)

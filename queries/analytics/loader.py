@@ -26,6 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..store import schema
 from ..store.connection import connect
 from ..store.units import parse_ts
 
@@ -125,6 +126,16 @@ def _expand(text: str, stack: tuple[str, ...]) -> str:
             raise QueryError(f"query {stack[0]!r}: include {inc!r} " + ("is cyclic" if inc in stack else "not found"))
         out.append(_expand(path.read_text().rstrip(), stack + (inc,)))
     return "\n".join(out)
+
+
+@lru_cache(maxsize=None)
+def tables(*queries: str) -> frozenset[str]:
+    """The store tables the named ``queries`` (statements or fragments) may read: every table whose name appears
+    as a word in their SQL outside comments (a string literal or alias of that name only binds one table more).
+    For ``connect(tables=...)``."""
+    text = "\n".join(re.sub(r"--[^\n]*", "", load(q).sql) for q in queries)
+    words = set(re.findall(r"[a-z_][a-z0-9_]*", text))
+    return frozenset(t for t in schema.TABLES if t in words)
 
 
 def names() -> list[str]:

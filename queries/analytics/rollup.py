@@ -44,7 +44,7 @@ import polars as pl
 from ..store import Store, connect
 from ..store import keyindex, schema
 from . import cells, cube, usage_hours
-from .loader import run
+from .loader import run, tables
 
 TABLE = "job_rollup"
 QUERY = "_job_rollup"
@@ -158,7 +158,7 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
     if scope is not None:
         for table in ("jobs", "samples"):
             extra[table] = _narrowed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
-    con = connect(pending=tx, extra=extra, threads=threads)
+    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY, DAY_QUERY))
     con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
     try:
         rows, days = run(QUERY, con=con), run(DAY_QUERY, con=con)

@@ -35,7 +35,7 @@ import polars as pl
 
 from ..store import connect, schema
 from . import cells
-from .loader import run
+from .loader import run, tables
 
 TABLE = "usage_hours"
 QUERY = "_usage_hours"
@@ -61,7 +61,7 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
     extra = {"job_rollup": schema.empty("job_rollup"), "job_day_rollup": schema.empty("job_day_rollup")}
     if months is not None:
         extra.update(_sources(tx, months))
-    con = connect(pending=tx, extra=extra, threads=threads)
+    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY))
     con.execute("set enable_progress_bar = false")
     try:
         rows = schema.conform(run(QUERY, con=con), TABLE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -42,7 +43,7 @@ SNAPSHOT_SCHEMA = {"cluster": pl.String, "snapshot": UTC_TS}
 
 
 def connect(store: str | os.PathLike | None = None, *, threads: int | None = None, extra: dict | None = None,
-            memory_limit: str | None = None, pending=None):
+            memory_limit: str | None = None, pending=None, tables: Iterable[str] | None = None):
     """A DuckDB connection with one view per store table (empty, typed views for absent tables).
 
     ``extra`` maps names to Polars/Arrow frames registered beside the tables (e.g. a budget table).
@@ -50,6 +51,9 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     ``pending`` (a ``Transaction`` of this store) shows the store as that transaction would commit it: its staged
     files and snapshots (the rollup reads what an ingest is about to commit, before it commits); such a writer's
     connection is bounded by ``WRITE_MEMORY_LIMIT`` unless ``memory_limit`` says otherwise.
+    ``tables``: bind only these store tables (``queries.analytics.loader.tables`` names those a query reads); the
+    others are not defined, so a query that reads one fails instead of seeing it empty. Binding a table reads the
+    footer of each of its files (hundreds in a big store's cell tables), so a writer's short query names them.
     """
     st = Store(store or DEFAULT_STORE) if pending is None else pending.store
     config = {k: v for k, v in (("threads", threads), ("memory_limit", memory_limit)) if v}
@@ -61,7 +65,7 @@ def connect(store: str | os.PathLike | None = None, *, threads: int | None = Non
     if PARQUET_METADATA_CACHE:
         con.execute("set parquet_metadata_cache = true")
     for table in schema.TABLES:
-        if table in (extra or {}):  # the caller's frame stands in for the table
+        if table in (extra or {}) or (tables is not None and table not in tables):  # a frame stands in, or unread
             continue
         files = st.files(table) if pending is None else [str(st.root / r) for r in pending.tables.get(table, [])]
         if files:

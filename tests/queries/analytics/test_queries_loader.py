@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import polars as pl
+import polars.testing
 import pytest
 
 import queries
@@ -84,6 +85,36 @@ def test_every_query_runs_on_an_empty_store(tmp_path, name):
     df = queries.run(name, store=tmp_path, **params)
     assert isinstance(df, pl.DataFrame)
     assert df.width > 0
+
+
+# the statements the writers run over a connection binding only the tables they read
+STATEMENTS = ("_job_rollup", "_job_day_rollup", "_usage_cube", "_usage_hours")
+
+
+@pytest.mark.parametrize("name", [*queries.names(), *STATEMENTS])
+def test_a_connection_binding_only_the_tables_a_query_names_gives_the_same_answer(store, name):
+    """``loader.tables`` misses no table a query reads: DuckDB would fail on an unbound one (tables a connection
+    with ``tables=`` leaves out are not defined, not empty), and the answer equals the full connection's."""
+    params = {"user": "u1"} if name in NEEDS_USER else {}
+    narrow, full = queries.connect(store, tables=loader.tables(name)), queries.connect(store)
+    try:
+        pl.testing.assert_frame_equal(loader.run(name, con=narrow, **params), loader.run(name, con=full, **params),
+                                      check_exact=False, rel_tol=1e-9)
+    finally:
+        narrow.close()
+        full.close()
+
+
+def test_tables_are_the_words_outside_comments(store):
+    assert {"jobs", "samples", "job_rollup"} <= loader.tables("_job_rollup")
+    assert "usage_hours" not in loader.tables("_job_rollup")  # the biggest cell table: never bound by a rollup write
+    assert loader.tables("_hour_cells") == {"job_rollup", "usage_hours"}
+    unbound = queries.connect(store, tables=set())
+    try:
+        with pytest.raises(Exception, match="jobs"):
+            unbound.sql("select count(*) from jobs").fetchall()
+    finally:
+        unbound.close()
 
 
 def test_required_parameters_fail_clearly(store):
