@@ -165,8 +165,9 @@ def _one_day(tmp: Path, first_id: int) -> list[str]:
 def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_path, monkeypatch):
     """Best of ``REPEATS`` (each on a fresh copy of the big store, and a fresh empty store), wall and CPU seconds
     of this process (DuckDB's and Polars' threads included). Day A is the first ingest since the store was built
-    (it records the cluster's first snapshot: every RUNNING job's ``t_end`` moves); day B, the next day (A
-    shifted by a day, new ids), is then timed into the store that holds A: the steady state of a daily ingest.
+    (it records the cluster's first snapshot: the RUNNING jobs whose samples reach past their run end are
+    re-derived); day B, the next day (A shifted by a day, new ids), is then timed into the store that holds A:
+    the steady state of a daily ingest.
 
     Measured 2026-12-02 at 1 M jobs / 9.9 M samples (load average 14-26 on 2 cores; compare CPU seconds), the
     store rebuilt with the footers' job summaries: day A 2.0 CPU-s against 0.44 into an empty store (4.6x; 5.5
@@ -177,7 +178,9 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
     by its code: day A 6.41 CPU-s against 0.88 (7.3x) with the cell partitions in files by user (16.25 against
     0.97, 16.8x, with one file per partition), day B 1.77 against 0.89 (2.0x; before 1.75 against 0.97).
     Later that day, with open runs out of their users' cells: 1 M day A 3.12 against 0.66 (4.7x), day B 1.33
-    against 0.53; 3 M day A 5.71 against 0.59 (9.7x), day B 2.13 against 0.50 (README "Speed")."""
+    against 0.53; 3 M day A 5.71 against 0.59 (9.7x), day B 2.13 against 0.50 (README "Speed"). 2026-12-07, open
+    runs' rows without a run end and writers binding only their tables: day B 1M 1.15 against 0.71 (1.6x; 1.32
+    against 0.61 before, same session), 3M 1.82 against 0.79 (2.3x; 2.00 against 0.70 before)."""
     paths = _one_day(tmp_path, 10 * N_JOBS)
     shifted = _next_day(tmp_path, paths)
     best = {"empty": [], "big": [], "empty B": [], "big B": []}
