@@ -299,10 +299,11 @@ def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFram
     return rows.height
 
 
-def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame]) -> pl.DataFrame:
+def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame],
+                 threads: int | None = None) -> pl.DataFrame:
     """The rows of ``table`` the statement ``query`` gives over the store as ``tx`` would commit it, with the
     tables of ``extra`` in place of the store's."""
-    con = connect(pending=tx, extra=extra, tables=tables(query))
+    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(query))
     con.execute("set enable_progress_bar = false")
     try:
         return schema.conform(run(query, con=con), table)

@@ -30,9 +30,8 @@ import functools
 
 import polars as pl
 
-from ..store import connect, schema
+from ..store import schema
 from . import cells
-from .loader import run, tables
 
 TABLE = "usage_cube"
 QUERY = "_usage_cube"
@@ -53,12 +52,7 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
     """The ``usage_cube`` rows of the partitions ``months`` (cluster, month; None: every job) of the store as ``tx``
     would commit it."""
     extra = _sources(tx, months) if months is not None else {}
-    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY))
-    con.execute("set enable_progress_bar = false")
-    try:
-        rows = schema.conform(run(QUERY, con=con), TABLE)
-    finally:
-        con.close()
+    rows = cells.derive_cells(tx, TABLE, QUERY, extra, threads=threads)
     return rows if months is None else cells.only(rows, months)
 
 

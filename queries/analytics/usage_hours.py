@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..store import connect, schema
+from ..store import schema
 from . import cells
-from .loader import run, tables
 
 TABLE = "usage_hours"
 QUERY = "_usage_hours"
@@ -61,12 +60,7 @@ def derive(tx, months: pl.DataFrame | None = None, threads: int | None = None) -
     extra = {"job_rollup": schema.empty("job_rollup"), "job_day_rollup": schema.empty("job_day_rollup")}
     if months is not None:
         extra.update(_sources(tx, months))
-    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY))
-    con.execute("set enable_progress_bar = false")
-    try:
-        rows = schema.conform(run(QUERY, con=con), TABLE)
-    finally:
-        con.close()
+    rows = cells.derive_cells(tx, TABLE, QUERY, extra, threads=threads)
     return rows if months is None else cells.only(rows, months)
 
 
