@@ -280,7 +280,9 @@ def waste_scatter(df: pl.DataFrame, *, requested: str, wasted: str, hover: str, 
         return empty_figure(title, "No jobs for this selection.")
     if df[wasted].null_count() == df.height:  # an SWF log or a bare sacct dump records no usage
         return empty_figure(title, f"No usage recorded for these jobs, so no {unit} can be measured as wasted.")
-    top = max(max(df[requested].fill_null(0).to_list() or [0]), 1e-9)
+    top = max(df[requested].fill_null(0).to_list() or [0])
+    if top <= 0:  # CPU-only jobs on the GPU view: a dot at the origin on axes in nano-units says nothing
+        return empty_figure(title, f"None of these jobs requested any {unit}: nothing of it to waste.")
     fig = go.Figure([
         go.Scatter(x=df[requested].to_list(), y=df[wasted].to_list(), mode="markers", name="job",
                    text=[label(h) for h in df[hover].to_list()], marker=dict(color=WASTED, size=9, opacity=0.8),

@@ -203,3 +203,14 @@ def test_waste_scatter_of_jobs_without_usage_says_so():
     some = df.with_columns(pl.Series("wasted", [None, 0.5]))
     fig = charts.waste_scatter(some, requested="req", wasted="wasted", hover="job_name", unit="core-hours")
     assert list(fig.data[0].y) == [None, 0.5]
+
+
+def test_waste_scatter_of_jobs_that_requested_none_of_the_resource_says_so():
+    """CPU-only jobs on the GPU-hours view (a researcher on a GPU cluster with one CPU job): not a dot at the
+    origin on axes labelled in nano-units."""
+    df = pl.DataFrame({"req": [0.0, None], "wasted": [0.0, None], "job_name": ["a", "b"]})
+    fig = charts.waste_scatter(df, requested="req", wasted="wasted", hover="job_name", unit="GPU-hours")
+    assert not fig.data and "requested any GPU-hours" in fig.layout.annotations[0].text
+    one = df.with_columns(pl.Series("req", [0.0, 2.0]))
+    fig = charts.waste_scatter(one, requested="req", wasted="wasted", hover="job_name", unit="GPU-hours")
+    assert list(fig.data[1].x) == [0, 2.0]  # the "wasted everything" diagonal spans the largest request
