@@ -235,9 +235,8 @@ def read_delimited(source: bytes | str | Path, delimiter: str, n_columns: int,
             fields = None
         newlines, delims = counted.result()
     if fields is not None:
-        n_lines = newlines + (1 if len(buf) and buf[len(buf) - 1:] != b"\n" else 0)
-        frame = _clean_frame(fields, lines, n_lines, delims, n_columns,
-                             open_end=bool(len(buf)) and buf[len(buf) - 1:] != b"\n")
+        open_end = bool(len(buf)) and buf[len(buf) - 1:] != b"\n"  # a last line without its newline
+        frame = _clean_frame(fields, lines, newlines + open_end, delims, n_columns, open_end=open_end)
         if frame is not None:
             return frame, lines, []
     return _read_exact(data, buf, sep, delim_b, delimiter, schema, lines)
