@@ -2,7 +2,7 @@
 -- a CTE `usage_scope`: the filtered jobs it derives (_usage_all: all of them; _cube: those usage_cube does not
 -- answer).
 -- A job is in the window when its run interval [t_start, t_end) overlaps [w_start, w_end) (a zero-length
--- job when its start lies inside). Every amount is clipped to [lo, hi) = run interval ∩ window.
+-- job when its start lies inside). Every amount is clipped to [lo, hi) = the run interval intersected with the window.
 -- requested(r) = level x (hi - lo) with level = allocated where recorded, else requested.
 -- used(r): the integral of the sampled curve where the job has samples with a value for r (each sample's
 -- value holds over [ts, ts + interval_s), clipped to [lo, hi)); else from job totals spread evenly over the

@@ -117,6 +117,14 @@ def test_tables_are_the_words_outside_comments(store):
         unbound.close()
 
 
+def test_every_sql_file_is_ascii():
+    # DuckDB's Python client maps a non-ASCII statement's tokens back to string indices char by char (about 30 ms
+    # a statement for _job_usage's expansion), on every query the dashboard or an ingest runs
+    for path in sorted(loader.SQL_DIR.glob("*.sql")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert line.isascii(), f"{path.name}:{number} is not ASCII: {line!r}"
+
+
 def test_required_parameters_fail_clearly(store):
     import duckdb
 
