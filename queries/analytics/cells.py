@@ -98,9 +98,10 @@ def read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame
     one of them are read (``keyindex``), the ids first as a filter so that the reader decodes the other columns
     for their rows only."""
     ids = keys["job_id"].unique()
+    probe = keyindex.Probe(ids)
     parts = [schema.conform(pl.scan_parquet(f).filter(pl.col("job_id").cast(pl.String).is_in(ids.implode()))
                             .join(keys.lazy(), on=KEYS, how="semi").collect(), table)
-             for f in files if keys.height and keyindex.may_hold(f, ids)]
+             for f in files if keys.height and keyindex.may_hold(f, probe)]
     return pl.concat(parts) if parts else schema.empty(table)
 
 
@@ -299,12 +300,22 @@ def refresh(tx, table: str, scoped: Scope, derive: Callable[[object, pl.DataFram
     return rows.height
 
 
+def writer_connection(tx, extra: dict[str, pl.DataFrame], *queries: str, threads: int | None = None):
+    """A connection to the store as ``tx`` would commit it, with the tables of ``extra`` in place of the store's,
+    binding only the tables the statements ``queries`` read. ``usage_cube`` stands in empty unless ``extra``
+    gives it: the writers' statements read it only for its column types (``_usage_all``'s ``where false``), and
+    binding it reads the footer of every cube file."""
+    con = connect(pending=tx, extra={"usage_cube": schema.empty("usage_cube"), **extra}, threads=threads,
+                  tables=tables(*queries))
+    con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
+    return con
+
+
 def derive_cells(tx, table: str, query: str, extra: dict[str, pl.DataFrame],
                  threads: int | None = None) -> pl.DataFrame:
     """The rows of ``table`` the statement ``query`` gives over the store as ``tx`` would commit it, with the
     tables of ``extra`` in place of the store's."""
-    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(query))
-    con.execute("set enable_progress_bar = false")
+    con = writer_connection(tx, extra, query, threads=threads)
     try:
         return schema.conform(run(query, con=con), table)
     finally:

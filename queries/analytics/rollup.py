@@ -41,10 +41,10 @@ import os
 
 import polars as pl
 
-from ..store import Store, connect
+from ..store import Store
 from ..store import keyindex, schema
 from . import cells, cube, usage_hours
-from .loader import run, tables
+from .loader import run
 
 TABLE = "job_rollup"
 QUERY = "_job_rollup"
@@ -93,11 +93,14 @@ def _epoch_s(text: str) -> float:
     return ((t - _EPOCH) // dt.timedelta(microseconds=1)) / 1e6
 
 
-def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
+def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None,
+              files: list[str] | None = None) -> pl.DataFrame:
     """The ``job_rollup`` rows the store holds for ``keys`` (``columns`` of them: default all), read from the
-    files whose footer says they may hold one of them (``keyindex``)."""
-    files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
-    files = [f for f in files if keyindex.may_hold(f, keys["job_id"])] if keys.height else []
+    files (``files``: default all the table's) whose footer says they may hold one of them (``keyindex``)."""
+    if files is None:
+        files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
+    probe = keyindex.Probe(keys["job_id"])
+    files = [f for f in files if keyindex.may_hold(f, probe)] if keys.height else []
     empty = schema.empty(TABLE)
     if not keys.height or not files:
         return empty if columns is None else empty.select(columns)
@@ -111,14 +114,23 @@ def _stale(tx, running: pl.DataFrame) -> pl.DataFrame:
     run end (an open run whose samples all end by its run end: ``derive``) holds while the run reaches its
     samples' end; a snapshot only moves forward (``Transaction.record_snapshot``), so it always does: no
     write. Re-derived: a job without a row, and a row with a run end (samples reaching past the snapshot it
-    was derived for, or a row written before rows could go without one)."""
+    was derived for, or a row written before rows could go without one).
+    A file's footer lists its rows without a run end (``keyindex.open_rows``): no row is read but from a file
+    written before footers did."""
     if not running.height:
         return running
-    old = _old_rows(tx, running, columns=[*KEYS, "t_start", "t_end", "samples_end_s"])
+    columns = [*KEYS, "t_start", "samples_end_s"]
+    listed, unlisted = [schema.empty(TABLE).select(columns)], []  # a store without rollup files: none holds
+    for f in (str(tx.store.root / r) for r in tx.tables.get(TABLE, [])):
+        rows = keyindex.open_rows(f)
+        (unlisted.append(f) if rows is None else listed.append(rows.join(running, on=KEYS, how="semi")))
+    if unlisted:
+        old = _old_rows(tx, running, columns=[*columns, "t_end"], files=unlisted)
+        listed.append(old.filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_null()).select(columns))
     snap = pl.DataFrame({"cluster": list(tx.snapshots), "__snap": [_epoch_s(t) for t in tx.snapshots.values()]},
                         schema={"cluster": pl.String, "__snap": pl.Float64})
-    holds = (old.join(snap, on="cluster", how="left")
-             .filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_null() & pl.col("__snap").is_not_null()
+    holds = (pl.concat(listed).join(snap, on="cluster", how="left")
+             .filter(pl.col("__snap").is_not_null()
                      & (pl.col("samples_end_s").is_null()
                         | (pl.col("samples_end_s") <= pl.max_horizontal("__snap", "t_start")))))
     return running.join(holds.select(KEYS), on=KEYS, how="anti")
@@ -146,8 +158,8 @@ def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame
     """The rows of ``table``'s ``files`` whose job is in ``scope``, conformed to the table's schema. Only the files
     whose footer says they may hold one of its jobs are read (``keyindex``): a new job's samples may sit in any
     older file, and the summaries say which."""
-    ids = scope["job_id"]
-    out = [schema.conform(_keyed_scan(f, scope).collect(), table) for f in files if keyindex.may_hold(f, ids)]
+    probe = keyindex.Probe(scope["job_id"])
+    out = [schema.conform(_keyed_scan(f, scope).collect(), table) for f in files if keyindex.may_hold(f, probe)]
     return pl.concat(out) if out else schema.empty(table)
 
 
@@ -158,8 +170,7 @@ def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) ->
     if scope is not None:
         for table in ("jobs", "samples"):
             extra[table] = _narrowed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
-    con = connect(pending=tx, extra=extra, threads=threads, tables=tables(QUERY, DAY_QUERY))
-    con.execute("set enable_progress_bar = false")  # an ingest prints its own summary, not DuckDB's bar
+    con = cells.writer_connection(tx, extra, QUERY, DAY_QUERY, threads=threads)
     try:
         rows, days = run(QUERY, con=con), run(DAY_QUERY, con=con)
     finally:

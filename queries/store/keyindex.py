@@ -8,7 +8,9 @@ in its Parquet key-value metadata, written with the file (hence in the same comm
   but a hash collision, where a Bloom filter of a few bits a key would match every big file), and the hashes
   of ``FINGERPRINT_IDS`` under the hash it was built with;
 * ``quotaloop.running`` (``jobs`` only): the ``(cluster, job_id)`` of its RUNNING jobs without an end (the jobs
-  a snapshot move extends).
+  a snapshot move extends);
+* ``quotaloop.open_rows`` (``job_rollup`` only): the ``(cluster, job_id, t_start, samples_end_s)`` of its rows
+  with a run start and no run end (the open runs whose rows a snapshot move leaves as they are).
 
 Invariants:
 - No false negative: ``may_hold(path, ids)`` is False only when no id of ``ids`` is a ``job_id`` of the file,
@@ -16,7 +18,7 @@ Invariants:
   without a summary (written before it existed, or by another tool), with one that does not parse, or built by a
   hash that no longer gives the recorded fingerprint (another Polars version) may hold anything: True.
 - ``running(path)`` is None when the file records nothing (the caller scans it), else exactly its RUNNING jobs
-  without an end.
+  without an end; ``open_rows(path)`` likewise for its rows with a ``t_start`` and no ``t_end``.
 A false positive only costs a read: every caller then looks at the file's rows themselves.
 """
 from __future__ import annotations
@@ -33,6 +35,8 @@ import polars as pl
 INDEXED = ("jobs", "samples", "job_rollup", "job_day_rollup")
 IDS_KEY = "quotaloop.job_ids"
 RUNNING_KEY = "quotaloop.running"
+OPEN_ROWS_KEY = "quotaloop.open_rows"
+_OPEN_ROWS_SCHEMA = {"cluster": pl.String, "job_id": pl.String, "t_start": pl.Float64, "samples_end_s": pl.Float64}
 FINGERPRINT_IDS = ["quotaloop", "0", "123_4", "job-\u00e9"]
 _SEED = 20261202
 _CACHE_BYTES = 256 << 20  # parsed summaries kept per process (by path, size and mtime), up to this many bytes
@@ -59,6 +63,10 @@ def footer(df: pl.DataFrame, table: str) -> dict[str, str] | None:
         open_ = df.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null()).select(
             pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
         meta[RUNNING_KEY] = json.dumps(open_.rows())
+    if table == "job_rollup" and set(_OPEN_ROWS_SCHEMA) | {"t_end"} <= set(df.columns):
+        open_ = df.filter(pl.col("t_start").is_not_null() & pl.col("t_end").is_null()).select(
+            pl.col(c).cast(t) for c, t in _OPEN_ROWS_SCHEMA.items())
+        meta[OPEN_ROWS_KEY] = json.dumps(open_.to_dict(as_series=False))  # by column: read back in one go
     return meta
 
 
@@ -80,7 +88,10 @@ def _summary(path: str | os.PathLike) -> dict | None:
             hashes = np.frombuffer(base64.b64decode(raw["hashes"]), dtype="<u8").astype(np.uint64)
             if hashes.size > 1 and not (hashes[1:] > hashes[:-1]).all():
                 raise ValueError("hashes not sorted")
-            out = {"hashes": hashes, "running": json.loads(meta[RUNNING_KEY]) if RUNNING_KEY in meta else None}
+            out = {"hashes": hashes, **{name: json.loads(meta[key]) if key in meta else None
+                                        for name, key in (("running", RUNNING_KEY), ("open_rows", OPEN_ROWS_KEY))}}
+            if out["open_rows"] is not None:  # kept as the frame: a snapshot move asks every file for it
+                out["open_rows"] = pl.DataFrame(out["open_rows"], schema=_OPEN_ROWS_SCHEMA)
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         out = None
     _cache[key] = out
@@ -93,18 +104,23 @@ def has_summary(path: str | os.PathLike) -> bool:
     return _summary(path) is not None
 
 
-def may_hold(path: str | os.PathLike, ids: pl.Series) -> bool:
-    """False only when the file at ``path`` certainly holds none of the job ids ``ids``."""
+class Probe:
+    """The sorted distinct hashes of a set of job ids, computed once for probing many files (``may_hold``)."""
+
+    def __init__(self, ids: pl.Series):
+        self.hashes = np.unique(_hashes(ids.drop_nulls()))
+
+
+def may_hold(path: str | os.PathLike, ids: pl.Series | Probe) -> bool:
+    """False only when the file at ``path`` certainly holds none of the job ids ``ids`` (a ``Probe`` of them when
+    many files are probed with the same ids)."""
     summary = _summary(path)
     if summary is None:
         return True
-    ids = ids.drop_nulls()
-    if not ids.len():
-        return False
+    probe = (ids if isinstance(ids, Probe) else Probe(ids)).hashes
     held = summary["hashes"]
-    if not held.size:
+    if not probe.size or not held.size:
         return False
-    probe = _hashes(ids)
     at = np.searchsorted(held, probe).clip(max=held.size - 1)
     return bool((held[at] == probe).any())
 
@@ -118,3 +134,12 @@ def running(path: str | os.PathLike) -> pl.DataFrame | None:
     rows = summary["running"]
     return pl.DataFrame({"cluster": [r[0] for r in rows], "job_id": [r[1] for r in rows]},
                         schema={"cluster": pl.String, "job_id": pl.String})
+
+
+def open_rows(path: str | os.PathLike) -> pl.DataFrame | None:
+    """The ``(cluster, job_id, t_start, samples_end_s)`` of the rows with a run start and no run end of the
+    ``job_rollup`` file at ``path``; None when the file does not record them."""
+    summary = _summary(path)
+    if summary is None or summary["open_rows"] is None:
+        return None
+    return summary["open_rows"]

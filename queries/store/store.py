@@ -158,6 +158,11 @@ def name_problem_expr(name: pl.Expr) -> pl.Expr:
             .when(name.str.len_bytes() > MAX_NAME_BYTES).then(pl.lit(f"cluster name longer than {MAX_NAME_BYTES} bytes")))
 
 
+def _probe(keys: pl.DataFrame, key: str) -> keyindex.Probe | None:
+    """The footer probe of ``keys`` (``keyindex``: job ids only), hashed once for all the files looked at."""
+    return keyindex.Probe(keys.get_column(key)) if key == "job_id" else None
+
+
 def _partition_dir(table: str, cluster: str, month: str | None) -> str:
     if name_problem(cluster):  # the parsers reject such rows; never let one reach the file system
         raise ValueError(f"invalid cluster name {cluster!r}: {name_problem(cluster)}")
@@ -395,11 +400,11 @@ class Transaction:
         order = [key, "ts"] if table == "samples" else [key]
 
         def merged(rel_dir: str, part: pl.DataFrame) -> pl.DataFrame:
-            ids = part.get_column(key)
+            probe = keyindex.Probe(part.get_column(key))
             keys = part.select(pl.col(key).unique())
             # a file the summary cannot rule out is merged only if its key column does hold an incoming key (a
             # large upsert's false positives would otherwise rewrite files it does not touch)
-            old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, ids)
+            old = [r for r in self._live_in(table, rel_dir) if keyindex.may_hold(self.store.root / r, probe)
                    and pl.read_parquet(self.store.root / r, columns=[key]).join(keys, on=key, how="semi").height]
             # small files of a full tier hold none of the incoming keys: the filters below keep all their rows
             old += self._full_tier(table, rel_dir, busy=set(old))
@@ -436,8 +441,9 @@ class Transaction:
             touched = tuple(_partition_dir(table, cluster, _month_name(m)) + "/" for m in part["__month"].unique())
             others = [r for r in self.tables.get(table, []) if r.startswith(prefix) and not r.startswith(touched)]
             keys = part.select(pl.col(key).unique()) if others else None
+            probe = _probe(keys, key) if others else None
             for rel in others:
-                self._drop_rows(table, rel, keys, key)
+                self._drop_rows(table, rel, keys, key, probe)
 
     def delete_keys(self, table: str, keys: pl.DataFrame, key: str = "job_id", where: bool = False) -> None:
         """Remove every row of ``table`` whose (cluster, ``key``) is in ``keys``, whatever its partition (the rows
@@ -451,15 +457,18 @@ class Transaction:
             ids = part.select(pl.col(key).cast(pl.String)).unique()
             dirs = None if not where else tuple(
                 _partition_dir(table, cluster, _month_name(m)) + "/" for m in part["__month"].unique())
+            probe = _probe(ids, key)
             for rel in [r for r in self.tables.get(table, [])
                         if r.startswith(prefix) and (dirs is None or r.startswith(dirs))]:
-                self._drop_rows(table, rel, ids, key)
+                self._drop_rows(table, rel, ids, key, probe)
 
-    def _drop_rows(self, table: str, rel: str, keys: pl.DataFrame, key: str) -> None:
+    def _drop_rows(self, table: str, rel: str, keys: pl.DataFrame, key: str,
+                   probe: keyindex.Probe | None) -> None:
         """Retire the live file ``rel`` if it holds a row keyed in ``keys`` and write back its other rows. Only the
-        key column is read to look; the whole file only when it must be rewritten."""
+        key column is read to look (unless ``probe``, the keys' ``_probe``, rules the file out); the whole file
+        only when it must be rewritten."""
         path = self.store.root / rel
-        if key == "job_id" and not keyindex.may_hold(path, keys.get_column(key)):
+        if probe is not None and not keyindex.may_hold(path, probe):
             return
         if pl.read_parquet(path, columns=[key]).join(keys, on=key, how="semi").height:
             rest = schema.conform(pl.read_parquet(path), table).join(keys, on=key, how="anti")

@@ -88,6 +88,8 @@ def rolled_store() -> Path:
     stale = not rows or "samples_end_s" not in pl.read_parquet_schema(rows[0])
     # files written before the footers' job summaries: the rebuild writes them (one-off, like a migration)
     stale = stale or not all(keyindex.has_summary(f) for f in Store(root).files("jobs"))
+    # rollup files written before their footers listed the rows without a run end (keyindex.open_rows)
+    stale = stale or any(keyindex.open_rows(f) is None for f in rows)
     hours = Store(root).files("usage_hours") if rows else []  # hour cells from before the open runs' own cells
     stale = stale or bool(hours) and "open_run" not in pl.read_parquet_schema(hours[0])
     stale = stale or _bound_open_runs(root)

@@ -279,8 +279,13 @@ def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypat
 
     derived.clear()
     before = set(Store(store).files("job_rollup"))
+    scanned = []
+    real_scan = rollup._keyed_scan
+    monkeypatch.setattr(rollup, "_keyed_scan", lambda path, keys: scanned.append(path) or real_scan(path, keys))
     ingest([later(2, 9000)], store, fmt="parquet")  # snapshot 6000 -> 9600: every RUNNING row holds
     assert derived == [{"n2"}]
+    # the rows that hold are known from the files' footers (keyindex.open_rows): no job_rollup row is read
+    assert not [p for p in scanned if "job_rollup" in str(p)]
     assert before <= set(Store(store).files("job_rollup"))  # no file rewritten: n2's row is a new file
     _assert_same_rows(_rows(store), _rebuilt(store, tmp_path / "r2"))
     _assert_same_rows(_days(store), _rebuilt(store, tmp_path / "d2", days=True))
@@ -302,6 +307,24 @@ def test_running_jobs_follow_the_snapshot_without_rederiving(tmp_path, monkeypat
         assert_frame_equal(run("job_waste", store, **params), _raw("job_waste", store, **params),
                            check_exact=False, rel_tol=1e-9)
 
+
+
+def test_a_snapshot_move_in_a_store_without_a_rollup_derives_its_running_jobs(tmp_path):
+    """A store from before the rollup (no rollup files: nothing to list or probe) whose snapshot moves: its RUNNING
+    jobs have no row, so they are derived, as the touched ones are."""
+    jobs = pl.DataFrame({"cluster": ["c"] * 2, "job_id": ["r1", "c1"], "state": ["RUNNING", "COMPLETED"],
+                         "submit": [_ts(0)] * 2, "start": [_ts(0)] * 2, "end": [None, _ts(600)],
+                         "elapsed_s": [0.0, 600.0], "req_cpus": [4.0] * 2})
+    store = tmp_path / "store"
+    ingest([_write(jobs, tmp_path / "jobs.parquet")], store, fmt="parquet")
+    manifest = json.loads((store / "_manifest.json").read_text())
+    for table in ("job_rollup", "job_day_rollup"):
+        manifest["tables"].pop(table, None)
+    (store / "_manifest.json").write_text(json.dumps(manifest))
+    later = jobs.filter(pl.col("job_id") == "c1").with_columns(pl.lit("n1").alias("job_id"),
+                                                                pl.lit(_ts(7200)).alias("end"))
+    ingest([_write(later, tmp_path / "later.parquet")], store, fmt="parquet")  # snapshot 600 -> 7200
+    assert sorted(_rows(store)["job_id"].to_list()) == ["n1", "r1"]  # c1, untouched and finished: still none
 
 # ------------------------------------------------------------------ all or nothing
 def test_failed_ingest_leaves_no_half_written_rollup(tmp_path, monkeypatch):

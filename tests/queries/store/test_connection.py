@@ -55,7 +55,7 @@ def test_a_writers_connection_is_bounded_and_spills_outside_the_store(tmp_path, 
         return con
 
     monkeypatch.setattr(connection, "WRITE_MEMORY_LIMIT", "1GB")
-    monkeypatch.setattr("queries.analytics.rollup.connect", spy)
+    monkeypatch.setattr("queries.analytics.cells.connect", spy)  # every writer connects through cells
     from queries.analytics import rollup
 
     rollup.rebuild(store)

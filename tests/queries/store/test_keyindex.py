@@ -60,6 +60,17 @@ def test_running_jobs_are_listed_exactly(tmp_path):
     assert keyindex.running(_file(tmp_path, jobs, "samples", "s.parquet")) is None
 
 
+def test_open_rollup_rows_are_listed_exactly(tmp_path):
+    rows = pl.DataFrame({"cluster": ["a", "a", "a", "b"], "job_id": ["1", "2", "3", "1"],
+                         "t_start": [10.0, 10.0, None, 0.1 + 0.2], "t_end": [None, 20.0, None, None],
+                         "samples_end_s": [15.5, 18.0, None, None]})
+    path = _file(tmp_path, rows, "job_rollup")
+    # a row with a run start and no run end (a never-started job has neither: not an open run); floats exact
+    assert sorted(keyindex.open_rows(path).rows()) == [("a", "1", 10.0, 15.5), ("b", "1", 0.1 + 0.2, None)]
+    assert keyindex.open_rows(_file(tmp_path, rows, "job_day_rollup", "d.parquet")) is None
+    assert keyindex.open_rows(_file(tmp_path, rows.head(0), "job_rollup", "e.parquet")).height == 0
+
+
 def test_a_day_of_new_jobs_leaves_every_older_file_as_it_was(tmp_path):
     """New jobs and their samples go into new files (their keys are in no older file's summary): the older jobs,
     samples and rollup files stay live, unread but for their footers. Their answers are checked elsewhere
