@@ -161,14 +161,28 @@ def write(tx, table: str, rows: pl.DataFrame, parts: pl.DataFrame, split: tuple[
             tx._write(table, rel_dir, piece)
 
 
+def _cell_of() -> list[pl.Expr]:
+    """A ``jobs`` row's cell key (``CELL`` and ``OPEN``), as ``_jobs`` stages it (no account: '(none)')."""
+    return [pl.col("cluster").cast(pl.String).fill_null("default"),
+            pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown").alias("month"),
+            pl.col("user").cast(pl.String), pl.col("account").cast(pl.String).fill_null("(none)"),
+            _open_run().alias(OPEN)]
+
+
 def _job_cells(jobs: pl.DataFrame) -> pl.DataFrame:
-    """The cell keys (``CELL`` and ``OPEN``) of ``jobs`` rows, as ``_jobs`` stages them (no account: '(none)')."""
+    """The cell keys (``CELL`` and ``OPEN``) of ``jobs`` rows."""
     if not jobs.height:
         return pl.DataFrame(schema=NO_CELLS)
-    return jobs.select(pl.col("cluster").cast(pl.String).fill_null("default"),
-                       pl.col("submit").dt.strftime("%Y-%m").fill_null("unknown").alias("month"),
-                       pl.col("user").cast(pl.String), pl.col("account").cast(pl.String).fill_null("(none)"),
-                       _open_run().alias(OPEN)).unique()
+    return jobs.select(_cell_of()).unique()
+
+
+def _in_keys(jobs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The ``jobs`` rows whose cell key (``_cell_of``) is one of ``keys``."""
+    if not jobs.height:
+        return jobs
+    staged = jobs.with_columns(pl.struct(_cell_of()).alias("__cell"))
+    return (staged.filter(pl.col("__cell").is_in(keys.select(pl.struct(pl.all())).to_series().implode()))
+            .drop("__cell"))
 
 
 def _row_cells(rows: pl.DataFrame) -> pl.DataFrame:
@@ -240,8 +254,8 @@ class Scope:
     ``closed`` is the same over the rows that are not an open run (a RUNNING job without an end, which is in no
     ``usage_cube`` cell)."""
 
-    def __init__(self, tx, changed: pl.DataFrame, rows: pl.DataFrame | None = None):
-        self.tx, self.changed = tx, changed
+    def __init__(self, tx, changed: pl.DataFrame, rows: pl.DataFrame | None = None, within: "Scope | None" = None):
+        self.tx, self.changed, self.within = tx, changed, within
         if rows is not None:
             self.rows = rows
 
@@ -259,14 +273,17 @@ class Scope:
 
     @functools.cached_property
     def jobs(self) -> pl.DataFrame:
-        return _jobs_of(self.tx, self.keys) if self.keys.height else schema.empty("jobs")
+        if not self.keys.height:
+            return schema.empty("jobs")
+        # a scope within another (``closed``) has a subset of its keys: their jobs are among its jobs
+        return _in_keys(self.within.jobs, self.keys) if self.within is not None else _jobs_of(self.tx, self.keys)
 
     @functools.cached_property
     def closed(self) -> "Scope":
         """The scope of the rows that are not an open run (``_jobs``' ``open_run``: RUNNING, no end). A job open
         before and after the transaction is in no ``usage_cube`` cell either way: the cube's cells of its key do
         not change (its re-derivation at a snapshot move, or for new samples, is the hour cells' business)."""
-        return Scope(self.tx, self.changed, rows=self.rows.filter(~_open_run()))
+        return Scope(self.tx, self.changed, rows=self.rows.filter(~_open_run()), within=self)
 
 
 def maintained(tx, table: str) -> bool:
