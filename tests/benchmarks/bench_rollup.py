@@ -182,7 +182,9 @@ def test_one_more_day_into_the_big_store_against_an_empty_one(rolled_store, tmp_
     Later that day, with open runs out of their users' cells: 1 M day A 3.12 against 0.66 (4.7x), day B 1.33
     against 0.53; 3 M day A 5.71 against 0.59 (9.7x), day B 2.13 against 0.50 (README "Speed"). 2026-12-07, open
     runs' rows without a run end and writers binding only their tables: day B 1M 1.15 against 0.71 (1.6x; 1.32
-    against 0.61 before, same session), 3M 1.82 against 0.79 (2.3x; 2.00 against 0.70 before)."""
+    against 0.61 before, same session), 3M 1.82 against 0.79 (2.3x; 2.00 against 0.70 before). Later, open runs'
+    rows listed in the rollup footers and ASCII SQL: 3M day B 1.55 against 0.66 (2.4x; 1.92 against 0.72 before,
+    alternating runs)."""
     paths = _one_day(tmp_path, 10 * N_JOBS)
     shifted = _next_day(tmp_path, paths)
     best = {"empty": [], "big": [], "empty B": [], "big B": []}
