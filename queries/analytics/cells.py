@@ -47,6 +47,10 @@ NO_PARTS = {"cluster": pl.String, "month": pl.String}
 CELL = ["cluster", "month", "user", "account"]  # what a refresh re-derives a cell by: its partition, user, account
 OPEN = "open_run"  # and, in a table with that column (usage_hours), whether it sums open runs (their own cells)
 NO_CELLS = {**NO_PARTS, "user": pl.String, "account": pl.String, OPEN: pl.Boolean}
+# the manifest's mark (``Transaction.layouts``) of a cell table every file of which this code wrote: no RUNNING
+# cells, ``running`` false, open runs' cells apart (``legacy`` is then False without opening a file). A change
+# of what a cell holds gets a new mark, so that older tables are looked at again
+LAYOUT = "cells-2026-12-06"
 
 
 def _open_run() -> pl.Expr:
@@ -374,9 +378,14 @@ def legacy(tx, table: str) -> bool:
     read, but a refresh could not re-derive the open runs' alone). Such a table is rebuilt by its next refresh
     (``cube.refresh``, ``usage_hours.refresh``), once; the queries do not read one with RUNNING cells until then.
     """
+    if tx.layouts.get(table) == LAYOUT:
+        return False
     rels = tx.tables.get(table, [])
-    return any(f"/month={RUNNING}/" in r for r in rels) or any(_marks_running(tx.store.root / r, table)
-                                                                 for r in rels)
+    found = any(f"/month={RUNNING}/" in r for r in rels) or any(_marks_running(tx.store.root / r, table)
+                                                                for r in rels)
+    if not found:
+        tx.layouts[table] = LAYOUT  # what this transaction writes into it keeps the layout
+    return found
 
 
 def rebuild(tx, table: str, derive, write, threads: int | None = None) -> int:
@@ -389,4 +398,5 @@ def rebuild(tx, table: str, derive, write, threads: int | None = None) -> int:
         rows = derive(tx, part, threads=threads)
         write(tx, rows, part)
         n += rows.height
+    tx.layouts[table] = LAYOUT
     return n

@@ -30,6 +30,9 @@ Invariants:
   start, end, start + elapsed or sample time of any file ingested for it: for a ``sacct`` export, its export
   time). A job still RUNNING in the log ran until then, never later (``Store.snapshots``; SQL sees it as the
   ``store_snapshot`` relation).
+- The manifest's ``layouts`` maps a derived table to the layout all its live files were written in (set by the
+  writer that knows it, ``queries.analytics.cells``), so that a writer need not open every file to find out; a
+  store without the entry (older, or written by an older version, which drops it) is looked at file by file.
 - What cannot be opened is a ``StoreError`` (one line naming the path): a missing store or one that is not a
   directory, a manifest that does not parse or names a path outside the store, a live file that is missing or
   not Parquet (``check`` looks at every live file's magic bytes, so a truncated partition is found before a
@@ -298,6 +301,8 @@ class Transaction:
         self.tables: dict[str, list[str]] = {k: list(v) for k, v in base.get("tables", {}).items()}
         self.base_files = {r for files in self.tables.values() for r in files}
         self.snapshots: dict[str, str] = dict(base.get("snapshots", {}))
+        layouts = base.get("layouts", {})
+        self.layouts: dict[str, str] = dict(layouts) if isinstance(layouts, dict) else {}
         self.written: list[Path] = []
         # what this transaction changed that the derived tables depend on: the (cluster, job_id) of every upserted
         # job or sample, and the clusters whose snapshot moved (their RUNNING jobs run until it)
@@ -587,6 +592,9 @@ class Transaction:
         manifest = {"version": self.version + 1, "tables": self.tables, "retired": sorted(self.base_files - live)}
         if self.snapshots:
             manifest["snapshots"] = dict(sorted(self.snapshots.items()))
+        layouts = {t: v for t, v in sorted(self.layouts.items()) if t in self.tables}
+        if layouts:
+            manifest["layouts"] = layouts
         tmp = root / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         with open(tmp, "rb+") as fh:

@@ -296,6 +296,9 @@ def test_hour_cells_without_open_run_are_read_and_rebuilt_by_the_first_refresh(c
     assert _cells(store)["open_run"].any()  # the random store has open runs with samples
     for f in Store(store).files(usage_hours.TABLE):
         pl.read_parquet(f).drop("open_run").write_parquet(f)
+    manifest = json.loads((store / "_manifest.json").read_text())
+    del manifest["layouts"][usage_hours.TABLE]  # as the version that wrote such files left it: no layout mark
+    (store / "_manifest.json").write_text(json.dumps(manifest))
     with Store(store).transaction() as tx:
         assert cells.legacy(tx, usage_hours.TABLE)
         tx.derived_fresh = True
@@ -308,6 +311,35 @@ def test_hour_cells_without_open_run_are_read_and_rebuilt_by_the_first_refresh(c
     assert all("open_run" in pl.read_parquet_schema(f) for f in Store(store).files(usage_hours.TABLE))
     _same(_cells(store), _rebuilt_cells(store, tmp_path))
     with Store(store).transaction() as tx:
+        assert tx.layouts[usage_hours.TABLE] == cells.LAYOUT
         assert not cells.legacy(tx, usage_hours.TABLE)
         tx.derived_fresh = True
     _same(run("gap_area", store, **params), _raw(store, **params))
+
+
+def test_a_table_marked_in_the_current_layout_is_refreshed_without_opening_its_files(celled_store, tmp_path,
+                                                                                      monkeypatch):
+    """The manifest marks both cell tables as written in the current layout (``cells.LAYOUT``): a refresh then
+    opens none of their files to look for legacy cells, and keeps the mark; a store without it (an older one)
+    is looked at file by file once, and marked by the commit."""
+    store = tmp_path / "s"
+    shutil.copytree(celled_store, store)
+    marks = json.loads((store / "_manifest.json").read_text())["layouts"]
+    assert marks == {"usage_cube": cells.LAYOUT, "usage_hours": cells.LAYOUT}
+    opened = []
+    real = cells._marks_running
+    monkeypatch.setattr(cells, "_marks_running", lambda path, table: opened.append(path) or real(path, table))
+    late = pl.DataFrame({"cluster": ["east"], "job_id": ["may-1"], "user": ["u1"], "account": ["lab"],
+                         "state": ["COMPLETED"], "submit": [_ts(31 * 86400)], "start": [_ts(31 * 86400)],
+                         "end": [_ts(31 * 86400 + 3600)], "req_cpus": [2.0]})
+    ingest([_write(late, tmp_path / "may.parquet")], store, fmt="parquet")
+    assert not opened
+    manifest = json.loads((store / "_manifest.json").read_text())
+    assert manifest["layouts"] == marks
+    del manifest["layouts"]
+    (store / "_manifest.json").write_text(json.dumps(manifest))
+    ingest([_write(late.with_columns(pl.lit("may-2").alias("job_id")), tmp_path / "may2.parquet")], store,
+           fmt="parquet")
+    assert opened  # unmarked: looked at, found current, marked
+    assert json.loads((store / "_manifest.json").read_text())["layouts"] == marks
+    _same(_cells(store), _rebuilt_cells(store, tmp_path / "r"))
