@@ -36,6 +36,7 @@ INDEXED = ("jobs", "samples", "job_rollup", "job_day_rollup")
 IDS_KEY = "quotaloop.job_ids"
 RUNNING_KEY = "quotaloop.running"
 OPEN_ROWS_KEY = "quotaloop.open_rows"
+_RUNNING_SCHEMA = {"cluster": pl.String, "job_id": pl.String}
 _OPEN_ROWS_SCHEMA = {"cluster": pl.String, "job_id": pl.String, "t_start": pl.Float64, "samples_end_s": pl.Float64}
 FINGERPRINT_IDS = ["quotaloop", "0", "123_4", "job-\u00e9"]
 _SEED = 20261202
@@ -90,7 +91,10 @@ def _summary(path: str | os.PathLike) -> dict | None:
                 raise ValueError("hashes not sorted")
             out = {"hashes": hashes, **{name: json.loads(meta[key]) if key in meta else None
                                         for name, key in (("running", RUNNING_KEY), ("open_rows", OPEN_ROWS_KEY))}}
-            if out["open_rows"] is not None:  # kept as the frame: a snapshot move asks every file for it
+            # kept as frames: a snapshot move asks every file for them
+            if out["running"] is not None:
+                out["running"] = pl.DataFrame(out["running"], schema=_RUNNING_SCHEMA, orient="row")
+            if out["open_rows"] is not None:
                 out["open_rows"] = pl.DataFrame(out["open_rows"], schema=_OPEN_ROWS_SCHEMA)
     except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         out = None
@@ -129,17 +133,11 @@ def running(path: str | os.PathLike) -> pl.DataFrame | None:
     """The ``(cluster, job_id)`` of the RUNNING jobs without an end in the ``jobs`` file at ``path``; None when
     the file does not record them."""
     summary = _summary(path)
-    if summary is None or summary["running"] is None:
-        return None
-    rows = summary["running"]
-    return pl.DataFrame({"cluster": [r[0] for r in rows], "job_id": [r[1] for r in rows]},
-                        schema={"cluster": pl.String, "job_id": pl.String})
+    return None if summary is None else summary["running"]
 
 
 def open_rows(path: str | os.PathLike) -> pl.DataFrame | None:
     """The ``(cluster, job_id, t_start, samples_end_s)`` of the rows with a run start and no run end of the
     ``job_rollup`` file at ``path``; None when the file does not record them."""
     summary = _summary(path)
-    if summary is None or summary["open_rows"] is None:
-        return None
-    return summary["open_rows"]
+    return None if summary is None else summary["open_rows"]
