@@ -27,9 +27,10 @@ DEFAULT_STORE = Path(os.environ.get("QUOTALOOP_STORE", REPO_ROOT / "sample_data"
 # Relations a query may reference that only some callers provide: name -> schema of the empty stand-in.
 OPTIONAL_RELATIONS = {"budget_shares": {"account": pl.String, "share": pl.Float64}}
 # DuckDB keeps each file's parsed Parquet footer for the connection's life instead of parsing it again for every
-# scan. The store's footers carry their jobs' hashes (``keyindex``: 8 bytes a job, about 9 MB for a month of the
-# 10M-job benchmark store); uncached, the views' schema read and every query's scan re-parse them, which cost
-# more than some queries themselves at 10M jobs (queries/README.md, "Speed"). Safe: a store file is never
+# scan. Footers written before 2026-12-07 carry their jobs' hashes (``keyindex``: 8 bytes a job, about 9 MB for a
+# month of the 10M-job benchmark store); uncached, the views' schema read and every query's scan re-parsed them,
+# which cost more than some queries themselves at 10M jobs (queries/README.md, "Speed"). The hashes are beside
+# the files now, and a footer of hundreds of row groups is still worth parsing once. Safe: a store file is never
 # rewritten in place (new files get new names), and DuckDB checks the file's modification time anyway.
 PARQUET_METADATA_CACHE = True
 # A writer's connection (``connect(pending=tx)``: the rollup, cube and hour cells an ingest, ``rollup --rebuild`` or

@@ -20,8 +20,9 @@ Invariants:
   it touches that hold one of its keys, and writes new keys into a new file beside them, together with the
   partition's small files of a full size tier (``MERGE_FANIN``): the number of files of a partition stays
   bounded however many daily ingests it sees, and merged rows are the same rows (not touched).
-- Every file of a table keyed by job carries in its footer the hashes of its job ids (and a ``jobs`` file its
-  RUNNING jobs): ``keyindex``, written with the file. Writers read only the files that may hold the jobs they
+- Every file of a table keyed by job carries in its footer the range of its job ids (and a ``jobs`` file its
+  RUNNING jobs), and the hashes of its job ids beside it (``part-<uuid>.parquet.keys``): ``keyindex``, written
+  with the file, retired and collected with it. Writers read only the files that may hold the jobs they
   look for; a file without a usable summary may hold any (``rollup --rebuild`` writes the missing ones).
 - A transaction that upserts jobs or samples into a store holding derived tables commits only after they were
   refreshed (``derived_fresh``; ``queries.analytics.rollup.refresh`` does it, in the same transaction).
@@ -88,12 +89,12 @@ ZSTD_LEVEL = 1
 
 
 def _write_parquet(df: pl.DataFrame, path: Path, table: str | None = None) -> None:
-    """Write ``df`` durably; a file of a table keyed by job carries its job summary in its footer (``keyindex``),
-    so it is written, and committed, with the rows it describes."""
+    """Write ``df`` durably; a file of a table keyed by job carries its job summary in its footer and its key
+    hashes beside it (``keyindex``), so they are written, and committed, with the rows they describe."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     df.write_parquet(tmp, compression="zstd", compression_level=ZSTD_LEVEL, statistics=True,
-                     row_group_size=1_000_000, metadata=keyindex.footer(df, table) if table else None)
+                     row_group_size=1_000_000, metadata=keyindex.footer(df, table, path) if table else None)
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -501,13 +502,13 @@ class Transaction:
         return df.height
 
     def reindex(self, table: str) -> int:
-        """Rewrite each live file of ``table`` that carries no job summary (written before ``keyindex``), the
-        same rows with one, one file at a time; the number of files rewritten. Rows do not change, so it does
-        not count as touching the jobs or samples."""
+        """Rewrite each live file of ``table`` whose job summary is missing or not in its current form
+        (``keyindex.is_current``), the same rows with a current one, one file at a time; the number of files
+        rewritten. Rows do not change, so it does not count as touching the jobs or samples."""
         done = 0
         for rel in list(self.tables.get(table, [])):
             path = self.store.root / rel
-            if keyindex.has_summary(path):
+            if keyindex.is_current(path):
                 continue
             rows = schema.conform(_read_parquet(path), table)
             self.tables[table].remove(rel)
@@ -531,8 +532,9 @@ class Transaction:
         for rel in rels:
             path = self.store.root / rel
             self.written.remove(path)
-            with contextlib.suppress(OSError):
-                path.unlink()
+            for p in (path, keyindex.sidecar(path)):
+                with contextlib.suppress(OSError):
+                    p.unlink()
 
     def swap_partition(self, table: str, rel_dir: str, rels: list[str], changed: pl.DataFrame) -> None:
         """Replace every live file of the partition directory ``rel_dir`` of ``table`` by ``rels``
@@ -609,7 +611,8 @@ class Transaction:
         """Remove every file this transaction staged (and its temporary twin). Never raises: it runs while
         another error propagates, and a file it cannot remove is a stray that the next commit collects."""
         for path in self.written:
-            for p in (path, path.with_suffix(".parquet.tmp")):
+            keys = keyindex.sidecar(path)
+            for p in (path, path.with_suffix(".parquet.tmp"), keys, keys.with_name(keys.name + ".tmp")):
                 with contextlib.suppress(OSError, ValueError):
                     p.unlink()
 
@@ -617,6 +620,7 @@ class Transaction:
         root = self.store.root
         keep = {r for files in self.tables.values() for r in files} | self.base_files
         live = {str(root / r) for r in keep}
+        live |= {str(keyindex.sidecar(p)) for p in live}  # a file's key hashes live and die with it
         for table in schema.TABLES:
             tdir = root / table
             if not tdir.is_dir():

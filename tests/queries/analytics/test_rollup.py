@@ -190,7 +190,7 @@ def test_incremental_equals_rebuild_on_random_ingest_orders(tmp_path, seed, monk
     for k, p in enumerate(order):
         batch = [p] if k != 2 else [p, order[0]]
         old_files = seed >= 3 and k < 2
-        monkeypatch.setattr(keyindex, "footer", (lambda df, table: None) if old_files else real_footer)
+        monkeypatch.setattr(keyindex, "footer", (lambda df, table, path: None) if old_files else real_footer)
         ingest(batch, store, fmt="parquet")
         incremental = _rows(store)
         _assert_same_rows(incremental, _rebuilt(store, tmp_path / f"r{k}"))

@@ -1,6 +1,7 @@
-"""``queries.store.connect``: DuckDB keeps each file's parsed Parquet footer for the connection's life. The store's
-footers carry the jobs' hashes (``keyindex``: about 9 MB a month at 10M jobs), and parsing them again for the
-views' schema read and for every scan cost more than some queries at 10M jobs (queries/README.md, "Speed")."""
+"""``queries.store.connect``: DuckDB keeps each file's parsed Parquet footer for the connection's life. A store's
+footers written before 2026-12-07 carry the jobs' hashes (``keyindex``: about 9 MB a month at 10M jobs), and
+parsing them again for the views' schema read and for every scan cost more than some queries at 10M jobs
+(queries/README.md, "Speed")."""
 from __future__ import annotations
 
 import datetime as dt

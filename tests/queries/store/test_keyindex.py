@@ -3,12 +3,15 @@ no false positive but a hash collision, a file without one (or built by another 
 exactly; and an ingest of new jobs leaves every older file of the store as it was."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 
 import numpy as np
 import polars as pl
+import pytest
 
+from queries.analytics import rollup
 from queries.ingest import ingest
 from queries.store import Store, keyindex
 
@@ -17,7 +20,7 @@ UTC = dt.timezone.utc
 
 def _file(tmp_path, df: pl.DataFrame, table: str, name: str = "f.parquet") -> str:
     path = tmp_path / name
-    df.write_parquet(path, metadata=keyindex.footer(df, table))
+    df.write_parquet(path, metadata=keyindex.footer(df, table, path))
     return str(path)
 
 
@@ -36,18 +39,127 @@ def test_no_false_negative_and_no_false_positive(tmp_path):
 
 
 def test_a_file_without_a_usable_summary_may_hold_anything(tmp_path, monkeypatch):
-    df = pl.DataFrame({"cluster": ["c"], "job_id": ["1"]})
+    df = pl.DataFrame({"cluster": ["c", "c"], "job_id": ["1", "3"]})
     plain = tmp_path / "plain.parquet"
     df.write_parquet(plain)
     assert keyindex.may_hold(plain, pl.Series(["2"])) and keyindex.running(plain) is None
-    assert not keyindex.has_summary(plain)
+    assert not keyindex.is_current(plain)
     indexed = _file(tmp_path, df, "jobs", "indexed.parquet")
+    assert keyindex.is_current(indexed)
     assert not keyindex.may_hold(indexed, pl.Series(["2"]))
-    # a Polars whose hash no longer gives the recorded fingerprint: the filter is not trusted
+    # a Polars whose hash no longer gives the recorded fingerprint: the hashes are not trusted, the range still is
     monkeypatch.setattr(keyindex, "_fingerprint", lambda: ["0", "0", "0", "0"])
     keyindex._cache.clear()
-    assert keyindex.may_hold(indexed, pl.Series(["2"]))
+    assert keyindex.may_hold(indexed, pl.Series(["2"])) and not keyindex.may_hold(indexed, pl.Series(["4"]))
+    assert not keyindex.is_current(indexed)
+    monkeypatch.undo()
+    # a sidecar that is missing, cut short or not the one the footer describes: the same
+    keys = keyindex.sidecar(indexed)
+    good = keys.read_bytes()
+    for bad in (None, good[:8], good[8:] + good[:8]):
+        keyindex._cache.clear()
+        keys.unlink() if bad is None else keys.write_bytes(bad)
+        assert keyindex.may_hold(indexed, pl.Series(["2"])) and not keyindex.may_hold(indexed, pl.Series(["0"]))
+        assert not keyindex.is_current(indexed)
     keyindex._cache.clear()
+
+
+def test_the_footer_is_small_and_the_range_settles_new_ids_without_the_hashes(tmp_path, monkeypatch):
+    """Every reader of a file parses its whole footer (DuckDB's scans too): the 8 bytes a job are beside it."""
+    ids = [str(x) for x in range(1_000_000, 1_050_000)]
+    path = _file(tmp_path, pl.DataFrame({"cluster": ["c"] * len(ids), "job_id": ids}), "samples")
+    meta = pl.read_parquet_metadata(path)
+    assert len(meta[keyindex.IDS_KEY]) < 500
+    assert keyindex.sidecar(path).stat().st_size == 8 * len(ids)
+    keyindex._cache.clear()
+    read = []
+    monkeypatch.setattr(keyindex, "_held", lambda summary: read.append(summary) or None)
+    # the next ids (longer, or as long and greater) and shorter ones: ruled out by the footer alone
+    assert not keyindex.may_hold(path, pl.Series(["1050000", "10000000", "999999", "0", "a"]))
+    assert read == []
+    assert keyindex.may_hold(path, pl.Series(["1049999x", "1000000"]))  # in range: the hashes would be read
+    assert len(read) == 1
+    keyindex._cache.clear()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_range_check_agrees_with_a_plain_comparison(tmp_path, seed):
+    """Ids of mixed lengths and scripts: a probe is ruled out by the range exactly when no id of it lies between
+    the file's least and greatest id in (UTF-8 length, bytes) order, computed here in Python."""
+    rng = np.random.default_rng(seed)
+    alphabet = list("0123456789_-ab") + ["\u00e9", "\u4e2d", "\U0001f600"]
+
+    def some(n):
+        return ["".join(rng.choice(alphabet, size=int(rng.integers(1, 6)))) for _ in range(n)]
+
+    def order(x):
+        return len(x.encode()), x.encode()
+
+    held = some(40)
+    lo, hi = min(held, key=order), max(held, key=order)
+    keyindex._cache.clear()
+    summary = keyindex._summary(_file(tmp_path, pl.DataFrame({"job_id": held}), "samples"))
+    assert summary["range"] == ((len(lo.encode()), lo), (len(hi.encode()), hi))
+    for _ in range(300):
+        probe = some(int(rng.integers(1, 4)))
+        within = any(order(lo) <= order(x) <= order(hi) for x in probe)
+        assert keyindex.Probe(pl.Series(probe)).any_within(*summary["range"]) == within, probe
+
+
+def _day(tmp_path, k: int) -> list[str]:
+    t = dt.datetime(2026, 3, 1 + k, tzinfo=UTC)
+    ids = [f"{k}-{i}" for i in range(50)]
+    jobs = pl.DataFrame({"cluster": ["c"] * 50, "job_id": ids, "state": ["COMPLETED"] * 50,
+                         "submit": [t] * 50, "start": [t] * 50, "end": [t + dt.timedelta(hours=1)] * 50,
+                         "req_cpus": [2.0] * 50})
+    samples = pl.DataFrame({"cluster": ["c"] * 50, "job_id": ids, "ts": [t] * 50, "interval_s": [600.0] * 50,
+                            "cpu_used": [1.0] * 50})
+    paths = [tmp_path / f"jobs{k}.parquet", tmp_path / f"samples{k}.parquet"]
+    jobs.write_parquet(paths[0])
+    samples.write_parquet(paths[1])
+    return [str(p) for p in paths]
+
+
+def _v2_footer(df: pl.DataFrame, table: str, path=None) -> dict[str, str] | None:
+    """The summary's previous form (``"v": 2``, written until 2026-12-07): the hashes base64 in the footer."""
+    if table not in keyindex.INDEXED:
+        return None
+    hashes = np.unique(keyindex._hashes(df.get_column("job_id").drop_nulls())).astype("<u8").tobytes()
+    meta = {keyindex.IDS_KEY: json.dumps({"v": 2, "seed": keyindex._SEED, "fingerprint": keyindex._fingerprint(),
+                                          "hashes": base64.b64encode(hashes).decode()})}
+    if table == "jobs":
+        running = df.filter((pl.col("state") == "RUNNING") & pl.col("end").is_null())
+        meta[keyindex.RUNNING_KEY] = json.dumps(running.select("cluster", "job_id").rows())
+    return meta
+
+
+def test_a_file_written_with_the_hashes_in_its_footer_is_still_read(tmp_path):
+    ids = pl.Series(["5", "7", "12"])
+    jobs = pl.DataFrame({"cluster": ["c"] * 3, "job_id": ids, "state": ["COMPLETED", "RUNNING", "COMPLETED"],
+                         "end": [None] * 3}, schema_overrides={"end": pl.Datetime("us", "UTC")})
+    path = tmp_path / "old.parquet"
+    jobs.write_parquet(path, metadata=_v2_footer(jobs, "jobs"))
+    keyindex._cache.clear()
+    assert keyindex.running(path).rows() == [("c", "7")]
+    assert keyindex.may_hold(path, pl.Series(["12"])) and not keyindex.may_hold(path, pl.Series(["6", "70"]))
+    assert not keyindex.is_current(path)  # ``rollup --rebuild`` rewrites it with its hashes beside it
+
+
+def test_a_rebuild_moves_the_hashes_of_an_older_store_out_of_its_footers(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    monkeypatch.setattr(keyindex, "footer", _v2_footer)
+    ingest(_day(tmp_path, 0), store, fmt="parquet")
+    monkeypatch.undo()
+    keyindex._cache.clear()
+    before = {t: Store(store).read(t).sort("job_id") for t in ("jobs", "samples", "job_rollup")}
+    files = [f for t in keyindex.INDEXED for f in Store(store).files(t)]
+    assert files and not any(keyindex.is_current(f) or keyindex.sidecar(f).exists() for f in files)
+    rollup.rebuild(store)
+    files = [f for t in keyindex.INDEXED for f in Store(store).files(t)]
+    assert files and all(keyindex.is_current(f) for f in files)
+    assert all(len(pl.read_parquet_metadata(f)[keyindex.IDS_KEY]) < 500 for f in files)
+    for t, rows in before.items():
+        assert Store(store).read(t).sort("job_id").equals(rows), t
 
 
 def test_running_jobs_are_listed_exactly(tmp_path):
@@ -75,23 +187,10 @@ def test_a_day_of_new_jobs_leaves_every_older_file_as_it_was(tmp_path):
     """New jobs and their samples go into new files (their keys are in no older file's summary): the older jobs,
     samples and rollup files stay live, unread but for their footers. Their answers are checked elsewhere
     (tests/queries/analytics/test_rollup.py: incremental = rebuild)."""
-    def day(k: int) -> list[str]:
-        t = dt.datetime(2026, 3, 1 + k, tzinfo=UTC)
-        ids = [f"{k}-{i}" for i in range(50)]
-        jobs = pl.DataFrame({"cluster": ["c"] * 50, "job_id": ids, "state": ["COMPLETED"] * 50,
-                             "submit": [t] * 50, "start": [t] * 50, "end": [t + dt.timedelta(hours=1)] * 50,
-                             "req_cpus": [2.0] * 50})
-        samples = pl.DataFrame({"cluster": ["c"] * 50, "job_id": ids, "ts": [t] * 50, "interval_s": [600.0] * 50,
-                                "cpu_used": [1.0] * 50})
-        paths = [tmp_path / f"jobs{k}.parquet", tmp_path / f"samples{k}.parquet"]
-        jobs.write_parquet(paths[0])
-        samples.write_parquet(paths[1])
-        return [str(p) for p in paths]
-
     store = tmp_path / "store"
-    ingest(day(0), store, fmt="parquet")
+    ingest(_day(tmp_path, 0), store, fmt="parquet")
     before = json.loads((store / "_manifest.json").read_text())["tables"]
-    ingest(day(1), store, fmt="parquet")
+    ingest(_day(tmp_path, 1), store, fmt="parquet")
     after = json.loads((store / "_manifest.json").read_text())["tables"]
     for table in ("jobs", "samples", "job_rollup", "job_day_rollup"):
         assert set(before[table]) < set(after[table]), table  # kept, and one more file beside them

@@ -15,7 +15,7 @@ import pytest
 
 import queries.store.store as store_mod
 from queries.ingest import IngestError, ingest
-from queries.store import MANIFEST, Store
+from queries.store import MANIFEST, Store, keyindex
 
 REPO = Path(__file__).resolve().parents[3]
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
@@ -42,9 +42,11 @@ def data_files(root: Path) -> set[str]:
 
 
 def manifest_files(root: Path) -> set[str]:
-    """Live files plus those the last commit retired (deleted one commit later, for in-flight readers)."""
+    """Live files plus those the last commit retired (deleted one commit later, for in-flight readers), each file
+    of a table keyed by job with its key hashes beside it (``keyindex.sidecar``)."""
     m = Store(root).manifest()
-    return {rel for files in m["tables"].values() for rel in files} | set(m.get("retired", []))
+    rels = {rel for files in m["tables"].values() for rel in files} | set(m.get("retired", []))
+    return rels | {rel + keyindex.SIDECAR_SUFFIX for rel in rels if rel.split("/")[0] in keyindex.INDEXED}
 
 
 def test_retired_files_outlive_one_commit_then_go(tmp_path):
@@ -59,10 +61,11 @@ def test_retired_files_outlive_one_commit_then_go(tmp_path):
     with st.transaction() as tx:
         tx.upsert("jobs", jobs)  # rewrites the partition: the first file is retired, not deleted
     assert set(st.manifest()["retired"]) == first
-    assert all((tmp_path / r).exists() for r in first)
+    # the file and its key hashes
+    assert all((tmp_path / r).exists() and keyindex.sidecar(tmp_path / r).exists() for r in first)
     with st.transaction() as tx:
         tx.append("ingest_log", pl.DataFrame({"ingest_id": ["x"]}))
-    assert not any((tmp_path / r).exists() for r in first)
+    assert not any((tmp_path / r).exists() or keyindex.sidecar(tmp_path / r).exists() for r in first)
 
 
 def populate(root: Path) -> None:
@@ -168,7 +171,8 @@ def test_stray_files_are_ignored_then_collected(tmp_path):
     before = snapshot(root)
     part_dir = next((root / "jobs").glob("cluster=*/month=*"))
     strays = [part_dir / "part-deadbeef.parquet", part_dir / "part-cafe.parquet.tmp",
-              root / f"{MANIFEST}.0123.tmp", root / "nodes" / "cluster=lab" / "part-orphan.parquet"]
+              root / f"{MANIFEST}.0123.tmp", root / "nodes" / "cluster=lab" / "part-orphan.parquet",
+              part_dir / "part-deadbeef.parquet.keys", part_dir / "part-cafe.parquet.keys.tmp"]
     pl.DataFrame({"job_id": ["ghost"], "cluster": ["tc-tiny"]}).write_parquet(strays[0])
     for s in strays[1:]:
         s.write_bytes(b"half-written")
