@@ -97,18 +97,6 @@ def only(rows: pl.DataFrame, parts: pl.DataFrame) -> pl.DataFrame:
                      right_on=["cluster", "month"], how="semi")
 
 
-def read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``table``'s ``files`` whose (cluster, job_id) is in ``keys``; only the files whose footer may hold
-    one of them are read (``keyindex``), the ids first as a filter so that the reader decodes the other columns
-    for their rows only."""
-    ids = keys["job_id"].unique()
-    probe = keyindex.Probe(ids)
-    parts = [schema.conform(pl.scan_parquet(f).filter(pl.col("job_id").cast(pl.String).is_in(ids.implode()))
-                            .join(keys.lazy(), on=KEYS, how="semi").collect(), table)
-             for f in files if keys.height and keyindex.may_hold(f, probe)]
-    return pl.concat(parts) if parts else schema.empty(table)
-
-
 def month_rows(tx, table: str, months: pl.DataFrame) -> list[pl.DataFrame]:
     """The rows of ``table`` (partitioned by submit month, as ``jobs``) in the month partitions of ``months``
     (a legacy ``RUNNING`` entry is not a month: skipped)."""
@@ -269,7 +257,7 @@ class Scope:
         jobs = self.changed.select(pl.col("cluster").cast(pl.String).fill_null("default"),
                                    pl.col("job_id").cast(pl.String)).unique()
         files = sorted({r for r in tx.base_files if r.startswith("jobs/")} | set(tx.tables.get("jobs", [])))
-        return read_keyed([str(tx.store.root / r) for r in files], "jobs", jobs)
+        return keyindex.read_keyed([str(tx.store.root / r) for r in files], "jobs", jobs)
 
     @functools.cached_property
     def keys(self) -> pl.DataFrame:

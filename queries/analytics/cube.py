@@ -30,7 +30,7 @@ import functools
 
 import polars as pl
 
-from ..store import schema
+from ..store import keyindex, schema
 from . import cells
 
 TABLE = "usage_cube"
@@ -68,7 +68,7 @@ def _derive_jobs(tx, jobs: pl.DataFrame, fresh: pl.DataFrame | None = None) -> p
     fresh = (schema.conform(fresh, "job_rollup").join(keys, on=cells.KEYS, how="semi")
              if fresh is not None and fresh.height else schema.empty("job_rollup"))
     rest = keys.join(fresh.select(cells.KEYS), on=cells.KEYS, how="anti")
-    rolled = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("job_rollup", [])], "job_rollup", rest)
+    rolled = keyindex.read_keyed([str(tx.store.root / r) for r in tx.tables.get("job_rollup", [])], "job_rollup", rest)
     return cells.derive_cells(tx, TABLE, QUERY, {"jobs": jobs, "job_rollup": pl.concat([fresh, rolled])})
 
 

@@ -105,8 +105,9 @@ def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None,
     if not keys.height or not files:
         return empty if columns is None else empty.select(columns)
     if columns is not None:  # only those columns are read
-        return pl.concat([scan_columns(_keyed_scan(f, keys), f, columns).collect() for f in files])
-    return schema.conform(pl.concat([_keyed_scan(f, keys).collect() for f in files], how="diagonal_relaxed"), TABLE)
+        return pl.concat([scan_columns(keyindex.scan_keyed(f, keys), f, columns).collect() for f in files])
+    return schema.conform(pl.concat([keyindex.scan_keyed(f, keys).collect() for f in files], how="diagonal_relaxed"),
+                          TABLE)
 
 
 def _stale(tx, running: pl.DataFrame) -> pl.DataFrame:
@@ -145,31 +146,13 @@ def scan_columns(frame: pl.LazyFrame, path: str | os.PathLike, columns: list[str
                         for c in columns)
 
 
-def _keyed_scan(path: str, keys: pl.DataFrame) -> pl.LazyFrame:
-    """The rows of the file at ``path`` whose (cluster, job_id) is in ``keys``. The job ids are a filter first, so
-    the reader decodes the other columns only for the rows that pass (and skips row groups by their statistics);
-    the semi-join then makes it exact."""
-    ids = keys["job_id"].unique().implode()
-    return (pl.scan_parquet(path).filter(pl.col("job_id").cast(pl.String).is_in(ids))
-            .join(keys.lazy(), on=KEYS, how="semi"))
-
-
-def _narrowed(files: list[str], table: str, scope: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``table``'s ``files`` whose job is in ``scope``, conformed to the table's schema. Only the files
-    whose footer says they may hold one of its jobs are read (``keyindex``): a new job's samples may sit in any
-    older file, and the summaries say which."""
-    probe = keyindex.Probe(scope["job_id"])
-    out = [schema.conform(_keyed_scan(f, scope).collect(), table) for f in files if keyindex.may_hold(f, probe)]
-    return pl.concat(out) if out else schema.empty(table)
-
-
 def derive(tx, scope: pl.DataFrame | None = None, threads: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``(job_rollup rows, job_day_rollup rows)`` for the jobs in ``scope`` (None: every job) of the store as
     ``tx`` would commit it."""
     extra = {TABLE: schema.empty(TABLE), DAY_TABLE: schema.empty(DAY_TABLE)}
     if scope is not None:
         for table in ("jobs", "samples"):
-            extra[table] = _narrowed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
+            extra[table] = keyindex.read_keyed([str(tx.store.root / r) for r in tx.tables.get(table, [])], table, scope)
     con = cells.writer_connection(tx, extra, QUERY, DAY_QUERY, threads=threads)
     try:
         rows, days = run(QUERY, con=con), run(DAY_QUERY, con=con)

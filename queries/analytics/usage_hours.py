@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..store import schema
+from ..store import keyindex, schema
 from . import cells
 
 TABLE = "usage_hours"
@@ -49,7 +49,7 @@ def _sources(tx, months: pl.DataFrame) -> dict[str, pl.DataFrame]:
     frames = cells.month_rows(tx, "jobs", months)
     jobs = pl.concat(frames).unique(["cluster", "job_id"]) if frames else schema.empty("jobs")
     keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
-    samples = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
+    samples = keyindex.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
     return {"jobs": jobs, "samples": samples}
 
 
@@ -72,7 +72,7 @@ def _write(tx, rows: pl.DataFrame, months: pl.DataFrame) -> None:
 def _derive_jobs(tx, jobs: pl.DataFrame) -> pl.DataFrame:
     """The cells of exactly the ``jobs`` rows given (with their samples), for ``cells.refresh``."""
     keys = jobs.select(pl.col("cluster").cast(pl.String), pl.col("job_id").cast(pl.String))
-    samples = cells.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
+    samples = keyindex.read_keyed([str(tx.store.root / r) for r in tx.tables.get("samples", [])], "samples", keys)
     return cells.derive_cells(tx, TABLE, QUERY, {"job_rollup": schema.empty("job_rollup"),
                                                  "job_day_rollup": schema.empty("job_day_rollup"),
                                                  "jobs": jobs, "samples": samples})

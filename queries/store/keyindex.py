@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from . import schema
+
 INDEXED = ("jobs", "samples", "job_rollup", "job_day_rollup")
 IDS_KEY = "quotaloop.job_ids"
 RUNNING_KEY = "quotaloop.running"
@@ -243,3 +245,27 @@ def open_rows(path: str | os.PathLike) -> pl.DataFrame | None:
     ``job_rollup`` file at ``path``; None when the file does not record them."""
     summary = _summary(path)
     return None if summary is None else summary["open_rows"]
+
+
+def scan_keyed(path: str | os.PathLike, keys: pl.DataFrame) -> pl.LazyFrame:
+    """The rows of the file at ``path`` whose ``(cluster, job_id)`` is in ``keys``. The ids' range (plain string
+    order) is a filter first: a file is sorted by job id, so the reader skips the row groups outside it by their
+    statistics, and a comparison costs less than a set look-up for the rows inside; then the ids themselves, so
+    the other columns are decoded only for the rows that pass; the semi-join makes it exact."""
+    ids = keys.get_column("job_id").cast(pl.String).unique()
+    job_id = pl.col("job_id").cast(pl.String)
+    return (pl.scan_parquet(path)
+            .filter(job_id.is_between(pl.lit(ids.min(), pl.String), pl.lit(ids.max(), pl.String))
+                    & job_id.is_in(ids.implode()))
+            .join(keys.lazy(), on=["cluster", "job_id"], how="semi"))
+
+
+def read_keyed(files: list[str], table: str, keys: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``table``'s ``files`` whose ``(cluster, job_id)`` is in ``keys``, conformed to the table's
+    schema. Only the files whose summary says they may hold one of them are read (a new job's samples may sit in
+    any older file, and the summaries say which), each by ``scan_keyed``."""
+    probe = Probe(keys.get_column("job_id"))
+    parts = [schema.conform(scan_keyed(f, keys).collect(), table)
+             for f in files if keys.height and may_hold(f, probe)]
+    return pl.concat(parts) if parts else schema.empty(table)
+
