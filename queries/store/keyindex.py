@@ -144,7 +144,7 @@ def _summary(path: str | os.PathLike) -> dict | None:
                 out["running"] = pl.DataFrame(out["running"], schema=_RUNNING_SCHEMA, orient="row")
             if out["open_rows"] is not None:
                 out["open_rows"] = pl.DataFrame(out["open_rows"], schema=_OPEN_ROWS_SCHEMA)
-    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, pl.exceptions.PolarsError):
         out = None
     _cache[key] = out
     _evict()

@@ -62,6 +62,12 @@ def test_a_file_without_a_usable_summary_may_hold_anything(tmp_path, monkeypatch
         assert keyindex.may_hold(indexed, pl.Series(["2"])) and not keyindex.may_hold(indexed, pl.Series(["0"]))
         assert not keyindex.is_current(indexed)
     keyindex._cache.clear()
+    # a footer another tool rewrote: a range that is not two ids
+    meta = pl.read_parquet_metadata(indexed)
+    bad = json.loads(meta[keyindex.IDS_KEY]) | {"range": [1, 3]}
+    df.write_parquet(indexed, metadata=meta | {keyindex.IDS_KEY: json.dumps(bad)})
+    assert keyindex.may_hold(indexed, pl.Series(["4"])) and keyindex.running(indexed) is None
+    keyindex._cache.clear()
 
 
 def test_the_footer_is_small_and_the_range_settles_new_ids_without_the_hashes(tmp_path, monkeypatch):
