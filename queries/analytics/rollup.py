@@ -93,21 +93,16 @@ def _epoch_s(text: str) -> float:
     return ((t - _EPOCH) // dt.timedelta(microseconds=1)) / 1e6
 
 
-def _old_rows(tx, keys: pl.DataFrame, columns: list[str] | None = None,
-              files: list[str] | None = None) -> pl.DataFrame:
-    """The ``job_rollup`` rows the store holds for ``keys`` (``columns`` of them: default all), read from the
-    files (``files``: default all the table's) whose footer says they may hold one of them (``keyindex``)."""
+def _old_rows(tx, keys: pl.DataFrame, columns: list[str], files: list[str] | None = None) -> pl.DataFrame:
+    """``columns`` of the ``job_rollup`` rows the store holds for ``keys``, read (those columns only) from the files
+    (``files``: default all the table's) whose footer says they may hold one of them (``keyindex``)."""
     if files is None:
         files = [str(tx.store.root / r) for r in tx.tables.get(TABLE, [])]
     probe = keyindex.Probe(keys["job_id"])
     files = [f for f in files if keyindex.may_hold(f, probe)] if keys.height else []
-    empty = schema.empty(TABLE)
-    if not keys.height or not files:
-        return empty if columns is None else empty.select(columns)
-    if columns is not None:  # only those columns are read
-        return pl.concat([scan_columns(keyindex.scan_keyed(f, keys), f, columns).collect() for f in files])
-    return schema.conform(pl.concat([keyindex.scan_keyed(f, keys).collect() for f in files], how="diagonal_relaxed"),
-                          TABLE)
+    if not files:
+        return schema.empty(TABLE).select(columns)
+    return pl.concat([scan_columns(keyindex.scan_keyed(f, keys), f, columns).collect() for f in files])
 
 
 def _stale(tx, running: pl.DataFrame) -> pl.DataFrame:
