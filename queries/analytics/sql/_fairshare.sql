@@ -45,7 +45,9 @@ cluster_extent as (
                  max(epoch_us(start) / 1e6 + elapsed_s) filter (where "end" is null),
                  epoch_us(max(submit)) / 1e6) as last_end
     from jobs
-    where $cluster::varchar is null or cluster = $cluster::varchar
+    where ($cluster::varchar is null or cluster = $cluster::varchar)
+      -- read only for an open bound (fair_span): a window with both bounds scans no job for it
+      and ($start::timestamptz is null or $end::timestamptz is null)
 ),
 
 fair_span as (

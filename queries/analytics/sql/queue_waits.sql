@@ -27,9 +27,9 @@ waits as (
         grouping(job_class) as g_class,
         grouping(team) as g_team,
         count(*) as jobs_started,
-        median(wait_s) as wait_median_s,
-        quantile_cont(wait_s, 0.9) as wait_p90_s,
-        quantile_cont(wait_s, 0.99) as wait_p99_s,
+        -- one aggregate for the three quantiles: DuckDB then gathers and sorts the waits once, not three times
+        -- (median = quantile_cont 0.5 on numbers)
+        quantile_cont(wait_s, [0.5, 0.9, 0.99]) as wait_quantiles_s,
         avg(wait_s) as wait_mean_s,
         max(wait_s) as wait_max_s,
         count(*) filter (where wait_s = 0) / count(*) as share_started_immediately
@@ -41,9 +41,9 @@ select
     case when w.g_team = 1 then '(all)' else w.team end as team,
     w.jobs_started,
     coalesce(n.n, 0) as jobs_never_started,
-    w.wait_median_s,
-    w.wait_p90_s,
-    w.wait_p99_s,
+    w.wait_quantiles_s[1] as wait_median_s,
+    w.wait_quantiles_s[2] as wait_p90_s,
+    w.wait_quantiles_s[3] as wait_p99_s,
     w.wait_mean_s,
     w.wait_max_s,
     w.share_started_immediately
