@@ -45,7 +45,7 @@ import queries
 from queries.analytics import rollup
 from queries.store import Store, keyindex, schema
 
-from bench_queries import CACHE, _consumed, _j_aggs, _jobs_chunk, _samples_chunk, _time, build_store
+from bench_queries import CACHE, US, _consumed, _j_aggs, _jobs_chunk, _samples_chunk, _time, build_store
 
 N_JOBS = int(os.environ.get("QUOTALOOP_BENCH_ROLLUP_JOBS", "1000000"))
 MEMORY = os.environ.get("QUOTALOOP_BENCH_MEMORY", "4GB")
@@ -153,8 +153,9 @@ def _one_day(tmp: Path, first_id: int) -> list[str]:
     """A day of jobs (1/365 of the store's jobs) and their samples as canonical Parquet files."""
     rng = np.random.default_rng(99)
     n = DAY_JOBS * 31 if DAY_JOBS else max(N_JOBS // 365, 100)  # a month's worth, of which the first day is kept
-    jobs, run = _jobs_chunk(rng, first_id, n, 12)  # month 12 = 2026-01: after the store's year
-    jobs = jobs.filter(pl.col("submit") < dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))
+    day_end = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)  # the day's export: jobs still running then are RUNNING
+    jobs, run = _jobs_chunk(rng, first_id, n, 12, int(day_end.timestamp() * US))  # month 12 = 2026-01: after the year
+    jobs = jobs.filter(pl.col("submit") < day_end)
     samples = schema.conform(_samples_chunk(rng, run, 10), "samples").join(jobs.select("cluster", "job_id"),
                                                                          on=["cluster", "job_id"], how="semi")
     paths = [tmp / "day-jobs.parquet", tmp / "day-samples.parquet"]
