@@ -12,7 +12,9 @@
 -- columns then hold core-hours and capacity_gpus cores (the result keeps one shape: the caller knows its unit).
 with
 -- include: _jobs
--- include: _usage_all
+-- the cube answers the resource the selection held (_resource) for the jobs its cells hold whole
+cube_wanted as (select true as ok),
+-- include: _cube
 -- include: _fairshare
 per_account as (
     select

@@ -6,7 +6,9 @@
 -- there are no GPUs. resource_source says why: 'jobs', 'nodes' or 'default'. The rule is the _resource fragment.
 with
 -- include: _jobs
--- include: _usage_all
+-- the cube answers the resource the selection held (_resource) for the jobs its cells hold whole
+cube_wanted as (select true as ok),
+-- include: _cube
 -- include: _resource
 chosen as (
     select * from chosen_resource

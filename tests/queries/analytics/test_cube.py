@@ -90,7 +90,8 @@ WINDOWS = [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-
            {"cluster": "east"}, {"start": "2026-03-04 07:30"}, {"end": "2026-03-06 12:00", "cluster": "east"},
            {"state": "COMPLETED"}, {"partition": "gpu"}, {"job_class": "training"},
            {"cpus_per_gpu": 8.0}, {"legacy_time_unit_s": 3600.0}, {"team_level": 2, "start": "2026-03-03"}]
-QUERIES = ["user_ranking", "team_ranking", "overview", "metric_pyramid", "selection_resource", "user_summary"]
+QUERIES = ["user_ranking", "team_ranking", "overview", "metric_pyramid", "selection_resource", "user_summary",
+           "fairshare_attainment"]
 
 
 @pytest.fixture(scope="module")
