@@ -33,13 +33,16 @@ usage_scope as not materialized (
     -- columns (a superset of _job_usage's jobs_in_window) skips the files of other months: the `exists` stops
     -- the scan only once a row reaches it. samples_in_cells: the job's sampled usage is in the cells (a RUNNING
     -- job without an end whose run end is not the window's: the query derives the rest of it per job)
+    -- (both RUNNING-job branches also say `state = 'RUNNING' and "end" is null`, which their flags imply, on the
+    -- raw columns: DuckDB then skips the row groups without a RUNNING job instead of staging every job)
     select *, false as samples_in_cells from filtered_jobs
-    where end_from_window
+    where end_from_window and state = 'RUNNING' and "end" is null
       and ($end::timestamptz is null or start < $end::timestamptz)
       and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
     union all
     select *, true from filtered_jobs
-    where open_run and not end_from_window and not exists (select 1 from cells_off)
+    where open_run and state = 'RUNNING' and "end" is null and not end_from_window
+      and not exists (select 1 from cells_off)
       and ($end::timestamptz is null or start < $end::timestamptz)
     union all
     select *, false from filtered_jobs
