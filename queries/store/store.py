@@ -86,6 +86,10 @@ def _fsync_dir(path: Path) -> None:
 # zstd level 1: about 30 % less CPU than the default level 3 for files about 8 % larger (the 1M-line sacct
 # benchmark's jobs); min/max statistics stay on, DuckDB prunes row groups with them
 ZSTD_LEVEL = 1
+# DuckDB's own row group size. A file is sorted by job id, and a scheduler numbers jobs in submit order, so a row
+# group spans a few days of submits: a window's scan skips the others by their start / end statistics (one group
+# per month file, as written until 2026-12-07, read every job of the month for a window that cut it)
+ROW_GROUP_ROWS = 122_880
 
 
 def _write_parquet(df: pl.DataFrame, path: Path, table: str | None = None) -> None:
@@ -94,7 +98,7 @@ def _write_parquet(df: pl.DataFrame, path: Path, table: str | None = None) -> No
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
     df.write_parquet(tmp, compression="zstd", compression_level=ZSTD_LEVEL, statistics=True,
-                     row_group_size=1_000_000, metadata=keyindex.footer(df, table, path) if table else None)
+                     row_group_size=ROW_GROUP_ROWS, metadata=keyindex.footer(df, table, path) if table else None)
     with open(tmp, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)

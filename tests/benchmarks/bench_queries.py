@@ -74,7 +74,9 @@ def _jobs_chunk(rng: np.random.Generator, first_id: int, n: int, month: int,
     100,000 runs of up to 11 months at 10M jobs, which no log shows and which every query had to derive per job.)"""
     snap = _month_start(MONTHS) if snapshot_us is None else snapshot_us
     m0, m1 = _month_start(month), _month_start(month + 1)
-    submit = rng.integers(m0, m1, n)
+    # sorted: a scheduler numbers jobs in submit order (Slurm's job ids, SWF's job numbers), and the ids below follow
+    # the rows (until 2026-12-07 the ids were in random submit order within a month)
+    submit = np.sort(rng.integers(m0, m1, n))
     wait = (rng.exponential(862.0, n) * (rng.random(n) < 0.5) * US).astype(np.int64)
     elapsed = np.minimum(rng.lognormal(np.log(206.0), 2.64, n), 14 * 86400.0).round()
     ended_as = np.array(["COMPLETED", "FAILED", "CANCELLED"])[rng.choice(3, n, p=np.array([0.62, 0.16, 0.20]) / 0.98)]
