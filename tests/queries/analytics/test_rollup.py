@@ -426,6 +426,16 @@ def test_the_queries_do_read_the_rollup(rolled_store, tmp_path):
                              pl.col("usage_source") == "samples", pl.col("cpu_seconds_used") > 0)
     assert straddling.height >= 3
     assert (straddling["cpu_seconds_used_t"] - 2 * straddling["cpu_seconds_used"]).abs().max() < 1e-6
+    # and a window of whole days cutting runs at both ends: the rows near either bound are read (_job_usage
+    # reads only those rows when the cube answers the rest), not the samples
+    lo, hi = dt.datetime(2026, 3, 6, tzinfo=UTC), dt.datetime(2026, 3, 8, tzinfo=UTC)
+    both_ends = {"start": "2026-03-06", "end": "2026-03-08"}
+    both = run("job_waste", rolled_store, **both_ends).join(run("job_waste", store, **both_ends), on=KEYS,
+                                                            suffix="_t")
+    for cut_at in (pl.col("start") < lo, (pl.col("start") < hi) & (pl.col("run_end") > hi)):
+        straddling = both.filter(cut_at, pl.col("usage_source") == "samples", pl.col("cpu_seconds_used") > 0)
+        assert straddling.height >= 3
+        assert (straddling["cpu_seconds_used_t"] - 2 * straddling["cpu_seconds_used"]).abs().max() < 1e-6
 
 
 def test_a_store_without_a_rollup_is_answered_from_the_samples(rolled_store, tmp_path):
