@@ -7,7 +7,8 @@ defines it:
 - ``analytics``: the waste, ranking, capacity and layout views the analytics pages draw;
 - ``sim``: budget trees, replays and what-if scenarios (cached engine runs) for the Fair share page;
 - ``reports``: the Reports page's cached ``dashboard.report`` builds;
-- ``prewarm``: every page's default view, and ``warm()``, which computes them all at server start.
+- ``prewarm``: every page's default view (``page_views``), ``warm()``, which computes them all at server start,
+  and ``prefetch()``, which starts a page's views in the background.
 
 Invariants:
 - Queries are called by name (``queries.run``); a query or engine feature that does not exist yet raises
@@ -26,7 +27,7 @@ from .analytics import (GAMING_COLUMNS, GAMING_REPLAY_MAX_JOBS, RANK_BY, RESOURC
                         overview_totals, pyramid, quota_backtest, rank_default, resource, score_drivers, team_depth,
                         team_ranking, user_ranking, user_row, waste_by, waste_trend, wasted_column)
 from .prewarm import (BUCKETS_S, GANTT_SPAN_H, default_bucket_s, default_layout_at, default_window, gantt_span,
-                      layout_range, warm, window_filters)
+                      layout_range, page_views, prefetch, warm, window_filters)
 from .query_cache import (Filters, NotAvailable, SimulationError, config, ignored_filters, options, param_default, query,
                           store_dir, store_token)
 from .reports import report_files, report_request
@@ -50,5 +51,5 @@ __all__ = [
     "report_files", "report_request",
     # prewarm
     "BUCKETS_S", "GANTT_SPAN_H", "default_bucket_s", "default_layout_at", "default_window", "gantt_span",
-    "layout_range", "warm", "window_filters",
+    "layout_range", "page_views", "prefetch", "warm", "window_filters",
 ]

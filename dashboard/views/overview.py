@@ -9,6 +9,8 @@ ui.page_header("Cluster overview",
                "what was used, and who holds the difference.", flt)
 if not ui.require_store():
     st.stop()
+# the page's queries start two at a time in the background; each call below waits only for its own
+data.prefetch("overview", flt, restricted=privacy.restricted(ui.viewer()))
 
 try:
     totals = data.overview_totals(flt)

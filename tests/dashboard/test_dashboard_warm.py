@@ -66,3 +66,20 @@ def test_warm_up_on_an_empty_store_does_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setenv("QUOTALOOP_STORE", str(tmp_path / "empty"))
     assert data.warm() == {}
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_the_overview_prefetch_computes_what_its_first_render_draws(recorded, restricted):
+    """``prefetch`` starts the Overview's views in the background: once they are done, a first render runs no
+    query. A researcher's render also draws the team ranking: prefetched only for one."""
+    from dashboard import data
+
+    opts = data.options()
+    futures = data.prefetch("overview", data.window_filters(data.default_window(opts)), restricted=restricted)
+    for f in futures:
+        f.result()
+    assert "overview" in recorded and "gap_area" in recorded
+    assert ("team_ranking" in recorded) == restricted
+    recorded.clear()
+    _first_render("overview")
+    assert recorded == [], recorded
