@@ -163,4 +163,7 @@ job_gpu_time as (
     from filtered_jobs as j
     cross join capacity as c
     cross join fs_resource as r
+    -- a job that ended before the window's start neither ran nor waited in it (its wait ends at its start,
+    -- before its end): said on the raw column, so that DuckDB skips the months before the window
+    where $start::timestamptz is null or j."end" is null or j."end" >= $start::timestamptz
 ),
