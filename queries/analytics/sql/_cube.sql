@@ -26,9 +26,7 @@ cube_off as (
        or exists (select 1 from usage_cube where running is not false)
 ),
 
-scope_edges as materialized (
-    -- materialized: a few thousand jobs at most (the open runs and the jobs a window's bounds cut), which the
-    -- query reads several times; not materialized, each read scanned the jobs again
+usage_scope as not materialized (
     -- jobs no cell can answer: a RUNNING job without an end (its run end moves with every snapshot: no cell
     -- holds it), said on the raw columns as well, so that DuckDB skips the row groups without a RUNNING job
     -- (their `end` has no null) instead of staging every job
@@ -37,40 +35,21 @@ scope_edges as materialized (
     where open_run and state = 'RUNNING' and "end" is null
       and ($end::timestamptz is null or start < $end::timestamptz)
     union all
-    -- and a job the window's start cuts (the days of its run reach across that bound; an open window cuts
-    -- none), then one its end cuts and its start does not. Each is also said on the raw columns, as a superset
-    -- (a day either side): DuckDB then reads only the row groups whose starts / ends come near that bound
-    -- (a file is sorted by job id, in submit order), not every job of the window's months
+    -- and a job the window's start or end cuts (the days of its run reach across that bound; an open window
+    -- cuts none). A job that starts after the window, or ended a day before it, is neither cut nor in the
+    -- window (said on the raw columns so that DuckDB skips those files: the rest of the test needs every
+    -- job's run end)
     select *
     from filtered_jobs
     where not open_run
-      and $start::timestamptz is not null
-      and start < $start::timestamptz + interval 1 day
-      and ("end" is null or "end" > $start::timestamptz - interval 1 day)
       and ($end::timestamptz is null or start < $end::timestamptz)
-      and floor(t_start / 86400) * 86400 < w_start
-      and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start
-    union all
-    select *
-    from filtered_jobs
-    where not open_run
-      and $end::timestamptz is not null
-      and start < $end::timestamptz
-      and ("end" is null or "end" > $end::timestamptz - interval 1 day)
       and ($start::timestamptz is null or "end" is null or "end" > $start::timestamptz - interval 1 day)
-      and floor(t_start / 86400) * 86400 < w_end
-      and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end
-      and not (floor(t_start / 86400) * 86400 < w_start
-               and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
-    -- in one order: the branches are materialized by whichever thread runs them, and the sums downstream must
-    -- not depend on that (a report built twice gives the same bytes)
-    order by cluster, job_id
-),
-
-usage_scope as not materialized (
-    -- not materialized: when the cube does not answer it holds every job of the window, and each reference
-    -- then scans only the columns it needs
-    select * from scope_edges
+      and (($start::timestamptz is not null
+            and floor(t_start / 86400) * 86400 < w_start
+            and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_start)
+       or ($end::timestamptz is not null
+           and floor(t_start / 86400) * 86400 < w_end
+           and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end))
     union all
     -- every other job, when the cube does not answer. The window test on the raw columns (a superset of
     -- _job_usage's jobs_in_window) lets DuckDB skip the files of other months: the `exists` below stops the
@@ -90,12 +69,6 @@ usage_scope as not materialized (
                and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end)))
           is not true
       and exists (select 1 from cube_off)
-),
-
-scope_whole as (
-    -- one row when usage_scope may hold a job the window holds whole (the cube does not answer); none when it
-    -- holds only open runs and the jobs the window's bounds cut (_job_usage then reads only their rollup rows)
-    select 1 as whole from cube_off
 ),
 
 cube_cells as (

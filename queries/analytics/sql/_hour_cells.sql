@@ -1,7 +1,7 @@
 -- Fragment (not a query): usage_hours' cells for the window and filters (`hour_cells`), the jobs they do not
--- answer (`usage_scope`, what the query derives per job), `cube_cells` (their requested seconds, for _resource),
--- `scope_whole` and the store's extent (`store_extent`), as _usage_all defines them. Needs _jobs and the query's
--- parameters `bucket_s` and `origin` (gap_area's); include it before _job_usage. The cells answer when use_cube is on,
+-- answer (`usage_scope`, what the query derives per job), `cube_cells` (their requested seconds, for _resource)
+-- and the store's extent (`store_extent`), as _usage_all defines them. Needs _jobs and the query's parameters
+-- `bucket_s` and `origin` (gap_area's); include it before _job_usage. The cells answer when use_cube is on,
 -- the buckets, their origin and the window's bounds are whole hours (a bound may be open), no filter the cells
 -- have no dimension for is set (partition, state, job_class) and the store has the table (`rollup --rebuild`
 -- builds it for a store ingested before it). Then every job is in the cells of the hours (days, when the
@@ -74,13 +74,6 @@ hour_cells as (
            or starts_with(c.account, rtrim($account_prefix::varchar, '/') || '/'))
       and ($user::varchar is null or c."user" = $user::varchar)
       and not exists (select 1 from cells_off)
-),
-
-scope_whole as (
-    -- one row when usage_scope may hold a job the window holds whole (the cells do not answer); none when it
-    -- holds only RUNNING jobs (_job_usage then reads only the rollup rows near the window's bounds and the
-    -- open runs')
-    select 1 as whole from cells_off
 ),
 
 cube_cells as (

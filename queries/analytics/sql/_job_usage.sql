@@ -1,7 +1,6 @@
 -- Fragment (not a query): per-job requested / used / wasted resource-seconds inside the window. Needs _jobs and
 -- a CTE `usage_scope`: the filtered jobs it derives (_usage_all: all of them; _cube: those usage_cube does not
--- answer), and `scope_whole`: one row when usage_scope may hold a job the window holds whole, none when it holds
--- only open runs and the jobs the window's bounds cut.
+-- answer).
 -- A job is in the window when its run interval [t_start, t_end) overlaps [w_start, w_end) (a zero-length
 -- job when its start lies inside). Every amount is clipped to [lo, hi) = the run interval intersected with the window.
 -- requested(r) = level x (hi - lo) with level = allocated where recorded, else requested.
@@ -53,16 +52,6 @@ job_rates as (
     from jobs_in_window
 ),
 
-rollup_closed as not materialized (
-    -- job_rollup's rows with a run end whose run meets the window, said on the rows' own columns so that DuckDB
-    -- skips the files of other months (not materialized: each branch below adds its own condition to the scan)
-    select *
-    from job_rollup
-    where t_start is not null
-      and t_start <= t_end and t_end >= coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double)
-      and t_start < coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double)
-),
-
 jobs_rolled as materialized (
     -- every job in the window with its rollup row's figures (r_*) and whether that row answers for it (see
     -- above: same run interval and levels, and the window holds the whole run or is whole days). The one join
@@ -90,29 +79,13 @@ jobs_rolled as materialized (
     from job_rates as j
     -- rows without a run interval can never answer; saying so also makes DuckDB estimate the rollup side
     -- smaller than the jobs side and build its hash table on it (numbers) rather than on the jobs (strings)
-    -- (and only rows whose run meets the window: rollup_closed, and the open runs' rows). When usage_scope
-    -- holds only open runs and the jobs the window's bounds cut (scope_whole is empty), only their rows can
-    -- match: an open run's (no run end), a run starting before the window's first day ends, or ending after
-    -- its last day begins. Those are three branches, each said on one column, so that DuckDB reads only the
-    -- row groups near the bounds. The fourth branch holds every other row, and is read only when usage_scope
-    -- may hold a job the window holds whole and some job is in the window (with usage_cube answering, often
-    -- none is). (An `exists` on jobs_in_window in every branch cost a scan of usage_scope's jobs each.)
+    -- (and only when some job is in the window: with usage_cube answering, often none is; and only rows whose
+    -- run meets the window, said on the row's own columns so that DuckDB skips the files of other months)
     left join (select * from job_rollup
                where t_start is not null
-                 and t_end is null
+                 and (t_end is null  -- an open run's row (above)
+                      or (t_start <= t_end and t_end >= coalesce(epoch_us($start::timestamptz) / 1e6, '-inf'::double)))
                  and t_start < coalesce(epoch_us($end::timestamptz) / 1e6, 'inf'::double)
-               union all
-               select * from rollup_closed
-               where t_start < coalesce(epoch_us($start::timestamptz) / 1e6 + 86400, '-inf'::double)
-               union all
-               select * from rollup_closed
-               where t_start >= coalesce(epoch_us($start::timestamptz) / 1e6 + 86400, '-inf'::double)
-                 and t_end > coalesce(epoch_us($end::timestamptz) / 1e6 - 86400, 'inf'::double)
-               union all
-               select * from rollup_closed
-               where t_start >= coalesce(epoch_us($start::timestamptz) / 1e6 + 86400, '-inf'::double)
-                 and t_end <= coalesce(epoch_us($end::timestamptz) / 1e6 - 86400, 'inf'::double)
-                 and exists (select 1 from scope_whole)
                  and exists (select 1 from jobs_in_window)) as r
         -- t_start as a key too: a row for another run interval never answers (rollup_answers), and DuckDB
         -- pushes the range of the jobs' starts into the scan of job_rollup, skipping the months no such job

@@ -1,6 +1,6 @@
 -- Fragment (not a query): the jobs _job_usage derives are all the filtered jobs, and no usage_cube cell is
 -- read (a query that reads no cube, or whose jobs need more than a cell holds). Include it after _jobs and
--- before _job_usage (or _resource). Defines what _cube defines: usage_scope, scope_whole, cube_cells (empty), store_extent.
+-- before _job_usage (or _resource). Defines what _cube defines: usage_scope, cube_cells (empty), store_extent.
 usage_scope as not materialized (
     -- the jobs that may meet the window, tested on the raw columns so that DuckDB skips the files of months the
     -- window does not reach instead of staging every job of the store: a superset of _job_usage's jobs_in_window
@@ -9,11 +9,6 @@ usage_scope as not materialized (
     select * from filtered_jobs
     where ($end::timestamptz is null or start < $end::timestamptz)
       and ($start::timestamptz is null or "end" is null or "end" >= $start::timestamptz)
-),
-
-scope_whole as (
-    -- one row: usage_scope may hold jobs the window holds whole (_job_usage reads every rollup row in the window)
-    select 1 as whole
 ),
 
 cube_cells as (
