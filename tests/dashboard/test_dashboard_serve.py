@@ -71,6 +71,39 @@ def test_no_warm_reaches_the_server_and_warm_is_on_by_default(tmp_path):
     assert server.warm_enabled(env)
 
 
+
+def test_the_start_up_thread_loads_the_data_layer_and_warms_only_when_asked(monkeypatch):
+    """With the warm-up off the thread still imports the data layer (the first visitor does not pay for it) but
+    runs no query; with it on it warms. Both wait for Streamlit's runtime first."""
+    # the import, in a process that has not imported the data layer yet
+    code = ("import sys; from dashboard import server\n"
+            "class R:\n    exists = staticmethod(lambda: True)\n"
+            "server.Runtime = R\n"
+            "assert 'dashboard.data' not in sys.modules\n"
+            "server._when_ready(False)\n"
+            "print('dashboard.data' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True", out.stderr
+
+    from dashboard import data, server
+
+    checks: list[int] = []
+
+    class Runtime:  # not started for the first two checks
+        @staticmethod
+        def exists():
+            checks.append(1)
+            return len(checks) > 2
+
+    warmed: list[bool] = []
+    monkeypatch.setattr(server, "Runtime", Runtime)
+    monkeypatch.setattr(server.time, "sleep", lambda s: None)
+    monkeypatch.setattr(data, "warm", lambda log=None: warmed.append(True))
+    server._when_ready(False)
+    assert warmed == [] and len(checks) == 3
+    server._when_ready(True)
+    assert warmed == [True]
+
 # ------------------------------------------------------------------ first run: who may look
 def _env_without_auth(monkeypatch, tmp_path):
     for var in ("QUOTALOOP_AUTH", "QUOTALOOP_CONFIG", "QUOTALOOP_ADMINS", "QUOTALOOP_EMAIL_DOMAINS"):
