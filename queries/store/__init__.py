@@ -1,7 +1,7 @@
 """The job-log store: partitioned Parquet tables committed through a manifest (``store``), their columns
 (``schema``), the units and time convention every room uses (``units``), and the DuckDB connection over a store
-(``connection``), the job summaries in each keyed file's footer (``keyindex``). This room imports no other room
-of ``queries``.
+(``connection``), the job summaries in each keyed file's footer (``keyindex``), a table's time extent from its
+footers' statistics (``extent``). This room imports no other room of ``queries``.
 
 Re-exported here, the entry points of the room: ``Store``, ``Transaction``, ``StoreError``, ``MANIFEST``,
 ``name_problem``, ``name_problem_expr`` (``store``), ``connect``, ``DEFAULT_STORE`` (``connection``).

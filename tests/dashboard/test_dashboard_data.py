@@ -164,6 +164,26 @@ def test_options_and_token_change_on_write(store):
     assert data.options().jobs == fx.jobs_frame().height + 1
 
 
+
+def test_options_span_from_the_footers_equals_the_scan(store, monkeypatch):
+    """The sidebar's span comes from the files' footer statistics; a store whose footers cannot say is scanned.
+    Both equal the span computed from the jobs themselves."""
+    from dashboard.data import query_cache
+    from queries.store import Store
+
+    jobs = pl.concat([pl.read_parquet(f) for f in Store(store).files("jobs")], how="diagonal_relaxed")
+    first = jobs["submit"].min()
+    last = max(v for v in (jobs["submit"].max(), jobs["start"].max(), jobs["end"].max()) if v is not None)
+    query_cache._options.clear()
+    opts = data.options()
+    assert (opts.first, opts.last, opts.jobs) == (first, last, jobs.height)
+    query_cache._options.clear()
+    monkeypatch.setattr(query_cache, "extent", lambda *a, **k: None)  # footers without statistics
+    scanned = data.options()
+    assert (scanned.first, scanned.last, scanned.jobs) == (first, last, jobs.height)
+    assert scanned == opts
+    query_cache._options.clear()
+
 # ------------------------------------------------------------------ scenarios (pure)
 def _tree():
     from engine import budgets
