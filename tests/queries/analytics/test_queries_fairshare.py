@@ -110,6 +110,24 @@ def test_window_bounds_and_filter_options(store):
     assert set(opts.filter(pl.col("field") == "team")["value"]) == {"lab/vision", "lab/speech", "other"}
 
 
+
+def test_store_values_are_the_distinct_values_of_every_job(store):
+    """The sidebar's values: every distinct non-null value of each filter column, whatever the window, equal to the
+    distinct values of the jobs read back with Polars (and to filter_options' own, which counts them)."""
+    from queries.store import Store
+
+    jobs = pl.concat([pl.read_parquet(f) for f in Store(store).files("jobs")], how="diagonal_relaxed")
+    got = queries.run("store_values", store=store)
+    assert got.columns == ["field", "value"] and got.height > 0
+    fields = ("cluster", "partition", "account", "state", "job_class", "user")
+    assert set(got["field"]) <= set(fields)
+    for f in fields:
+        want = sorted(jobs[f].drop_nulls().unique().to_list()) if f in jobs.columns else []
+        assert got.filter(pl.col("field") == f)["value"].to_list() == want, f
+    opts = queries.run("filter_options", store=store)
+    for f in ("cluster", "partition", "state", "user"):
+        assert set(got.filter(pl.col("field") == f)["value"]) == set(opts.filter(pl.col("field") == f)["value"]), f
+
 def test_job_timeline(store):
     got = queries.run("job_timeline", store=store)
     assert got["job_id"].to_list() == ["j1", "j3", "j2", "j5"]  # by start
