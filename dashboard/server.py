@@ -35,10 +35,13 @@ def _when_ready(warm: bool, timeout_s: float = 300.0) -> None:
         # engine) takes 1.0-1.5 s to import after Streamlit (measured), which at the top would delay Streamlit
         # opening its port by as much. With the warm-up off it is still imported (no query runs, no cache is
         # filled), so the first visitor of a cold server pays only for the queries their page asks.
+        t0 = time.perf_counter()
         from dashboard import data
 
         if warm:
             data.warm(log=_log)
+        else:
+            _log(f"quotaloop: data layer loaded in {time.perf_counter() - t0:.1f} s (warm-up off: no query ran)")
     except Exception as exc:  # noqa: BLE001 - a failed warm-up only means the first visitor waits
         _log(f"quotaloop: {'warm-up' if warm else 'preload'} failed: {type(exc).__name__}: {exc}")
 

@@ -16,6 +16,8 @@ from queries.store.extent import extent
 
 from .. import config as config_mod
 from .. import shaping
+from .pool import ConnectionPool
+
 
 class NotAvailable(Exception):
     """A query, engine function or report hook this page needs is not there (yet)."""
@@ -114,11 +116,19 @@ def _run(store: str, token: str, name: str, params_json: str, memory_limit: str 
     for key in list(params):
         if isinstance(params[key], dict) and "__dt" in params[key]:
             params[key] = dt.datetime.fromisoformat(params[key]["__dt"])
-    con = queries.connect(store, memory_limit=memory_limit)
-    try:
+    with connections(store, token, memory_limit).connection() as con:
         return queries.run(name, con=con, **params)
-    finally:
-        con.close()
+
+
+def _close_pool(pool: ConnectionPool) -> None:
+    pool.close()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4, on_release=_close_pool)
+def connections(store: str, token: str, memory_limit: str | None = None) -> ConnectionPool:
+    """The open connections to this version of the store (``token``): a new ingest gets new ones, and the old
+    pool is closed when Streamlit drops it."""
+    return ConnectionPool(lambda: queries.connect(store, memory_limit=memory_limit))
 
 
 def _jsonable(params: dict) -> str:

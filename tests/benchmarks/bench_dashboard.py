@@ -6,7 +6,8 @@ script time (AppTest, empty caches) and the sum of the bare ``queries.run`` time
 page issued (recorded during the script run, then re-run uncached on the same store in the same run), so the
 dashboard's own overhead (Streamlit, Plotly, the browser) is visible as the difference and the ratio. Then the slider-to-result
 latency of a simulation (move a budget slider, press Simulate, wait for the comparison) beside a bare
-``engine.simulate`` of the same two runs. Cold renders come from a server started with ``QUOTALOOP_WARM=0``; a
+``engine.simulate`` of the same two runs. Cold renders come from a server started with ``QUOTALOOP_WARM=0``,
+once it logged that its data layer is loaded (code imported, no query run, nothing cached); a
 second server with the start-up warm-up (``dashboard/data/prewarm.py``) gives the first visit after it finished.
 
 Stores: the bundled sample store (built by ``quotaloop sample`` when missing; ``QUOTALOOP_BENCH_SAMPLE=0`` skips
@@ -197,10 +198,10 @@ def _first_visits(url: str, browser) -> dict[str, float]:
     return out
 
 
-def _wait_for_warm_up(log: Path, timeout_s: float = 3600.0) -> float:
+def _wait_for_warm_up(log: Path, timeout_s: float = 3600.0, line: str = "quotaloop: warm-up done") -> float:
     t0 = time.perf_counter()
-    while "quotaloop: warm-up done" not in log.read_text():
-        assert time.perf_counter() - t0 < timeout_s, "the warm-up did not finish"
+    while line not in log.read_text():
+        assert time.perf_counter() - t0 < timeout_s, f"the server never logged {line!r}"
         time.sleep(0.5)
     return time.perf_counter() - t0
 
@@ -210,10 +211,14 @@ def _report(label: str, store: Path, browser) -> None:
     server = _page_calls(store)
     bare = {name: (_bare(store, calls), len(calls)) for name, (_, calls) in server.items()}
     env = {"QUOTALOOP_MEMORY_LIMIT": MEMORY}
-    with br.serve(store, auth=_auth(store), extra_env={**env, "QUOTALOOP_WARM": "0"}, timeout_s=300) as url:
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"quotaloop-bench-dashboard-{os.getpid()}.log"
+    with br.serve(store, auth=_auth(store), extra_env={**env, "QUOTALOOP_WARM": "0"}, timeout_s=300, log=log) as url:
+        # cold = no query result cached, the code loaded: the server imports its data layer at start-up (no
+        # query), as a server that has been up a while before its first visitor has
+        _wait_for_warm_up(log, line="quotaloop: data layer loaded")
         renders = _render_times(url, browser)
         slider = _slider_latency(url, browser) if store.resolve() == SAMPLE.resolve() else None
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"quotaloop-bench-dashboard-{os.getpid()}.log"
+    log.unlink()
     with br.serve(store, auth=_auth(store), extra_env=env, timeout_s=300, log=log) as url:
         warm_s = _wait_for_warm_up(log)
         warmed = _first_visits(url, browser)
