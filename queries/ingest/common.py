@@ -140,7 +140,10 @@ def duration_expr(e: pl.Expr) -> pl.Expr:
     h0 = pl.coalesce(dash + 1, pl.lit(0, pl.Int64))
     num = lambda off, length=None: e.str.slice(off, length).cast(pl.Float64, strict=False)  # noqa: E731
     sec, minute = num(base - 2), num(base - 5, 2)
-    val = (sec + minute * 60 + pl.when(base >= 7).then(num(h0, base - 6 - h0)).otherwise(0.0) * 3600
+    # the hours' length is clamped at 0: Polars evaluates a `then` on every row, and since 2.2 a negative
+    # length (text that is no duration, e.g. `01:00:-1`) raises instead of giving an empty string
+    hours = num(h0, pl.max_horizontal(base - 6 - h0, pl.lit(0, pl.Int64)))
+    val = (sec + minute * 60 + pl.when(base >= 7).then(hours).otherwise(0.0) * 3600
            + pl.when(dash.is_not_null()).then(num(0, dash)).otherwise(0.0) * 86400)
     return pl.when(e.str.contains(_DURATION_OK) & (sec < 60) & (minute < 60)).then(val)
 

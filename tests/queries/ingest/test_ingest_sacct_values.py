@@ -58,6 +58,31 @@ def test_duration_garbage_is_flagged(text):
         common.parse_duration(text)
 
 
+
+def test_duration_garbage_beside_good_values_in_one_column():
+    """Text whose hours would be cut at a negative length (``01:00:-1``: a dash after the minutes) sat beside
+    real durations in the fuzz test's column; Polars 2.2 raised on it for the whole column instead of flagging
+    the one value. Each value is parsed on its own, as the scalar twin does."""
+    texts = ["00:30:00", "00:00:00", "00:10:00", "01:00:-1", "1-23:4", "5-1", "1-:00", "-", "9-", "1-02:03:04",
+             "٣_[1-5%2]", None]
+    value = common.duration_expr(pl.col("x"))
+    got = one(col(texts), value)
+    assert got == [1800.0, 0.0, 600.0, None, None, None, None, None, None, 93784.0, None, None]
+    assert one(col(texts), common.unparsed(pl.col("x"), value, common.DURATION_NULL)) == [
+        False, False, False, True, True, True, True, True, True, False, True, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789:-.x", max_size=12), min_size=1, max_size=8))
+def test_duration_expression_equals_the_scalar_twin_on_any_text(texts):
+    got = one(col(texts), common.duration_expr(pl.col("x")))
+    for text, value in zip(texts, got):
+        try:
+            want = common.parse_duration(text)
+        except ValueError:
+            want = None
+        assert value == (None if want is None else pytest.approx(want)), text
+
 def test_fast_timestamp_path_hands_other_forms_to_the_general_parser():
     df = col(["2026-11-01T10:00:00", "2026-11-01 10:00:00", "1700000000", "bogus", "Unknown", None])
     out = common.with_fallbacks(df, [("t", "x", common.timestamp_fast_expr(pl.col("x")),
