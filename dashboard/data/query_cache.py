@@ -120,11 +120,7 @@ def _run(store: str, token: str, name: str, params_json: str, memory_limit: str 
         return queries.run(name, con=con, **params)
 
 
-def _close_pool(pool: ConnectionPool) -> None:
-    pool.close()
-
-
-@st.cache_resource(show_spinner=False, max_entries=4, on_release=_close_pool)
+@st.cache_resource(show_spinner=False, max_entries=4, on_release=ConnectionPool.close)
 def connections(store: str, token: str, memory_limit: str | None = None) -> ConnectionPool:
     """The open connections to this version of the store (``token``): a new ingest gets new ones, and the old
     pool is closed when Streamlit drops it."""
@@ -184,10 +180,9 @@ def _options(store: str, token: str) -> Options:
     ext = extent(files, "submit", ("submit", "start", "end"))
     span = ext and {"first": ext.first, "last": ext.last, "jobs": ext.rows}
     if span is None:
-        lf = pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert", extra_columns="ignore")
-        span = lf.select(pl.col("submit").min().alias("first"),
-                         pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())
-                         .alias("last"), pl.len().alias("jobs")).collect().row(0, named=True)
+        last = pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())
+        span = scan("jobs", store).select(pl.col("submit").min().alias("first"), last.alias("last"),
+                                          pl.len().alias("jobs")).collect().row(0, named=True)
     return Options(uniq["cluster"], uniq["partition"], shaping.prefixes(uniq["account"]), uniq["state"],
                    uniq["job_class"], uniq["user"], span["first"], span["last"], int(span["jobs"]))
 

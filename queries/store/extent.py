@@ -31,7 +31,7 @@ def extent(files: Iterable[str | os.PathLike], first_of: str, last_of: tuple[str
     their footers; None when a footer cannot say (see the module's invariant)."""
     first = last = None
     rows = 0
-    wanted = (first_of, *last_of)
+    wanted = dict.fromkeys((first_of, *last_of))  # a column both first and last (submit) is read once
     for path in files:
         try:
             meta = pq.read_metadata(path)
