@@ -34,6 +34,16 @@ cluster_jobs as not materialized (
     where $cluster::varchar is null or cluster = $cluster::varchar
 ),
 
+open_runs as (
+    -- runs without an end (RUNNING) end at start + elapsed_s: a scan of their own, so that "end" is null is
+    -- pushed into it and the extent's main scan reads three raw columns instead of a per-job expression
+    select epoch_us(start) / 1e6 + elapsed_s as t_end
+    from jobs
+    where "end" is null
+      and ($cluster::varchar is null or cluster = $cluster::varchar)
+      and ($start::timestamptz is null or $end::timestamptz is null)
+),
+
 cluster_extent as (
     -- first submit and last end (cluster_jobs' t_end: end, else start + elapsed_s, never before start) of the
     -- cluster's jobs, aggregated on the raw columns and converted once: the max of greatest(end, start) is
@@ -42,7 +52,7 @@ cluster_extent as (
         epoch_us(min(submit)) / 1e6 as first_submit,
         greatest(epoch_us(max("end")) / 1e6,  -- a job that never started ends at its end (greatest skips nulls)
                  epoch_us(max(start)) / 1e6,
-                 max(epoch_us(start) / 1e6 + elapsed_s) filter (where "end" is null),
+                 (select max(t_end) from open_runs),
                  epoch_us(max(submit)) / 1e6) as last_end
     from jobs
     where ($cluster::varchar is null or cluster = $cluster::varchar)
