@@ -1,9 +1,12 @@
 -- Fragment (not a query): usage_cube's cells for the window and filters (`cube_cells`), the jobs they do not
 -- answer (`usage_scope`, what _job_usage derives per job) and the store's extent (`store_extent`), as
--- _usage_all defines them. Needs _jobs and a CTE `cube_wanted` (one boolean column
+-- _usage_all defines them. Needs _jobs and a CTE `cube_wanted` (one row: a boolean column
 -- `ok`: whether the query's own parameters allow the cube, e.g. _scores' default weights); include it before
--- _job_usage. The cube answers when use_cube is on, the window's bounds are UTC midnights or open, no filter
--- the cube has no dimension for is set (partition, state, job_class) and the store has a cube (`rollup
+-- _job_usage. `cube_wanted` also has the columns `period_s` and `origin` (seconds; null for a query without
+-- periods): with the periods a query splits each job by (quota_backtest's), a cell is read only when its days
+-- lie in one period, and a job whose days reach across a period boundary is in usage_scope.
+-- The cube answers when use_cube is on, the window's bounds are UTC midnights or open, no filter the cube has
+-- no dimension for is set (partition, state, job_class) and the store has a cube (`rollup
 -- --rebuild` builds it for a store ingested before it): then a cell whose days [day_lo_s, day_hi_s) lie inside
 -- the window gives the sums of its jobs' whole-run figures, exactly what job_usage gives for them, and those
 -- jobs are left out of usage_scope. Everything else (a job the window cuts, a RUNNING job without an end,
@@ -24,6 +27,11 @@ cube_off as (
        -- a cube written before RUNNING jobs were kept out of it holds their cells (partition `running`, or
        -- `running` null before that): the next ingest or `rollup --rebuild` rewrites it; until then no cell answers
        or exists (select 1 from usage_cube where running is not false)
+),
+
+cube_grid as (
+    -- the query's periods, when it has any (no row otherwise: then nothing below reads a job for them)
+    select period_s, origin from cube_wanted where period_s is not null and origin is not null
 ),
 
 usage_scope as not materialized (
@@ -51,6 +59,25 @@ usage_scope as not materialized (
            and floor(t_start / 86400) * 86400 < w_end
            and greatest(ceil(t_end / 86400) * 86400, floor(t_start / 86400) * 86400 + 86400) > w_end))
     union all
+    -- and a job whose days reach across a boundary of the query's periods (none without them), unless the
+    -- branch above holds it: a period reads the cells it holds whole
+    select j.*
+    from filtered_jobs as j, cube_grid as g
+    where not j.open_run
+      and ($end::timestamptz is null or j.start < $end::timestamptz)
+      and ($start::timestamptz is null or j."end" is null or j."end" >= $start::timestamptz)
+      and floor((floor(j.t_start / 86400) * 86400 - g.origin) / g.period_s)
+          <> floor((greatest(ceil(j.t_end / 86400) * 86400, floor(j.t_start / 86400) * 86400 + 86400) - 86400
+                    - g.origin) / g.period_s)
+      and (($start::timestamptz is not null
+            and floor(j.t_start / 86400) * 86400 < j.w_start
+            and greatest(ceil(j.t_end / 86400) * 86400, floor(j.t_start / 86400) * 86400 + 86400) > j.w_start)
+       or ($end::timestamptz is not null
+           and floor(j.t_start / 86400) * 86400 < j.w_end
+           and greatest(ceil(j.t_end / 86400) * 86400, floor(j.t_start / 86400) * 86400 + 86400) > j.w_end))
+          is not true
+      and not exists (select 1 from cube_off)
+    union all
     -- every other job, when the cube does not answer. The window test on the raw columns (a superset of
     -- _job_usage's jobs_in_window) lets DuckDB skip the files of other months: the `exists` below stops the
     -- scan only once a row reaches it, and without this every file before the window's would be read first
@@ -76,6 +103,8 @@ cube_cells as (
     select c.*, t.team
     from usage_cube as c
     cross join window_bounds as w
+    -- a left join, not a subquery: a correlated one would keep DuckDB from pushing the window into the scan
+    left join cube_grid as g on true
     left join account_teams as t on t.account = c.account
     where c.day_lo_s >= w.w_start and c.day_hi_s <= w.w_end
       and ($cluster::varchar is null or c.cluster = $cluster::varchar)
@@ -83,6 +112,9 @@ cube_cells as (
            or c.account = rtrim($account_prefix::varchar, '/')
            or starts_with(c.account, rtrim($account_prefix::varchar, '/') || '/'))
       and ($user::varchar is null or c."user" = $user::varchar)
+      -- with periods, only a cell whose days lie in one of them (the others' jobs are in usage_scope)
+      and (g.period_s is null
+           or floor((c.day_lo_s - g.origin) / g.period_s) = floor((c.day_hi_s - 86400 - g.origin) / g.period_s))
       and not exists (select 1 from cube_off)
 ),
 

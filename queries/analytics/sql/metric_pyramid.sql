@@ -9,7 +9,7 @@
 -- cores and core-hours instead: the *_gpu_* columns then hold core-hours (one result shape for both).
 with
 -- include: _jobs
-cube_wanted as (select true as ok),
+cube_wanted as (select true as ok, null::double as period_s, null::double as origin),
 -- include: _cube
 -- include: _job_usage
 -- include: _fairshare

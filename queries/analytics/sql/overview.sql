@@ -3,7 +3,7 @@
 -- that started in the window. Jobs count by their run time inside the window.
 with
 -- include: _jobs
-cube_wanted as (select true as ok),
+cube_wanted as (select true as ok, null::double as period_s, null::double as origin),
 -- include: _cube
 -- include: _job_usage
 usage_parts as (

@@ -21,10 +21,11 @@
 -- integrals per period from the sums of its job_day_rollup rows over the period's days inside the window, and
 -- whether it is sampled and its sampled CPU peak from its job_rollup row; the samples are read only for the
 -- other jobs. Exact: the day rows are the same clipped, capped integrals, cut at midnights instead of periods.
+-- Cube: then also (and _scores' rates at their defaults, use_cube on) the jobs whose days lie in one period are
+-- not staged: that period reads their usage_cube cells (_cube.sql, cube_wanted's period_s and origin), and only
+-- the jobs whose days cross a period boundary (or a window bound, or RUNNING) are split per job below.
 with recursive
 -- include: _jobs
--- include: _usage_all
--- include: _job_usage
 periods as (
     select
         case when $period_s::double > 0 then $period_s::double
@@ -32,6 +33,20 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
+cube_wanted as (
+    -- usage_cube answers for the jobs a period holds whole (their days in one period: the cells of one
+    -- period), when the rollup is on, the periods are whole days (by_days) and _scores' rates and time unit are
+    -- the defaults the cube's footprint maxima and legacy task scores were summed at
+    select
+        coalesce($use_rollup::boolean, false) and p.period_s % 86400 = 0 and p.origin % 86400 = 0
+            and $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60
+            as ok,
+        p.period_s,
+        p.origin
+    from periods as p
+),
+-- include: _cube
+-- include: _job_usage
 by_days as (
     -- one row when the rollup answers per period (periods and window of whole days), else none
     select 1 as ok
@@ -171,11 +186,12 @@ period_usage as (
 
 job_periods as (
     -- one row per job and period its clipped run interval reaches into (a zero-length job: the one it is in),
-    -- in one pass as in sample_pieces
+    -- in one pass as in sample_pieces. From jobs_rolled (materialized, job_rates' columns and more): job_rates
+    -- is not, and a second reference would stage the window's jobs a second time
     select
         j.*,
         unnest(case when b.k_to > b.k_from then range(b.k_from, b.k_to + 1) else [b.k_from] end) as period_k
-    from job_rates as j, periods as p,
+    from jobs_rolled as j, periods as p,
          lateral (select floor((j.lo - p.origin) / p.period_s)::bigint as k_from,
                          (ceil((j.hi - p.origin) / p.period_s) - 1)::bigint as k_to) as b
 ),
@@ -228,7 +244,17 @@ entity_jobs as (
              else j.mem_rate_peak * (j.p_hi - j.p_lo) end as mem_seconds_used
     from job_period_usage as j
 ),
--- include: _no_cube_cells
+entity_cells as (
+    -- the cells of the jobs a period holds whole (_cube reads only those), as entity_jobs' rows of that period
+    select
+        c.*,
+        c."user" as entity,
+        k.period_k,
+        least(p.origin + (k.period_k + 1) * p.period_s, w.w_end) - greatest(p.origin + k.period_k * p.period_s, w.w_start)
+            as span_s
+    from cube_cells as c, periods as p, window_bounds as w,
+         lateral (select floor((c.day_lo_s - p.origin) / p.period_s)::bigint as period_k) as k
+),
 -- include: _scores
 bounds as (
     select min(period_k) as k_first, max(period_k) as k_last from scores

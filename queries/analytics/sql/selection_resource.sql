@@ -7,7 +7,7 @@
 with
 -- include: _jobs
 -- the cube answers the resource the selection held (_resource) for the jobs its cells hold whole
-cube_wanted as (select true as ok),
+cube_wanted as (select true as ok, null::double as period_s, null::double as origin),
 -- include: _cube
 -- include: _resource
 chosen as (

@@ -8,7 +8,9 @@ with
 -- include: _jobs
 cube_wanted as (
     -- the cube's footprint maxima and legacy task scores are at _scores' default rates and time unit
-    select $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60 as ok
+    select $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60 as ok,
+        null::double as period_s,
+        null::double as origin
 ),
 -- include: _cube
 -- include: _job_usage

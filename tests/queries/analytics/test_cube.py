@@ -91,7 +91,11 @@ WINDOWS = [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-
            {"state": "COMPLETED"}, {"partition": "gpu"}, {"job_class": "training"},
            {"cpus_per_gpu": 8.0}, {"legacy_time_unit_s": 3600.0}, {"team_level": 2, "start": "2026-03-03"}]
 QUERIES = ["user_ranking", "team_ranking", "overview", "metric_pyramid", "selection_resource", "user_summary",
-           "fairshare_attainment"]
+           "fairshare_attainment", "quota_backtest"]
+# quota_backtest's periods: a cell answers for a period only when its days lie in one (days, 2 days from a
+# Tuesday, a week); periods that are not whole days (6 h, or a day from 06:00) turn the cube off
+PERIODS = [{"period_s": 86400.0}, {"period_s": 172800.0, "origin": "2026-03-03"}, {},
+           {"period_s": 21600.0}, {"period_s": 86400.0, "origin": "2026-03-02 06:00"}]
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +120,19 @@ def test_queries_from_the_cube_equal_the_per_job_derivation(cubed_store, name, p
         _same(got, run(name, cubed_store, **params, use_cube=False))
 
 
+@pytest.mark.parametrize("periods", PERIODS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "weeks")
+@pytest.mark.parametrize("params", [{}, {"start": "2026-03-03", "end": "2026-03-08"}, {"start": "2026-03-04 07:30"},
+                                    {"state": "COMPLETED"}, {"cpus_per_gpu": 8.0}],
+                         ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "all")
+def test_quota_backtest_periods_from_the_cube_equal_the_per_job_derivation(cubed_store, periods, params):
+    """The cells a period holds whole, and per job those whose days cross a period boundary: the same backtest as
+    every job split by the periods, and as the raw samples."""
+    got = run("quota_backtest", cubed_store, **periods, **params)
+    assert got["period_k"].n_unique() >= (2 if periods else 1)  # the random store's jobs lie in one week
+    _same(got, run("quota_backtest", cubed_store, **periods, **params, use_cube=False))
+    _same(got, _raw("quota_backtest", cubed_store, **periods, **params))
+
+
 def test_the_queries_do_read_the_cube(cubed_store, tmp_path):
     """Not vacuous: doubling the cells' used CPU changes the rankings and the overview over an open window and a
     window of whole days, and nothing when the window cuts every day or the cube is switched off."""
@@ -128,8 +145,13 @@ def test_the_queries_do_read_the_cube(cubed_store, tmp_path):
         assert tampered["cpu_hours_used"].item() > honest["cpu_hours_used"].item() * 1.2
         ranked = run("user_ranking", store, **params).join(run("user_ranking", cubed_store, **params), on="user")
         assert (ranked["cpu_hours_used"] > ranked["cpu_hours_used_right"] * 1.05).sum() >= 5
+        backtest = {**params, "period_s": 86400.0, "min_jobs": 0, "min_gpu_equiv_hours": 0.0}
+        bt = run("quota_backtest", store, **backtest).join(run("quota_backtest", cubed_store, **backtest),
+                                                          on=["user", "period_k"])
+        assert (bt["raw_coefficient"] != bt["raw_coefficient_right"]).sum() >= 5
     for params in ({"start": "2026-03-03 06:00"}, {"use_cube": False}):
         _same(run("overview", store, **params), run("overview", cubed_store, **params))
+        _same(run("quota_backtest", store, **params), run("quota_backtest", cubed_store, **params))
 
 
 # ------------------------------------------------------------------ maintenance
