@@ -35,9 +35,10 @@ cluster_jobs as not materialized (
 ),
 
 open_runs as (
-    -- runs without an end (RUNNING) end at start + elapsed_s: a scan of their own, so that "end" is null is
-    -- pushed into it and the extent's main scan reads three raw columns instead of a per-job expression
-    select epoch_us(start) / 1e6 + elapsed_s as t_end
+    -- jobs without an end (RUNNING) end at start + elapsed_s, else at their start: a scan of their own, so that
+    -- "end" is null is pushed into it and the extent's main scan reads two raw columns, not a per-job expression
+    -- (an end is never before its start: ingest rejects it, so the other jobs' starts are below max("end"))
+    select greatest(epoch_us(start) / 1e6 + elapsed_s, epoch_us(start) / 1e6) as t_end
     from jobs
     where "end" is null
       and ($cluster::varchar is null or cluster = $cluster::varchar)
@@ -51,7 +52,6 @@ cluster_extent as (
     select
         epoch_us(min(submit)) / 1e6 as first_submit,
         greatest(epoch_us(max("end")) / 1e6,  -- a job that never started ends at its end (greatest skips nulls)
-                 epoch_us(max(start)) / 1e6,
                  (select max(t_end) from open_runs),
                  epoch_us(max(submit)) / 1e6) as last_end
     from jobs
