@@ -7,7 +7,7 @@ import pytest
 
 import queries
 
-from test_queries_fixture import H, M, T0, rows_by, store  # noqa: F401 - store is a fixture
+from test_queries_fixture import H, M, T0, build, fixture_jobs, rows_by, store  # noqa: F401 - store is a fixture
 
 
 # ------------------------------------------------------------------ fair share, pyramid, waits
@@ -32,6 +32,19 @@ def test_fairshare_equal_shares(store):
     # j4 pending 2 GPUs from t0+1h to the span end (t0+3h30): 5 GPU-hours demanded, nothing received
     assert (o["received_gpu_hours"], o["demanded_gpu_hours"], o["attainment"]) == pytest.approx((0.0, 5.0, 0.0))
     assert v["occupancy"] == pytest.approx((4 + 60 / 3600 + 12) / (16 * 3.5))
+
+
+@pytest.mark.parametrize("elapsed_s, last_end_h", [(3600.0 * 5, 4 + 5), (None, 4), (60.0, 4 + 1 / 60)])
+def test_fairshare_span_ends_at_a_job_without_an_end(tmp_path, elapsed_s, last_end_h):
+    """The span's last end, when it comes from a job without an end (open_runs' own scan): its start +
+    elapsed_s, or its start without an elapsed time (hand-computed; the fixture's other jobs end by t0+3h30)."""
+    running = dict(job_id="j6", user="dave", account="other", state="RUNNING", job_class="training",
+                   job_name="long", partition="gpu", submit=T0 + 3 * H, start=T0 + 4 * H, end=None,
+                   elapsed_s=elapsed_s, req_cpus=2.0, req_gpus=1.0, req_mem_bytes=4e9)
+    build(tmp_path, jobs=pl.concat([fixture_jobs(), pl.DataFrame([running]).with_columns(pl.lit("c").alias("cluster"))],
+                                   how="diagonal_relaxed"))
+    got = queries.run("fairshare_attainment", store=tmp_path, team_level=2)
+    assert got["span_hours"].unique().to_list() == pytest.approx([last_end_h])
 
 
 def test_fairshare_with_budget_shares(store):
