@@ -47,8 +47,8 @@ open_runs as (
 
 cluster_extent as (
     -- first submit and last end (cluster_jobs' t_end: end, else start + elapsed_s, never before start) of the
-    -- cluster's jobs, aggregated on the raw columns and converted once: the max of greatest(end, start) is
-    -- the greatest of the maxima, so no per-job expression is needed
+    -- cluster's jobs, aggregated on the raw columns and converted once: the greatest of max(end), the open
+    -- runs' ends and max(submit), so no per-job expression is needed
     select
         epoch_us(min(submit)) / 1e6 as first_submit,
         greatest(epoch_us(max("end")) / 1e6,  -- a job that never started ends at its end (greatest skips nulls)

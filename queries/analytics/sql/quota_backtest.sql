@@ -33,20 +33,6 @@ periods as (
         epoch_us(coalesce($origin::timestamptz, '1970-01-05 00:00:00+00'::timestamptz)) / 1e6 as origin
 ),
 
-cube_wanted as (
-    -- usage_cube answers for the jobs a period holds whole (their days in one period: the cells of one
-    -- period), when the rollup is on, the periods are whole days (by_days) and _scores' rates and time unit are
-    -- the defaults the cube's footprint maxima and legacy task scores were summed at
-    select
-        coalesce($use_rollup::boolean, false) and p.period_s % 86400 = 0 and p.origin % 86400 = 0
-            and $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60
-            as ok,
-        p.period_s,
-        p.origin
-    from periods as p
-),
--- include: _cube
--- include: _job_usage
 by_days as (
     -- one row when the rollup answers per period (periods and window of whole days), else none
     select 1 as ok
@@ -57,6 +43,20 @@ by_days as (
       and ($end::timestamptz is null or epoch_us($end::timestamptz) % 86400000000 = 0)
 ),
 
+cube_wanted as (
+    -- usage_cube answers for the jobs a period holds whole (their days in one period: the cells of one
+    -- period) when the rollup answers per period (by_days) and _scores' rates and time unit are the defaults
+    -- the cube's footprint maxima and legacy task scores were summed at
+    select
+        exists (select 1 from by_days)
+            and $cpus_per_gpu::double = 16 and $gb_per_gpu::double = 128 and $legacy_time_unit_s::double = 60
+            as ok,
+        p.period_s,
+        p.origin
+    from periods as p
+),
+-- include: _cube
+-- include: _job_usage
 backtest_jobs as (
     -- the jobs whose rollup row does not answer: their samples are clipped and split here
     select cluster, job_id, lo, hi, cpus, gpus, mem_gb
