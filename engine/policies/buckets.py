@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 
+from .. import fsorder
 from .fcfs import FCFSQueue
 
 SKIP = True  # tests switch it off: the orders then walk every capped job, and both must agree exactly
@@ -61,6 +62,7 @@ class BucketQueue:
         self.n_orders = 0       # orders started since the last decision
         self.classes: dict[int, dict[int, list]] = {}  # account -> milli-GPUs -> funded jobs, index order
         self.dirty: dict[int, dict[int, set]] = {}     # account -> milli-GPUs -> jobs maybe not noted "quota"
+        self.compiled = fsorder.routines()  # the compiled walk (engine/fsorder.py), or None: the Python loops
 
     def __len__(self):
         return len(self.members)
@@ -166,7 +168,18 @@ class BucketQueue:
         reason, note = waits.reason, waits.note
         seen = failed = shape = state = None
         n_shapes = 0
-        for j in self.free.order(now):
+        it = self.free.order(now)
+        if self.compiled is not None:  # the loop below in C (``_fsorder.walk``, uncapped, no class index): its oracle
+            walk, st, req_g = self.compiled.walk, [0, 0], self.sim.req_g
+            while True:
+                hint = self.hint
+                if hint is not None and hint is not seen:
+                    seen, failed, shape, state, n_shapes = hint, hint.failed, hint.shape, hint.state, hint.n_shapes
+                j = walk(it, st, None, None, None, req_g, reason, note, now, hint, failed, shape, state, n_shapes)
+                if j is None or j is False:
+                    return
+                yield j
+        for j in it:
             hint = self.hint
             if hint is not None:
                 if hint is not seen:

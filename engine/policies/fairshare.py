@@ -30,7 +30,6 @@ import bisect
 import heapq
 import itertools
 
-from .. import fsorder
 from ..jobstate import RUNNING
 from ..units import INF
 from .buckets import BucketQueue
@@ -58,10 +57,6 @@ def python_descend(children, rem, frac, usage, paths):
 
 class FairShareQueue(BucketQueue):
     indexes_classes = True
-
-    def __init__(self, sim):
-        super().__init__(sim)
-        self.compiled = fsorder.routines()
 
     def funded_order(self, now):
         self.halted = False
