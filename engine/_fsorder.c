@@ -967,7 +967,7 @@ static int bump_failed_short(PyObject *state)
 
 /* ``easy._backfill``'s examination of a job the hint handed over (the hint already answered None: no known
  * failure of its shape outside the hole, no cap, no user limit, within the group's bounds), from the hint's
- * ``spec`` and ``examine`` = (start, started, place_in, place, nothing_fits, pool, reservation_time, sim): the
+ * ``spec`` and ``examine`` = (start, started, place_in, nothing_fits, pool, reservation_time, sim): the
  * reservation T when first needed, the placement (within EASY's extra resources for a job ending after T), the
  * start (``sim.start``, the started list, the extra resources left), or the shape's failure and the job's reason;
  * the same calls in the same order as the Python loop. Returns 0 (not started), 1 (started), 2 (started and
@@ -978,8 +978,8 @@ static int examine(Funded *f, PyObject *ex, PyObject *spec, PyObject *failed, Py
     PyObject **x = &PyTuple_GET_ITEM(spec, 0), **e = &PyTuple_GET_ITEM(ex, 0);
     PyObject *now = x[0], *est = x[1], *inv = x[2], *req_g = x[8], *req_c = x[9], *req_m = x[10], *group = x[11];
     PyObject *gangs = x[12], *bounds = x[13], *procs = x[14];
-    PyObject *start = e[0], *started = e[1], *place_in = e[2], *place = e[3], *nothing_fits = e[4], *pool = e[5];
-    PyObject *reservation_time = e[6], *sim = e[7];
+    PyObject *start = e[0], *started = e[1], *place_in = e[2], *nothing_fits = e[3], *pool = e[4];
+    PyObject *reservation_time = e[5], *sim = e[6];
     Py_ssize_t ji = PyLong_AsSsize_t(j);
     if (ji == -1 && PyErr_Occurred())
         return -1;
@@ -1009,20 +1009,13 @@ static int examine(Funded *f, PyObject *ex, PyObject *spec, PyObject *failed, Py
         || (c = item(req_c, j, ji)) == NULL || (m = item(req_m, j, ji)) == NULL
         || (limit = PyObject_GetAttr(state, s_limit)) == NULL)
         goto done;
-    int lim = PyObject_IsTrue(limit), gang_t = PyObject_IsTrue(gang);
-    if (lim < 0 || gang_t < 0)
+    int lim = PyObject_IsTrue(limit);
+    if (lim < 0)
         goto done;
-    if (is_short || !lim) {
+    if (is_short || !lim)
         pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, NULL);
-    } else {  /* EASY's extra resources cap what it may use on the reserved job's nodes */
-        PyObject *nodes = PySequence_GetItem(grp, gang_t ? 2 : 1), *a = NULL, *kw = NULL;
-        if (nodes != NULL && (a = PyTuple_Pack(5, nodes, gang, g, c, m)) != NULL && (kw = PyDict_New()) != NULL
-            && PyDict_SetItem(kw, s_limit, limit) == 0)
-            pl = PyObject_Call(place, a, kw);
-        Py_XDECREF(nodes);
-        Py_XDECREF(a);
-        Py_XDECREF(kw);
-    }
+    else  /* EASY's extra resources cap what it may use on the reserved job's nodes */
+        pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, limit, NULL);
     if (pl == NULL)
         goto done;
     if (pl != Py_None) {
@@ -1183,9 +1176,9 @@ static PyObject *funded_next(Funded *f, PyObject *unused)
                 spec = PyObject_GetAttr(hint, s_spec);
             if (PyErr_Occurred() || (ex != NULL && ex != Py_None
                                      && (spec == NULL || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 16
-                                         || !PyTuple_Check(ex) || PyTuple_GET_SIZE(ex) != 8))) {
+                                         || !PyTuple_Check(ex) || PyTuple_GET_SIZE(ex) != 7))) {
                 if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "next: hint.examine is an 8-tuple beside a 16-tuple spec");
+                    PyErr_SetString(PyExc_TypeError, "next: hint.examine is a 7-tuple beside a 16-tuple spec");
                 Py_CLEAR(j);
             }
         }

@@ -471,13 +471,20 @@ fail:
 /* index_fit(key, g, c, m) -> node or None: ``Pool.place_in``'s single-node search over the free-GPU index */
 static PyObject *NodeOps_index_fit(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "index_fit(key, g, c, m)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "index_fit(key, g, c, m, limit=None)");
         return NULL;
     }
     ll g, c, m;
     if (get_ll(args[1], &g) || get_ll(args[2], &c) || get_ll(args[3], &m))
         return NULL;
+    PyObject *limit = nargs == 5 ? args[4] : NULL;
+    if (limit != NULL && limit != Py_None && !PyDict_Check(limit)) {
+        PyErr_SetString(PyExc_TypeError, "limit: a dict");
+        return NULL;
+    }
+    if (limit == Py_None || (limit != NULL && PyDict_GET_SIZE(limit) == 0))
+        limit = NULL;
     PyObject *idx = PyDict_GetItemWithError(self->index, args[0]);
     if (idx == NULL) {
         if (!PyErr_Occurred())
@@ -489,8 +496,11 @@ static PyObject *NodeOps_index_fit(NodeOps *self, PyObject *const *args, Py_ssiz
         Py_XDECREF(keys);
         return NULL;
     }
+    /* the best (g, c, m left, node) so far: the index's smallest class with a fit, then the capped nodes */
+    ll k0 = 0, k1 = 0, k2 = 0, kn = 0;
+    int found = 0;
     Py_ssize_t i, nk = PyList_GET_SIZE(keys);
-    for (i = 0; i < nk; i++) {
+    for (i = 0; i < nk && !found; i++) {
         ll v;
         if (item_ll(keys, i, &v))
             goto fail;
@@ -505,34 +515,64 @@ static PyObject *NodeOps_index_fit(NodeOps *self, PyObject *const *args, Py_ssiz
         PyObject *it = PyObject_GetIter(st), *o;
         if (it == NULL)
             goto fail;
-        ll k0 = 0, k1 = 0, kn = 0;
-        int found = 0;
         while ((o = PyIter_Next(it)) != NULL) {
             Py_ssize_t n;
             ll b, d;
-            if (node_index(self, o, &n) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)) {
+            int capped = limit == NULL ? 0 : PyDict_Contains(limit, o);
+            if (capped || node_index(self, o, &n) || item_ll(self->fc, n, &b) || item_ll(self->fm, n, &d)) {
                 Py_DECREF(o);
+                if (capped > 0)  /* a node the limit caps: compared below, on its capped resources */
+                    continue;
                 Py_DECREF(it);
                 goto fail;
             }
             Py_DECREF(o);
             if (b >= c && d >= m) {
-                ll x0 = b - c, x1 = d - m, xn = (ll)n;
-                if (!found || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && xn < kn)))) {
+                ll x0 = v - g, x1 = b - c, x2 = d - m, xn = (ll)n;
+                if (!found || x1 < k1 || (x1 == k1 && (x2 < k2 || (x2 == k2 && xn < kn)))) {
                     found = 1;
-                    k0 = x0, k1 = x1, kn = xn;
+                    k0 = x0, k1 = x1, k2 = x2, kn = xn;
                 }
             }
         }
         Py_DECREF(it);
         if (PyErr_Occurred())
             goto fail;
-        if (found) {
-            Py_DECREF(keys);
-            return PyLong_FromLongLong(kn);
-        }
     }
     Py_DECREF(keys);
+    if (limit != NULL) {
+        Py_ssize_t pos = 0;
+        PyObject *o, *val;
+        while (PyDict_Next(limit, &pos, &o, &val)) {
+            Py_ssize_t n;
+            ll a, b, d, lg, lc, lm;
+            if (node_index(self, o, &n))
+                return NULL;
+            int av = truthy(PyList_GET_ITEM(self->avail, n));
+            if (av < 0)
+                return NULL;
+            if (!av)
+                continue;
+            int in = PySequence_Contains(PyList_GET_ITEM(self->node_groups, n), args[0]);
+            if (in < 0)
+                return NULL;
+            if (!in)
+                continue;
+            if (limit_of(limit, o, &lg, &lc, &lm) < 0 || item_ll(self->fg, n, &a) || item_ll(self->fc, n, &b)
+                || item_ll(self->fm, n, &d))
+                return NULL;
+            a = min_ll(a, lg), b = min_ll(b, lc), d = min_ll(d, lm);
+            if (a >= g && b >= c && d >= m) {
+                ll x0 = a - g, x1 = b - c, x2 = d - m, xn = (ll)n;
+                if (!found || x0 < k0 || (x0 == k0 && (x1 < k1 || (x1 == k1 && (x2 < k2 || (x2 == k2 && xn < kn)))))) {
+                    found = 1;
+                    k0 = x0, k1 = x1, k2 = x2, kn = xn;
+                }
+            }
+        }
+    }
+    if (found)
+        return PyLong_FromLongLong(kn);
     Py_RETURN_NONE;
 fail:
     Py_DECREF(keys);
@@ -588,23 +628,27 @@ static PyObject *NodeOps_place(NodeOps *self, PyObject *const *args, Py_ssize_t 
     return one_row(NodeOps_best_fit(self, a, 6), args + 2);
 }
 
-/* place_in(grp, gang, g, c, m): ``Pool.place_in`` on the live free lists */
+/* place_in(grp, gang, g, c, m, limit=None): ``Pool.place_in`` on the live free lists */
 static PyObject *NodeOps_place_in(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) < 3) {
-        PyErr_SetString(PyExc_TypeError, "place_in(grp, gang, g, c, m)");
+    if (nargs < 5 || nargs > 6 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) < 3) {
+        PyErr_SetString(PyExc_TypeError, "place_in(grp, gang, g, c, m, limit=None)");
         return NULL;
     }
     int gang = PyObject_IsTrue(args[1]);
     if (gang < 0)
         return NULL;
-    PyObject *a[4] = {NULL, args[2], args[3], args[4]};
+    PyObject *limit = nargs == 6 ? args[5] : Py_None;
+    int lim = PyObject_IsTrue(limit);  /* an empty limit caps nothing (``limit or None``) */
+    if (lim < 0)
+        return NULL;
+    PyObject *a[6] = {NULL, args[2], args[3], args[4], Py_None, lim ? limit : Py_None};
     if (gang) {
         a[0] = PyTuple_GET_ITEM(args[0], 2);
-        return NodeOps_gang(self, a, 4);
+        return NodeOps_gang(self, a, 6);
     }
-    a[0] = PyTuple_GET_ITEM(args[0], 0);
-    return one_row(NodeOps_index_fit(self, a, 4), args + 2);
+    PyObject *b[5] = {PyTuple_GET_ITEM(args[0], 0), args[2], args[3], args[4], a[5]};
+    return one_row(NodeOps_index_fit(self, b, 5), args + 2);
 }
 
 /* ------------------------------------------------------------------------------------------- EASY reservation */
@@ -1597,10 +1641,10 @@ static PyMethodDef NodeOps_methods[] = {
     {"gang", (PyCFunction)(void (*)(void))NodeOps_gang, METH_FASTCALL,
      "gang(order, g, c, m, free=None, limit=None) -> rows or None (Pool._gang)"},
     {"index_fit", (PyCFunction)(void (*)(void))NodeOps_index_fit, METH_FASTCALL,
-     "index_fit(key, g, c, m) -> node or None (Pool.place_in, one node)"},
+     "index_fit(key, g, c, m, limit=None) -> node or None (Pool.place_in, one node)"},
     {"place", (PyCFunction)(void (*)(void))NodeOps_place, METH_FASTCALL | METH_KEYWORDS,
      "place(nodes, gang, g, c, m, free=None, limit=None) (Pool.place)"},
-    {"place_in", (PyCFunction)(void (*)(void))NodeOps_place_in, METH_FASTCALL, "place_in(grp, gang, g, c, m) (Pool.place_in)"},
+    {"place_in", (PyCFunction)(void (*)(void))NodeOps_place_in, METH_FASTCALL, "place_in(grp, gang, g, c, m, limit=None) (Pool.place_in)"},
     {"reservation", (PyCFunction)(void (*)(void))NodeOps_reservation, METH_FASTCALL,
      "reservation(run, alloc, elig, gang_order, gang, g, c, m) -> (T, limit) (easy._reservation)"},
     {"move", (PyCFunction)(void (*)(void))NodeOps_move, METH_FASTCALL, "move(n, dg, dc, dm) (Pool._move)"},

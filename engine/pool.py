@@ -176,26 +176,42 @@ class Pool:
             return None if best is None else ((best, g, c, m),)
         return self._gang(nodes, g, c, m, fg, fc, fm, limit)
 
-    def place_in(self, grp, gang, g, c, m):
-        """``place(grp's nodes, gang, g, c, m)`` on the live free lists, single-node requests by the free-GPU index:
-        the best fit is in the smallest free-GPU class that can hold g, least CPUs then memory left, lowest index."""
+    def place_in(self, grp, gang, g, c, m, limit=None):
+        """``place(grp's nodes, gang, g, c, m, limit=limit)`` on the live free lists, single-node requests by the
+        free-GPU index: the best fit is in the smallest free-GPU class that can hold g, least CPUs then memory
+        left, lowest index. The nodes ``limit`` caps (EASY's extra resources: the reserved job's few nodes) are
+        left out of the index's walk and compared one by one, so a capped placement costs what an uncapped one
+        does, not a scan of the group."""
         if gang:
-            return self._gang(grp[2], g, c, m, self.free_g, self.free_c, self.free_m, None)
-        idx = self._index[grp[0]]
+            return self._gang(grp[2], g, c, m, self.free_g, self.free_c, self.free_m, limit or None)
+        key = grp[0]
+        idx = self._index[key]
         fc, fm = self.free_c, self.free_m
+        best = None  # (g, c, m left, node)
         for v in sorted(idx):
             if v < g:
                 continue
-            best = None
             for n in idx[v]:
+                if limit and n in limit:
+                    continue
                 b, d = fc[n], fm[n]
                 if b >= c and d >= m:
-                    key = (b - c, d - m, n)
-                    if best is None or key < best:
-                        best = key
+                    k = (v - g, b - c, d - m, n)
+                    if best is None or k < best:
+                        best = k
             if best is not None:
-                return ((best[2], g, c, m),)
-        return None
+                break
+        if limit:
+            fg, avail, groups = self.free_g, self.avail, self._node_groups
+            for n, (lg, lc, lm) in limit.items():
+                if not avail[n] or key not in groups[n]:
+                    continue
+                a, b, d = min(fg[n], lg), min(fc[n], lc), min(fm[n], lm)
+                if a >= g and b >= c and d >= m:
+                    k = (a - g, b - c, d - m, n)
+                    if best is None or k < best:
+                        best = k
+        return None if best is None else ((best[3], g, c, m),)
 
     def _reindex(self, n, old_g) -> None:
         """Move node n to its free-GPU class (out of every class while it is not available)."""

@@ -199,7 +199,7 @@ class PassBindings:
     __slots__ = ("sim", "pool", "est", "note", "shape", "req_g", "req_c", "req_m", "group", "gangs", "capped",
                  "needs_ordered", "needs_all", "limited", "over_user", "inv", "bounds", "over_cap", "procs",
                  "nothing_fits", "exact", "hintable", "start", "spec_ordered", "spec_all", "examine_tail", "reason",
-                 "place", "place_in",
+                 "place_in",
                  "now", "state", "failed", "n_shapes", "needs_cap", "spec", "examine")
 
     def __init__(self, sim):
@@ -211,7 +211,7 @@ class PassBindings:
         keys: dict = {}
         self.shape = [keys.setdefault(s, len(keys)) for s in sim.shape]
         self.est, self.note, self.reason = sim.limit_left, sim.waits.note, sim.waits.reason
-        self.place, self.place_in = pool.place, pool.place_in
+        self.place_in = pool.place_in
         self.req_g, self.req_c, self.req_m, self.group, self.gangs = sim.req_g, sim.req_c, sim.req_m, sim.group, sim.gang
         self.capped = sim.caps.on
         self.needs_ordered, self.needs_all = sim.caps.needs(True), sim.caps.needs(False)
@@ -233,7 +233,7 @@ class PassBindings:
         self.spec_all = tail + (self.needs_all,) + rest
         # what ``_backfill`` does with a job the hint hands over, but the pass's started list, for the compiled
         # fair-share order's cursor (``_fsorder.Funded``), which then examines it, and starts it, itself
-        self.examine_tail = (pool.place_in, pool.place, self.nothing_fits, pool, reservation_time, sim)
+        self.examine_tail = (pool.place_in, self.nothing_fits, pool, reservation_time, sim)
         self.now = self.state = self.failed = self.needs_cap = self.spec = self.examine = None
         self.n_shapes = 0
 
@@ -336,7 +336,7 @@ def _backfill(sim, bd, now, it, state, started, T, failed, n_shapes):
     """EASY's scan after the blocked job, with the run's bindings ``bd`` (``PassBindings``, reset for this pass)."""
     pool, est, note, shape, inv, procs, capped = bd.pool, bd.est, bd.note, bd.shape, bd.inv, bd.procs, bd.capped
     req_g, req_c, req_m, group, gangs = bd.req_g, bd.req_c, bd.req_m, bd.group, bd.gangs
-    reason, bounds, place, place_in, over_cap = bd.reason, bd.bounds, bd.place, bd.place_in, bd.over_cap
+    reason, bounds, place_in, over_cap = bd.reason, bd.bounds, bd.place_in, bd.over_cap
     nothing_fits, exact, needs_cap, limited, over_user = bd.nothing_fits, bd.exact, bd.needs_cap, bd.limited, bd.over_user
     for j in tested(sim, state, sort_backfill(sim, it)):
         if exact and state.n_failed_short >= n_shapes:
@@ -366,7 +366,7 @@ def _backfill(sim, bd, now, it, state, started, T, failed, n_shapes):
             if short or not state.limit:
                 pl = place_in(grp, gang, g, c, m)
             else:  # EASY's extra resources cap what it may use on the reserved job's nodes
-                pl = place(grp[2] if gang else grp[1], gang, g, c, m, limit=state.limit)
+                pl = place_in(grp, gang, g, c, m, state.limit)
             fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
@@ -401,16 +401,14 @@ def reservation_time(sim, state) -> float:
 
 
 def _place(pool, grp, gang, g, c, m, limit):
-    """``Pool.place`` behind a constant-time rejection by the group's bounds (most requests in a busy pass)."""
+    """``Pool.place_in`` behind a constant-time rejection by the group's bounds (most requests in a busy pass)."""
     b = pool.bounds(grp)
     if gang:
         if g > b[3] or c > b[4] or m > b[5]:
             return None
     elif g > b[0] or c > b[1] or m > b[2]:
         return None
-    if not limit:
-        return pool.place_in(grp, gang, g, c, m)
-    return pool.place(grp[2] if gang else grp[1], gang, g, c, m, limit=limit)
+    return pool.place_in(grp, gang, g, c, m, limit)
 
 
 def kernel(sim):

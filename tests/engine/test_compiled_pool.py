@@ -149,6 +149,14 @@ def test_random_pool_operations_identical(monkeypatch, seed):
                 n0 = nodes[0]
                 limit[n0] = [py.cap_g[n0], py.cap_c[n0], py.cap_m[n0]]
             assert py.place(nodes, gang, g, cc, m, limit=limit) == c.place(nodes, gang, g, cc, m, limit=limit)
+            # the index walk with the limit's nodes compared one by one (EASY's placements after T): the scan's
+            # answer, also with limit entries for nodes outside the group and for unavailable nodes
+            wide = {**{n: (rng.randint(0, 9) * 1000, 4000, UNLIMITED) for n in range(cluster.size)
+                       if rng.random() < 0.2}, **limit}
+            for lim in (limit, wide, {}):
+                want = py.place(nodes, gang, g, cc, m, limit=lim)
+                assert py.place_in(grp_py, gang, g, cc, m, lim) == want
+                assert c.place_in(grp_c, gang, g, cc, m, lim) == want
             free = ([x + rng.randint(0, 1) * 1000 for x in py.free_g], list(py.free_c), list(py.free_m))
             assert py.place(nodes, gang, g, cc, m, free=free) == c.place(nodes, gang, g, cc, m, free=free)
         op = rng.random()
