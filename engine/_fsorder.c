@@ -449,6 +449,17 @@ static PyObject *hint_inline(PyObject *spec, PyObject *state, PyObject *failed, 
     return Py_NewRef(r);
 }
 
+/* state.n_failed_short as a C integer */
+static int read_count(PyObject *state, Py_ssize_t *out)
+{
+    PyObject *o = PyObject_GetAttr(state, s_n_failed_short);
+    if (o == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(o);
+    Py_DECREF(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
 /* walk(it, st, room, dirty, acct, req_g, reason, note, now, hint, failed, shape, state, n_shapes): the bucket walk
  * of ``funded_order`` up to the next job to hand over. Consumes ``it`` until a job is neither held back by the
  * room (milli-GPUs under the tightest cap; None = uncapped: noted "quota") nor skipped by the pass's ``hint``
@@ -517,6 +528,16 @@ static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p
             return NULL;
         }
     }
+    /* the stop test ``state.n_failed_short >= n_shapes`` on C integers: only the hint's answers (below) count a
+     * shape failed, so the count is read again after each of them, not per job */
+    Py_ssize_t nfs = 0, ns = 0;
+    if (hint != Py_None) {
+        ns = PyLong_AsSsize_t(n_shapes);
+        if ((ns == -1 && PyErr_Occurred()) || read_count(state, &nfs) < 0) {
+            Py_XDECREF(spec);
+            return NULL;
+        }
+    }
     PyObject *result = NULL;  /* new reference, or NULL on error */
     for (;;) {
         PyObject *j = PyIter_Next(it);
@@ -531,6 +552,8 @@ static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p
         Py_ssize_t ji = PyLong_AsSsize_t(j);
         if (ji == -1 && PyErr_Occurred())
             goto drop_j;
+        if (room == Py_None && dirty == Py_None)
+            goto hinted;  /* nothing below reads the request */
         PyObject *g = item(req_g, j, ji);
         if (g == NULL)
             goto drop_j;
@@ -562,15 +585,9 @@ static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p
             }
         }
         Py_DECREF(g);
+    hinted:
         if (hint != Py_None) {  /* the pass already knows this job cannot start: skip it cheaply */
-            PyObject *nfs = PyObject_GetAttr(state, s_n_failed_short);
-            if (nfs == NULL)
-                goto drop_j;
-            int stop = PyObject_RichCompareBool(nfs, n_shapes, Py_GE);
-            Py_DECREF(nfs);
-            if (stop < 0)
-                goto drop_j;
-            if (stop) {
+            if (nfs >= ns) {
                 Py_DECREF(j);
                 result = Py_False;
                 Py_INCREF(result);
@@ -600,12 +617,20 @@ static PyObject *walk_core(PyObject *it, Py_ssize_t *taken_p, Py_ssize_t *held_p
                 Py_DECREF(sh);
                 if (r == NULL)
                     goto drop_j;
+                if (read_count(state, &nfs) < 0) {
+                    Py_DECREF(r);
+                    goto drop_j;
+                }
             } else if (ask) {
                 Py_DECREF(sh);
                 Py_XDECREF(r);
                 r = PyObject_CallOneArg(hint, j);
                 if (r == NULL)
                     goto drop_j;
+                if (read_count(state, &nfs) < 0) {
+                    Py_DECREF(r);
+                    goto drop_j;
+                }
                 if (r == Py_False) {
                     Py_DECREF(j);
                     result = r;  /* the reference the call returned */
