@@ -242,3 +242,42 @@ def test_a_cpu_only_cluster_is_explained_in_core_hours():
     # the GPU reading of the same log finds nothing to explain: what the page showed before
     g = ex.explain("me", ex.with_bucket(jobs, TREE), ex.log_allocations(jobs), nodes, None)
     assert g.value("waiting GPU-hours") == pytest.approx(0.0)
+
+
+def _dense_profile(caps, node_ix, s, e, g, protected_g):
+    """The segments x nodes matrix the node-set profile was first computed with: the oracle for ``_Profile``'s
+    change points (small inputs only)."""
+    import numpy as np
+
+    times = np.unique(np.concatenate([s, e, protected_g[0], protected_g[1], [0.0]]))
+    n_seg = len(times)
+    delta = np.zeros((n_seg + 1, len(caps)))
+    np.add.at(delta, (np.searchsorted(times, s), node_ix), g)
+    np.add.at(delta, (np.searchsorted(times, e), node_ix), -g)
+    free = np.maximum(caps[None, :] - np.cumsum(delta, axis=0)[:n_seg], 0.0)
+    whole = (free >= caps[None, :] - 1e-9).astype(float) @ caps if len(caps) else np.zeros(n_seg)
+    block = free.max(axis=1) if len(caps) else np.zeros(n_seg)
+    return times, free.sum(axis=1), whole, block
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_node_profile_change_points_equal_the_dense_matrix(seed):
+    # random node sets (GPU counts and fractional CPU counts, over-allocated logs, allocations sharing instants,
+    # a node without allocations, zero-capacity nodes) against the dense matrix, at every segment
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_nodes = int(rng.integers(0, 7))
+    caps = rng.choice([0.0, 4.0, 8.0, 0.5, 64.0], n_nodes).astype(float)
+    n = int(rng.integers(0, 40)) if n_nodes else 0
+    s = rng.integers(0, 20, n).astype(float) * rng.choice([1.0, 0.5])
+    e = s + rng.integers(0, 10, n)
+    node_ix = rng.integers(0, max(n_nodes, 1), n)
+    g = rng.choice([1.0, 2.0, 0.5, 8.0, 3.0], n)
+    prot = (rng.integers(0, 20, 3).astype(float), rng.integers(20, 30, 3).astype(float), rng.choice([1.0, 2.0], 3))
+    times, total, whole, block = _dense_profile(caps, node_ix, s, e, g, prot)
+    prof = ex._Profile(caps, node_ix, s, e, g, prot)
+    assert np.array_equal(prof.t, times)
+    assert np.allclose(prof.total, total, atol=1e-9) and np.allclose(prof.whole, whole, atol=1e-9)
+    for need in (0.25, 0.5, 1.0, 2.0, 4.0, 7.5, 8.0, 9.0, 64.0):
+        assert np.array_equal(prof.block_fits(need), block >= need)
