@@ -43,8 +43,9 @@ below ``INDEX_UNTIL``); without it a pass walks the held-back jobs it meets, few
 average (a constant), and enqueue / dequeue pay nothing for it; building it reads the queue once, O(queue), at
 most once per ``INDEX_EVERY`` passes. ``tests/benchmarks/bench_engine_scale.py`` (backlog growth) shows the time per pass
 about flat as the capped backlog grows 10x. Not covered: the other orders (FCFS, priority, multifactor, DRF)
-still test every capped job against its cap at every pass, and jobs that fit no node group are skipped per
-shape by the scan's hint but still visited.
+still test every capped job against its cap at every pass, and jobs whose request shape already failed in the
+pass (fits no node group now) are skipped per shape by the scan's hint but still visited: O(queue) cheap visits
+per full pass in the compiled walk, 75 % of all visits on 8,192 GPUs (README, "Speed of the simulator").
 """
 from __future__ import annotations
 
