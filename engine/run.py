@@ -48,9 +48,9 @@ def simulate(workload: pl.DataFrame, cluster, config: SimConfig | None = None) -
         m["cluster"] = pool.cluster.describe()
         res = result.build(sim, wl, m)
         window = None
-        if wl.warm_s is not None or wl.end_s is not None:  # the measured window, as µs since the epoch
+        origin = wl.origin_us if wl.datetime_dtype is not None else 0.0  # None: no job, so no time axis
+        if (wl.warm_s is not None or wl.end_s is not None) and origin is not None:  # the measured window, µs
             w0, w1 = metrics.window(sim, wl)
-            origin = wl.origin_us if wl.datetime_dtype is not None else 0.0
             window = (origin + round(w0 * 1e6), origin + round(w1 * 1e6))
         m["attainment"] = attainment.of_run(res.jobs, sim.budgeting.tree, m["capacity"], m["resource"],
                                             cfg.lookback_s, history=cfg.attainment_history, window_us=window)

@@ -130,6 +130,15 @@ def test_warm_start_config_errors():
     assert SimConfig(warm_start="2026-11-10T00:00:00").validated().warm_start == T  # naive ISO = UTC
 
 
+def test_a_warm_started_window_without_jobs_simulates_nothing():
+    # an API caller's window in which nothing was submitted, running or pending (the dashboard and the CLI stop
+    # before the engine): an empty result, not a TypeError from a time axis that no job defines
+    for policy in ("fcfs", "fairshare"):
+        res = simulate(schema.empty("jobs"), NODES, SimConfig(policy=policy, backfill="easy", warm_start=T,
+                                                             window_end=at(7 * 86400)))
+        assert res.jobs.height == 0 and res.timeline.height == 0
+
+
 def test_numeric_workload_warm_start_and_replay_share_the_window():
     # processor-count mode, seconds: job 1 runs 0-100 as logged on 2 processors; job 2 (logged start 40) is
     # pending at T = 30 and needs both: it starts at 100. The as-logged replay over the same window measures
