@@ -89,6 +89,7 @@ def logged_runs(sim, only=None) -> list[tuple]:
     a_g, a_c, a_m = floats("alloc_gpus"), floats("alloc_cpus"), floats("alloc_mem_bytes")
     index = {name: k for k, name in enumerate(sim.pool.names)}
     procs = sim.pool.cluster.procs_mode
+    node_ix: dict = {}  # node list text -> its node indices (None where unknown): jobs share a few lists each
     out = []
     for s, j in sorted((start[j], j) for j in rows if start[j] is not None):
         run_s = wl.raw_run[j]
@@ -100,7 +101,9 @@ def logged_runs(sim, only=None) -> list[tuple]:
         if procs:
             alloc = ((0, g, c, 0),)
         else:
-            nodes = [index.get(x) for x in expand_hostlist(names[j])]
+            nodes = node_ix.get(names[j])
+            if nodes is None:
+                nodes = node_ix[names[j]] = [index.get(x) for x in expand_hostlist(names[j])]
             if nodes and None not in nodes:
                 k = len(nodes)
                 alloc = tuple(zip(nodes, _split(g, k), _split(c, k), _split(m, k)))
