@@ -468,7 +468,8 @@ fail:
     return NULL;
 }
 
-/* index_fit(key, g, c, m) -> node or None: ``Pool.place_in``'s single-node search over the free-GPU index */
+/* index_fit(key, g, c, m, limit=None) -> node or None: ``Pool.place_in``'s single-node search over the free-GPU index,
+ * the nodes ``limit`` caps (a dict node -> (g, c, m)) left out of it and compared one by one on their capped resources */
 static PyObject *NodeOps_index_fit(NodeOps *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4 && nargs != 5) {
