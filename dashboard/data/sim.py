@@ -78,12 +78,33 @@ def replay_filters(flt: Filters, days: int) -> Filters:
     return Filters(start, flt.end, flt.cluster)
 
 
+# Without a cluster in the sidebar, the replay takes the cluster with the most jobs submitted in this many days
+# before the window's end (the page's default replay): in a store whose clusters' logs end at different times,
+# the cluster with the most jobs overall may have nothing left to replay there (sarc's dump: fromage ends a
+# month before raisin, so the default week of fromage was "nothing to replay").
+ACTIVE_DAYS = 7
+
+
 def sim_cluster(flt: Filters | None) -> str | None:
-    """The one cluster a simulation replays: the sidebar's, else the one with the most jobs."""
+    """The one cluster a simulation replays: the sidebar's, else the one with the most jobs submitted in the
+    ``ACTIVE_DAYS`` before the window's end (ties by name), else the one with the most jobs. It depends on the
+    window's end only, so the sidebar window and every replay window cut from it (``replay_filters``) agree."""
     opts = options()
     if flt is not None and flt.cluster:
         return flt.cluster
-    return opts.clusters[0] if len(opts.clusters) == 1 else _largest_cluster(str(store_dir()), store_token())
+    if len(opts.clusters) == 1:
+        return opts.clusters[0]
+    store, token = str(store_dir()), store_token()
+    busiest = _busiest_cluster(store, token, flt.end) if flt is not None and flt.end is not None else None
+    return busiest or _largest_cluster(store, token)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _busiest_cluster(store: str, token: str, end) -> str | None:
+    lo = end - dt.timedelta(days=ACTIVE_DAYS)
+    df = (scan("jobs", store).filter((pl.col("submit") >= lo) & (pl.col("submit") < end) & pl.col("cluster").is_not_null())
+          .group_by("cluster").agg(pl.len().alias("jobs")).collect())
+    return df.sort(["jobs", "cluster"], descending=[True, False])["cluster"][0] if df.height else None
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

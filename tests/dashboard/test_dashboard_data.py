@@ -364,3 +364,34 @@ def test_compact_numbers_for_metric_cards():
 
     assert [ui.compact(v) for v in (None, 0, 16, 16.0, 2.5, 0.04, 99.5, 950, 12_400, 261_000, 4_070_000)] == [
         "–", "0", "16", "16", "2.5", "0.0", "99.5", "950", "12.4 k", "261 k", "4.07 M"]
+
+
+def test_the_replayed_cluster_is_the_busiest_one_near_the_window_end(tmp_path, monkeypatch):
+    # two clusters whose logs end at different times (as sarc's dump): "old" has the most jobs, all of them a
+    # month before the window's end; "new" has fewer, in its last week. Without a cluster in the sidebar the
+    # Fair share page replays "new" (the old default, the cluster with the most jobs, had nothing to replay)
+    from dashboard.data import query_cache, sim
+    from queries.store import Store
+
+    jobs = fx.jobs_frame()
+    old = jobs.with_columns(pl.lit("old").alias("cluster"))
+    new = jobs.head(jobs.height // 3).with_columns(
+        pl.lit("new").alias("cluster"), *[pl.col(c) + dt.timedelta(days=30) for c in ("submit", "start", "end")])
+    root = tmp_path / "two"
+    with Store(root).transaction() as tx:
+        tx.upsert("jobs", pl.concat([old, new]))
+        tx.replace_nodes("old", fx.nodes_frame().with_columns(pl.lit("old").alias("cluster")))
+        tx.replace_nodes("new", fx.nodes_frame().with_columns(pl.lit("new").alias("cluster")))
+    monkeypatch.setenv("QUOTALOOP_STORE", str(root))
+    monkeypatch.setenv("QUOTALOOP_AUTH", "open")
+    query_cache._options.clear()
+    end = new["end"].max().replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
+    flt = data.Filters(end - dt.timedelta(days=30), end)
+    assert old.height > new.height
+    assert sim.sim_cluster(flt) == "new"
+    # every replay window cut from the sidebar's (the last 1 / 7 days, the whole window) replays the same one
+    assert {sim.sim_cluster(sim.replay_filters(flt, d)) for d in (1, 7, 0)} == {"new"}
+    assert sim.sim_cluster(data.Filters(end - dt.timedelta(days=30), end, "old")) == "old"  # the sidebar's
+    # no job in the week before the end, or no end: the cluster with the most jobs, as before
+    assert sim.sim_cluster(data.Filters(None, end + dt.timedelta(days=60))) == "old"
+    assert sim.sim_cluster(data.Filters()) == "old"
