@@ -1034,13 +1034,8 @@ static int examine(Funded *f, PyObject *ex, PyObject *spec, PyObject *failed, Py
         || (c = item(req_c, j, ji)) == NULL || (m = item(req_m, j, ji)) == NULL
         || (limit = PyObject_GetAttr(state, s_limit)) == NULL)
         goto done;
-    int lim = PyObject_IsTrue(limit);
-    if (lim < 0)
-        goto done;
-    if (is_short || !lim)
-        pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, NULL);
-    else  /* EASY's extra resources cap what it may use on the reserved job's nodes */
-        pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, limit, NULL);
+    /* a job ending after T may use only EASY's extra resources on the reserved job's nodes (the limit) */
+    pl = PyObject_CallFunctionObjArgs(place_in, grp, gang, g, c, m, is_short ? Py_None : limit, NULL);
     if (pl == NULL)
         goto done;
     if (pl != Py_None) {

@@ -363,10 +363,8 @@ def _backfill(sim, bd, now, it, state, started, T, failed, n_shapes):
         if (g > b[3] or c > b[4] or m > b[5]) if gang else (g > b[0] or c > b[1] or m > b[2]):
             pl = fits_now = None
         else:
-            if short or not state.limit:
-                pl = place_in(grp, gang, g, c, m)
-            else:  # EASY's extra resources cap what it may use on the reserved job's nodes
-                pl = place_in(grp, gang, g, c, m, state.limit)
+            # a job ending after T may use only EASY's extra resources on the reserved job's nodes (the limit)
+            pl = place_in(grp, gang, g, c, m, None if short else state.limit)
             fits_now = pl if short or pl is not None else place_in(grp, gang, g, c, m)
         if pl is not None:
             sim.start(j, now, pl)
